@@ -1,0 +1,143 @@
+/* tapegrad core: tensors, the tape, the arena, parameters, the RNG, errors.
+ *
+ * The whole autograd idea in one paragraph: every op appends one tg_node to the
+ * context's tape (its inputs, its output, its backward function and whatever
+ * it saved). tg_backward seeds d(loss)/d(loss) = 1 and walks the tape from the
+ * last node to the first, each backward adding (+=) into its inputs' grads.
+ * Execution order is already a topological order, so no sort is needed.
+ *
+ * Memory: activations, their grads, the nodes' saved values and the tape live in
+ * the context and are reused by tg_ctx_reset() every step; parameters live in a
+ * tg_params (flat data and grad buffers) that outlives every step. After the
+ * first step of a fixed-shape loop the context makes no heap allocation.
+ *
+ * Nothing here is global: two contexts (two models) can live in one process. */
+#ifndef TG_CORE_H
+#define TG_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TG_MAX_DIMS 4
+#define TG_MAX_IN 4
+
+typedef struct tg_ctx tg_ctx;
+typedef struct tg_node tg_node;
+
+/* ---- errors ------------------------------------------------------------ */
+/* Misuse (bad shapes, bad arguments) calls the handler with a message that
+ * names the op and the shapes. If the handler returns, the process aborts:
+ * an op never goes on with garbage. A test or an embedding program installs a
+ * handler that longjmps out. */
+typedef void (*tg_error_fn)(const char *msg, void *user);
+typedef struct tg_errh { tg_error_fn fn; void *user; } tg_errh;
+_Noreturn void tg_fail_h(const tg_errh *h, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- tensors ------------------------------------------------------------ */
+typedef struct tg_tensor {
+    int ndim;
+    int shape[TG_MAX_DIMS];
+    int64_t numel;
+    float *data;
+    float *grad;        /* NULL unless requires_grad (and grads were made) */
+    int requires_grad;
+    int is_param;       /* param grads accumulate across backward calls */
+    const char *name;   /* params and named activations; for messages */
+} tg_tensor;
+
+int64_t tg_numel_of(int ndim, const int *shape);
+int tg_same_shape(const tg_tensor *a, const tg_tensor *b);
+/* "[8,16]" into buf (at least TG_SHAPE_BUF bytes); returns buf. */
+#define TG_SHAPE_BUF 64
+const char *tg_shape_str(const tg_tensor *t, char *buf);
+#define TG_SHAPE(t) tg_shape_str((t), (char[TG_SHAPE_BUF]){0})
+
+/* ---- context: arena + tape ---------------------------------------------- */
+typedef struct tg_block tg_block;
+struct tg_ctx {
+    tg_block *head, *cur;   /* arena: a chain of blocks, kept across resets */
+    size_t block_size;
+    tg_node *nodes;         /* the tape, in execution order */
+    int n_nodes, cap_nodes;
+    int grad_enabled;       /* 0: ops compute but record nothing (eval) */
+    tg_errh err;
+    size_t heap_allocs;     /* every malloc this context has made */
+    size_t arena_peak;      /* bytes handed out in the busiest step */
+};
+
+void tg_ctx_init(tg_ctx *ctx, size_t block_bytes);  /* 0: default 16 MiB */
+void tg_ctx_free(tg_ctx *ctx);
+void tg_ctx_reset(tg_ctx *ctx);      /* drop the tape and all activations */
+void tg_set_error_handler(tg_ctx *ctx, tg_error_fn fn, void *user);
+_Noreturn void tg_fail(tg_ctx *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+void *tg_arena_alloc(tg_ctx *ctx, size_t bytes);     /* 64-byte aligned */
+/* A new activation in the arena, uninitialised data, no grad. */
+tg_tensor *tg_new(tg_ctx *ctx, int ndim, const int *shape);
+tg_tensor *tg_new_like(tg_ctx *ctx, const tg_tensor *t);
+tg_tensor *tg_zeros(tg_ctx *ctx, int ndim, const int *shape);
+/* An activation that shares `t`'s data (a view); its grad is its own. */
+tg_tensor *tg_view(tg_ctx *ctx, const tg_tensor *t, int ndim, const int *shape);
+
+/* ---- the tape ------------------------------------------------------------- */
+/* ctx is there for scratch memory (tg_arena_alloc) and for errors. */
+typedef void (*tg_backward_fn)(tg_ctx *ctx, const tg_node *n);
+struct tg_node {
+    const char *op;           /* "tg_matmul": for messages and tape dumps */
+    tg_backward_fn backward;  /* reads out->grad, adds into in[i]->grad */
+    tg_tensor *out;
+    tg_tensor *in[TG_MAX_IN];
+    int n_in;
+    void *saved;              /* op's own struct: attributes + saved values */
+};
+
+/* Called by an op after it made `out`. Sets out->requires_grad from the
+ * inputs. If any input needs a gradient (and grad is enabled) appends a node
+ * with `saved_bytes` of arena memory for the op's record and returns it;
+ * otherwise returns NULL and the op need not save anything. */
+tg_node *tg_record(tg_ctx *ctx, const char *op, tg_backward_fn bw, tg_tensor *out,
+                   int n_in, tg_tensor *const *in, size_t saved_bytes);
+
+/* Zeroes every activation grad on the tape (allocating them the first time),
+ * sets d loss = 1, and runs the nodes' backward functions last to first.
+ * Parameter grads accumulate: zero them between steps (tg_params_zero_grad). */
+void tg_backward(tg_ctx *ctx, tg_tensor *loss);
+/* The same from any output: seeds out->grad with dout (out->numel floats), a
+ * vector-Jacobian product. Gradient checks and Jacobian rows use it. */
+void tg_backward_seed(tg_ctx *ctx, tg_tensor *out, const float *dout);
+
+/* ---- parameters --------------------------------------------------------- */
+/* Declare every parameter, then tg_params_alloc lays them out in one flat data
+ * buffer and one flat grad buffer, so zero-grad, optimizer steps and the
+ * global grad norm are single loops over `numel` floats. */
+typedef struct tg_params {
+    tg_tensor **list;
+    int n, cap;
+    float *data, *grad;
+    size_t numel;
+    int allocated;
+    tg_errh err;
+} tg_params;
+
+void tg_params_init(tg_params *p);
+void tg_params_free(tg_params *p);
+tg_tensor *tg_param(tg_params *p, const char *name, int ndim, const int *shape);
+void tg_params_alloc(tg_params *p);     /* data and grad zeroed */
+void tg_params_zero_grad(tg_params *p);
+tg_tensor *tg_params_find(const tg_params *p, const char *name);
+
+/* ---- RNG: PCG32 (O'Neill's PCG-XSH-RR, 64-bit state, 32-bit output) ------ */
+/* Pure integer arithmetic, so the same seed gives the same stream on every
+ * machine; normals by Box-Muller in double, rounded to float. */
+typedef struct tg_rng { uint64_t state, inc; } tg_rng;
+void tg_rng_seed(tg_rng *r, uint64_t seed, uint64_t stream);
+uint32_t tg_rng_u32(tg_rng *r);
+uint32_t tg_rng_below(tg_rng *r, uint32_t n);       /* uniform in [0, n) */
+float tg_rng_uniform(tg_rng *r);                     /* [0, 1) */
+float tg_rng_normal(tg_rng *r);                      /* N(0, 1) */
+void tg_fill_normal(tg_rng *r, float *x, int64_t n, float mean, float std);
+void tg_fill_uniform(tg_rng *r, float *x, int64_t n, float lo, float hi);
+
+#endif

@@ -1,0 +1,88 @@
+#include "matmul.h"
+
+#include <cblas.h>
+
+typedef struct { int ta, tb; int nbatch, M, N, K; int b_shared; } matmul_rec;
+
+/* Batch i of a row-major GEMM: C_i (+)= op(A_i) op(B_i). Shared b (2-D) is the
+ * same matrix for every i; when a is not transposed its batches fold into one
+ * tall GEMM, which is the common linear-layer case. */
+static void shapes(const matmul_rec *r, int *lda, int *ldb) {
+    *lda = r->ta ? r->M : r->K;
+    *ldb = r->tb ? r->K : r->N;
+}
+
+static void matmul_backward(tg_ctx *ctx, const tg_node *n) {
+    (void)ctx;
+    const matmul_rec *r = n->saved;
+    tg_tensor *a = n->in[0], *b = n->in[1], *c = n->out;
+    int lda, ldb, M = r->M, N = r->N, K = r->K;
+    shapes(r, &lda, &ldb);
+    int64_t sa = (int64_t)M * K, sb = r->b_shared ? 0 : (int64_t)K * N, sc = (int64_t)M * N;
+    for (int i = 0; i < r->nbatch; i++) {
+        const float *A = a->data + i * sa, *B = b->data + i * sb, *dC = c->grad + i * sc;
+        if (a->grad) {
+            float *dA = a->grad + i * sa;
+            if (!r->ta)   /* dA[M,K] += dC[M,N] · op(B)ᵀ */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, r->tb ? CblasNoTrans : CblasTrans, M, K, N,
+                            1.0f, dC, N, B, ldb, 1.0f, dA, lda);
+            else          /* dA[K,M] += op(B) · dCᵀ */
+                cblas_sgemm(CblasRowMajor, r->tb ? CblasTrans : CblasNoTrans, CblasTrans, K, M, N,
+                            1.0f, B, ldb, dC, N, 1.0f, dA, lda);
+        }
+        if (b->grad) {
+            float *dB = b->grad + i * sb;
+            if (!r->tb)   /* dB[K,N] += op(A)ᵀ · dC */
+                cblas_sgemm(CblasRowMajor, r->ta ? CblasNoTrans : CblasTrans, CblasNoTrans, K, N, M,
+                            1.0f, A, lda, dC, N, 1.0f, dB, ldb);
+            else          /* dB[N,K] += dCᵀ · op(A) */
+                cblas_sgemm(CblasRowMajor, CblasTrans, r->ta ? CblasTrans : CblasNoTrans, N, K, M,
+                            1.0f, dC, N, A, lda, 1.0f, dB, ldb);
+        }
+    }
+}
+
+tg_tensor *tg_matmul(tg_ctx *ctx, tg_tensor *a, tg_tensor *b, int ta, int tb) {
+    if (a->ndim < 2 || b->ndim < 2)
+        tg_fail(ctx, "tg_matmul: both inputs need at least 2 dimensions: %s x %s", TG_SHAPE(a), TG_SHAPE(b));
+    int ar = a->shape[a->ndim - 2], ac = a->shape[a->ndim - 1];
+    int br = b->shape[b->ndim - 2], bc = b->shape[b->ndim - 1];
+    matmul_rec r = { .ta = !!ta, .tb = !!tb };
+    r.M = ta ? ac : ar;
+    r.K = ta ? ar : ac;
+    int kb = tb ? bc : br;
+    r.N = tb ? br : bc;
+    if (r.K != kb)
+        tg_fail(ctx, "tg_matmul: inner dimensions differ: %s%s x %s%s", TG_SHAPE(a), ta ? "ᵀ" : "",
+                TG_SHAPE(b), tb ? "ᵀ" : "");
+    r.b_shared = b->ndim == 2;
+    if (!r.b_shared) {
+        int same = b->ndim == a->ndim;
+        for (int i = 0; same && i < a->ndim - 2; i++) same = a->shape[i] == b->shape[i];
+        if (!same)
+            tg_fail(ctx, "tg_matmul: batch dimensions differ: %s x %s (b must be 2-D or share a's batch dims)",
+                    TG_SHAPE(a), TG_SHAPE(b));
+    }
+    r.nbatch = (int)(a->numel / ((int64_t)ar * ac));
+    if (r.b_shared && !r.ta) {   /* fold the batch into the rows */
+        r.M *= r.nbatch;
+        r.nbatch = 1;
+    }
+    int shape[TG_MAX_DIMS];
+    for (int i = 0; i < a->ndim - 2; i++) shape[i] = a->shape[i];
+    shape[a->ndim - 2] = ta ? ac : ar;
+    shape[a->ndim - 1] = r.N;
+    tg_tensor *c = tg_new(ctx, a->ndim, shape);
+
+    int lda, ldb;
+    shapes(&r, &lda, &ldb);
+    int64_t sa = (int64_t)r.M * r.K, sb = r.b_shared ? 0 : (int64_t)r.K * r.N, sc = (int64_t)r.M * r.N;
+    for (int i = 0; i < r.nbatch; i++)
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    r.M, r.N, r.K, 1.0f, a->data + i * sa, lda, b->data + i * sb, ldb, 0.0f,
+                    c->data + i * sc, r.N);
+
+    tg_node *n = tg_record(ctx, "tg_matmul", matmul_backward, c, 2, (tg_tensor *[]){a, b}, sizeof r);
+    if (n) *(matmul_rec *)n->saved = r;
+    return c;
+}

@@ -1,0 +1,15 @@
+# Sourced by the scripts: installs the Debian packages named, only those
+# missing, with sudo when not root. One apt-get update per call, only if needed.
+tg_need() {
+    local missing=() p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    echo "tapegrad: installing ${missing[*]}" >&2
+    $sudo apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+TG_BUILD_PACKAGES=(cmake build-essential pkg-config libopenblas-dev libcmocka-dev)
