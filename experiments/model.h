@@ -1,0 +1,56 @@
+/* The toy transformer of the √d_k experiments.
+ *
+ * tokens [B,T] -> x = tok_emb[tokens] + pos_emb[0..T-1]          x [B,T,D]
+ * L pre-LN blocks:
+ *   q,k,v = LN1(x)·Wq, ·Wk, ·Wv        (no bias)                [B,T,H,dh]
+ *   qknorm mode: q, k = rmsnorm over dh with a learnable gain [H,dh] (init 1)
+ *   a = attention(q, k, v; scale, causal)                         [B,T,H,dh]
+ *   x += a·Wo                                                     Wo [H·dh, D]
+ *   x += GELU(LN2(x)·W1 + b1)·W2 + b2                            W1 [D,4D]
+ * logits = LN_f(x)·W_out                                          [B,T,V]
+ * loss = mean cross-entropy over scored positions.
+ *
+ * Scale modes all run the same code path; only the attention op's `scale`
+ * argument and, for `learned`, its per-head scale tensor change:
+ *   sqrt 1/√dh · none 1 · dk 1/dh · qknorm 1/√dh after RMS-normalising q and k
+ *   · learned 1/√dh · s_h with s_h a parameter, init 1 (so it starts at sqrt). */
+#ifndef TG_MODEL_H
+#define TG_MODEL_H
+#include "tg_core.h"
+
+enum { SCALE_SQRT, SCALE_NONE, SCALE_DK, SCALE_QKNORM, SCALE_LEARNED };
+extern const char *const scale_names[];
+enum { INIT_FANIN, INIT_GPT2 };
+extern const char *const init_names[];
+
+typedef struct {
+    int vocab, seq_len, d_model, heads, d_head, layers;
+    int scale_mode, init;
+} model_cfg;
+
+typedef struct {
+    tg_tensor *ln1_g, *ln1_b, *wq, *wk, *wv, *wo;
+    tg_tensor *qn_g, *kn_g;      /* qknorm only */
+    tg_tensor *hscale;           /* learned only */
+    tg_tensor *ln2_g, *ln2_b, *w1, *b1, *w2, *b2;
+} model_layer;
+
+typedef struct {
+    model_cfg cfg;
+    tg_params P;
+    tg_tensor *tok_emb, *pos_emb, *lnf_g, *lnf_b, *w_out;
+    model_layer *layer;
+    int *pos_idx;                /* 0..T-1 */
+    /* attention health of the last forward run with stats, [layers * heads] */
+    float *ent, *maxlogit, *sat;
+} model;
+
+void model_init(model *m, const model_cfg *cfg, uint64_t seed);
+void model_free(model *m);
+float model_scale(const model_cfg *cfg);   /* the float passed to the attention op */
+/* Builds the graph on ctx and returns the scalar loss. With stats != 0 the
+ * attention health arrays are filled. */
+tg_tensor *model_forward(model *m, tg_ctx *ctx, const int *tokens, const int *targets, int B,
+                         int stats);
+
+#endif
