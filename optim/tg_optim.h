@@ -1,0 +1,73 @@
+/* tapegrad optimizers: SGD with momentum, AdamW, global grad-norm clipping and
+ * a warm-up + cosine learning-rate schedule.
+ *
+ * Every parameter lives in the flat buffers P->data and P->grad (P->numel
+ * floats), and the optimizer state (momentum buffer, Adam moments) is flat in
+ * the same order, so a step is one loop over P->numel elements. The state is
+ * allocated by *_init, once; *_step makes no allocation. Call *_init after
+ * tg_params_alloc, and use an optimizer only with the tg_params it was made for.
+ *
+ * Weight decay applies only to parameters with ndim >= 2 (weight matrices and
+ * embeddings). Gains, biases and per-head scales (1-D) are never decayed:
+ * pulling a LayerNorm gain towards 0 or a bias towards 0 is not the
+ * regularisation we want. AdamW keeps a per-element mask (`decay`, one byte an
+ * element, 1 = decayed) built at init from the parameters' shapes; SGD takes the
+ * same rule parameter by parameter from P->list.
+ *
+ * Bad arguments (negative lr, betas outside [0, 1), ...) go through
+ * tg_fail_h(&P->err, ...) with a message naming the function and the value.
+ * tg_lr_schedule has no tg_params, so it reports through tg_fail_h(NULL, ...):
+ * the message goes to stderr and the process aborts. */
+#ifndef TG_OPTIM_H
+#define TG_OPTIM_H
+#include "tg_core.h"
+
+/* ---- SGD (PyTorch semantics, no dampening, no Nesterov) --------------------
+ *   g   = grad + wd·w            (wd only for ndim >= 2 parameters)
+ *   buf = μ·buf + g              (buf = g at the first step; no buf if μ = 0)
+ *   w  -= lr·buf
+ * momentum in [0, 1), weight_decay >= 0. */
+typedef struct tg_sgd { float momentum, weight_decay; float *buf; size_t n; } tg_sgd;
+void tg_sgd_init(tg_sgd *o, const tg_params *P, float momentum, float weight_decay);
+void tg_sgd_step(tg_sgd *o, tg_params *P, float lr);
+void tg_sgd_free(tg_sgd *o);
+
+/* ---- AdamW (PyTorch torch.optim.AdamW semantics) ---------------------------
+ *   t  += 1
+ *   w  *= 1 − lr·wd              (decoupled decay, ndim >= 2 parameters only)
+ *   m   = β1·m + (1 − β1)·g
+ *   v   = β2·v + (1 − β2)·g²
+ *   w  -= lr/(1 − β1^t) · m / (sqrt(v)/sqrt(1 − β2^t) + eps)
+ * β1, β2 in [0, 1), eps > 0, weight_decay >= 0. The bias corrections are
+ * computed in double once per step. */
+typedef struct tg_adamw {
+    float beta1, beta2, eps, weight_decay;
+    float *m, *v;
+    size_t n;
+    int64_t t;                  /* steps taken */
+    unsigned char *decay;       /* n bytes: 1 where weight decay applies */
+} tg_adamw;
+void tg_adamw_init(tg_adamw *o, const tg_params *P, float beta1, float beta2, float eps,
+                   float weight_decay);
+void tg_adamw_step(tg_adamw *o, tg_params *P, float lr);
+void tg_adamw_free(tg_adamw *o);
+
+/* ---- gradient norm and clipping ------------------------------------------- */
+/* Global L2 norm of every parameter gradient, accumulated in double. */
+float tg_grad_norm(const tg_params *P);
+/* Returns the norm before clipping. When norm > max_norm > 0 every grad is
+ * scaled by max_norm/(norm + 1e-6); max_norm <= 0 means no clipping. A
+ * non-finite norm (inf or NaN grads) is returned and the grads are left as they
+ * are, so the caller can see it and skip the step. */
+float tg_clip_grad_norm(tg_params *P, float max_norm);
+
+/* ---- learning-rate schedule ------------------------------------------------
+ * Linear warm-up lr_max·(step+1)/warmup for step < warmup (lr_max/warmup at
+ * step 0, lr_max at step warmup−1), then cosine from lr_max at step warmup to
+ * lr_min at step total: lr_min + (lr_max − lr_min)·(1 + cos(π·p))/2 with
+ * p = (step − warmup)/(total − warmup). lr_min from step total on.
+ * warmup = 0: no warm-up. Needs step >= 0, 0 <= warmup <= total and
+ * 0 <= lr_min <= lr_max. */
+float tg_lr_schedule(int step, int warmup, int total, float lr_max, float lr_min);
+
+#endif
