@@ -1,0 +1,178 @@
+#include "attention.h"
+
+#include <cblas.h>
+#include <math.h>
+
+typedef struct {
+    int B, T, H, d, dv;
+    float scale;
+    int causal;
+    float *P;   /* [B, H, T, T] weights, masked entries 0 (arena) */
+} attn_rec;
+
+/* The logit multiplier of head h: the op's scale times the head's own. */
+static float head_mult(const attn_rec *r, const tg_tensor *head_scale, int h) {
+    return r->scale * (head_scale ? head_scale->data[h] : 1.0f);
+}
+
+/* In place: the first nv logits of a row become softmax weights, the masked
+ * tail becomes 0 without being read. Returns the row's largest logit. */
+static float softmax_row(float *row, int nv, int T) {
+    float mx = row[0];
+    for (int j = 1; j < nv; j++) mx = row[j] > mx ? row[j] : mx;
+    double sum = 0;
+    for (int j = 0; j < nv; j++) {
+        row[j] = expf(row[j] - mx);   /* <= 1: no overflow however large the logits */
+        sum += row[j];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int j = 0; j < nv; j++) row[j] *= inv;
+    for (int j = nv; j < T; j++) row[j] = 0.0f;
+    return mx;
+}
+
+static void attention_backward(tg_ctx *ctx, const tg_node *n) {
+    const attn_rec *r = n->saved;
+    tg_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *out = n->out;
+    tg_tensor *hs = n->n_in == 4 ? n->in[3] : NULL;
+    const int B = r->B, T = r->T, H = r->H, d = r->d, dv = r->dv;
+    const int ldq = H * d, ldv = H * dv;   /* row strides of a head's [T,d] / [T,dv] view */
+    int need_G = q->grad || (hs && hs->grad);
+    float *dL = tg_arena_alloc(ctx, (size_t)T * T * sizeof(float));
+    float *G = need_G ? tg_arena_alloc(ctx, (size_t)T * d * sizeof(float)) : NULL;
+
+    for (int h = 0; h < H; h++) {
+        float s = head_mult(r, hs, h);
+        double dhs = 0;
+        for (int b = 0; b < B; b++) {
+            /* Q, K are (T,d), V, dO are (T,dv), all with row stride H·d or H·dv; P is (T,T) */
+            int64_t oq = (int64_t)b * T * ldq + (int64_t)h * d, ov = (int64_t)b * T * ldv + (int64_t)h * dv;
+            const float *Q = q->data + oq, *K = k->data + oq, *V = v->data + ov, *dO = out->grad + ov;
+            const float *P = r->P + ((int64_t)b * H + h) * T * T;
+
+            /* O = P V  =>  dV += Pᵀ dO */
+            if (v->grad)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, dv, T, 1.0f, P, T, dO, ldv, 1.0f,
+                            v->grad + ov, ldv);
+            if (!need_G && !k->grad) continue;
+
+            /* O = P V  =>  dP = dO Vᵀ */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, dv, 1.0f, dO, ldv, V, ldv, 0.0f, dL, T);
+            /* P = softmax(logits)  =>  dLogits = P ⊙ (dP − <dP, P>) per row, 0 where masked */
+            for (int i = 0; i < T; i++) {
+                const float *p = P + (int64_t)i * T;
+                float *g = dL + (int64_t)i * T;
+                int nv = r->causal ? i + 1 : T;
+                double dot = 0;
+                for (int j = 0; j < nv; j++) dot += (double)g[j] * p[j];
+                for (int j = 0; j < nv; j++) g[j] = p[j] * (g[j] - (float)dot);
+                for (int j = nv; j < T; j++) g[j] = 0.0f;
+            }
+            /* logits = s · Q Kᵀ  =>  dQ = s · dLogits K,  ds = Σ dLogits ⊙ Q Kᵀ = Σ Q ⊙ (dLogits K).
+             * G = dLogits K serves both, so the head-scale grad never divides by s. */
+            if (need_G) {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, T, 1.0f, dL, T, K, ldq, 0.0f, G, d);
+                for (int i = 0; i < T; i++)
+                    for (int c = 0; c < d; c++) {
+                        float gic = G[(int64_t)i * d + c];
+                        if (q->grad) q->grad[oq + (int64_t)i * ldq + c] += s * gic;
+                        dhs += (double)Q[(int64_t)i * ldq + c] * gic;
+                    }
+            }
+            /* logits = s · Q Kᵀ  =>  dK += s · dLogitsᵀ Q */
+            if (k->grad)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, d, T, s, dL, T, Q, ldq, 1.0f,
+                            k->grad + oq, ldq);
+        }
+        /* s = scale · head_scale[h]  =>  d head_scale[h] = scale · ds */
+        if (hs && hs->grad) hs->grad[h] += (float)(r->scale * dhs);
+    }
+}
+
+static void check_args(tg_ctx *ctx, const tg_tensor *q, const tg_tensor *k, const tg_tensor *v,
+                       const tg_tensor *head_scale, float scale, const tg_attn_stats *stats) {
+    if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
+        tg_fail(ctx, "tg_attention: q, k and v must be 4-D [B,T,H,d]: q %s, k %s, v %s", TG_SHAPE(q),
+                TG_SHAPE(k), TG_SHAPE(v));
+    int same = tg_same_shape(q, k);
+    for (int i = 0; i < 3; i++) same = same && v->shape[i] == q->shape[i];
+    if (!same)
+        tg_fail(ctx, "tg_attention: q and k must have one shape [B,T,H,d] and v the same [B,T,H] "
+                "(its d may differ): q %s, k %s, v %s", TG_SHAPE(q), TG_SHAPE(k), TG_SHAPE(v));
+    int H = q->shape[2];
+    if (head_scale && (head_scale->ndim != 1 || head_scale->shape[0] != H))
+        tg_fail(ctx, "tg_attention: head_scale must be [H] = [%d] for q %s, got %s", H, TG_SHAPE(q),
+                TG_SHAPE(head_scale));
+    if (stats && stats->H != H)
+        tg_fail(ctx, "tg_attention: stats->H is %d but q %s has H = %d heads", stats->H, TG_SHAPE(q), H);
+    if (!isfinite(scale)) tg_fail(ctx, "tg_attention: scale must be finite, got %g", (double)scale);
+}
+
+tg_tensor *tg_attention(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale,
+                        float scale, int causal, tg_attn_stats *stats) {
+    check_args(ctx, q, k, v, head_scale, scale, stats);
+    attn_rec r = { .B = q->shape[0], .T = q->shape[1], .H = q->shape[2], .d = q->shape[3],
+                   .dv = v->shape[3], .scale = scale, .causal = !!causal };
+    const int B = r.B, T = r.T, H = r.H, d = r.d, dv = r.dv;
+    const int ldq = H * d, ldv = H * dv;
+    /* P is the forward's scratch for the logits and what backward needs: always made */
+    r.P = tg_arena_alloc(ctx, (size_t)B * H * T * T * sizeof(float));
+    tg_tensor *out = tg_new(ctx, 4, (int[]){B, T, H, dv});
+
+    for (int h = 0; h < H; h++) {
+        float s = head_mult(&r, head_scale, h);
+        double entropy = 0;
+        float max_logit = -INFINITY;
+        int64_t saturated = 0;
+        for (int b = 0; b < B; b++) {
+            /* Q, K are (T,d), V, O are (T,dv), all with row stride H·d or H·dv; P is (T,T) */
+            int64_t oq = (int64_t)b * T * ldq + (int64_t)h * d, ov = (int64_t)b * T * ldv + (int64_t)h * dv;
+            const float *Q = q->data + oq, *K = k->data + oq, *V = v->data + ov;
+            float *P = r.P + ((int64_t)b * H + h) * T * T, *O = out->data + ov;
+
+            /* logits = s · Q Kᵀ (the masked upper triangle is computed but never read) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, d, s, Q, ldq, K, ldq, 0.0f, P, T);
+            for (int i = 0; i < T; i++) {
+                float *p = P + (int64_t)i * T;
+                int nv = causal ? i + 1 : T;
+                float m = softmax_row(p, nv, T);
+                if (!stats) continue;
+                max_logit = m > max_logit ? m : max_logit;
+                float pmax = 0;
+                for (int j = 0; j < nv; j++) {
+                    if (p[j] > 0) entropy -= (double)p[j] * log((double)p[j]);   /* 0 ln 0 = 0 */
+                    pmax = p[j] > pmax ? p[j] : pmax;
+                }
+                saturated += pmax > 0.99f;
+            }
+            /* O = P V */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dv, T, 1.0f, P, T, V, ldv, 0.0f, O, ldv);
+        }
+        if (stats) {
+            double rows = (double)B * T;
+            if (stats->entropy) stats->entropy[h] = (float)(entropy / rows);
+            if (stats->max_logit) stats->max_logit[h] = max_logit;
+            if (stats->saturation) stats->saturation[h] = (float)(saturated / rows);
+        }
+    }
+
+    tg_tensor *in[] = {q, k, v, head_scale};
+    tg_node *n = tg_record(ctx, "tg_attention", attention_backward, out, head_scale ? 4 : 3, in, sizeof r);
+    if (n) *(attn_rec *)n->saved = r;
+    return out;
+}
+
+double tg_attn_uniform_entropy(int T, int causal) {
+    if (!causal) return log((double)T);
+    double sum = 0;
+    for (int i = 0; i < T; i++) sum += log((double)(i + 1));
+    return sum / T;
+}
+
+const float *tg_attention_probs(const tg_ctx *ctx, const tg_tensor *out) {
+    for (int i = ctx->n_nodes - 1; i >= 0; i--) {
+        const tg_node *n = &ctx->nodes[i];
+        if (n->out == out && n->backward == attention_backward) return ((const attn_rec *)n->saved)->P;
+    }
+    return NULL;
+}
