@@ -1,0 +1,18 @@
+#include "mean.h"
+
+static void mean_backward(tg_ctx *ctx, const tg_node *n) {
+    (void)ctx;
+    tg_tensor *x = n->in[0];
+    float g = (float)(n->out->grad[0] / (double)x->numel);
+    if (x->grad)
+        for (int64_t i = 0; i < x->numel; i++) x->grad[i] += g;
+}
+
+tg_tensor *tg_mean(tg_ctx *ctx, tg_tensor *x) {
+    double s = 0;
+    for (int64_t i = 0; i < x->numel; i++) s += x->data[i];
+    tg_tensor *out = tg_new(ctx, 1, (int[]){1});
+    out->data[0] = (float)(s / (double)x->numel);
+    tg_record(ctx, "tg_mean", mean_backward, out, 1, (tg_tensor *[]){x}, 0);
+    return out;
+}
