@@ -3,6 +3,7 @@
  *   attn_scale --scale none --log runs/none.tsv     (the forgotten scale)
  *   attn_scale --scale sqrt --log runs/sqrt.tsv     (the baseline)
  * See README.md for the log format and what the defaults reproduce. */
+#define _POSIX_C_SOURCE 200809L   /* clock_gettime, isatty */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>

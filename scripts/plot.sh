@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Plots any attn_scale logs.
+#   scripts/plot.sh RUN.tsv [RUN.tsv ...] -o OUT.png [--title TEXT]
+# writes OUT.png (loss curves of all runs), OUT-entropy.png (per-head entropy,
+# one panel per run) and OUT-heatmap-<run>.png (per-head entropy over steps).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+usage() { echo "usage: scripts/plot.sh RUN.tsv [RUN.tsv ...] -o OUT.png [--title TEXT]" >&2; exit 2; }
+out=""; title="attn_scale"; runs=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -o) [ $# -ge 2 ] || usage; out="$2"; shift 2 ;;
+        --title) [ $# -ge 2 ] || usage; title="$2"; shift 2 ;;
+        -h|--help) usage ;;
+        -*) echo "scripts/plot.sh: unknown option '$1'" >&2; usage ;;
+        *) runs+=("$1"); shift ;;
+    esac
+done
+[ -n "$out" ] && [ ${#runs[@]} -gt 0 ] || usage
+command -v gnuplot >/dev/null || { echo "scripts/plot.sh: gnuplot is not installed (apt-get install gnuplot-nox)" >&2; exit 2; }
+for f in "${runs[@]}"; do
+    [ -r "$f" ] || { echo "scripts/plot.sh: cannot read '$f'" >&2; exit 2; }
+    head=$(grep -v '^#' "$f" | head -1)
+    case "$head" in step$'\t'loss$'\t'ent_mean*) ;; *) echo "scripts/plot.sh: '$f' is not an attn_scale log (no step/loss/ent_mean header)" >&2; exit 2 ;; esac
+    [ "$(grep -v '^#' "$f" | wc -l)" -ge 3 ] || { echo "scripts/plot.sh: '$f' has fewer than 2 logged steps" >&2; exit 2; }
+done
+base="${out%.png}"
+gnuplot -c "$here/loss.gp" "$out" "$title: loss" "${runs[@]}"
+gnuplot -c "$here/entropy.gp" "$base-entropy.png" "$title: per-head attention entropy" "${runs[@]}"
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+for f in "${runs[@]}"; do
+    name=$(basename "$f" .tsv)
+    # step head value triples from the nent_ columns, one block per step
+    grep -v '^#' "$f" | awk -F'\t' 'NR==1 { for (i=1;i<=NF;i++) if ($i ~ /^nent_/) c[n++]=i; next }
+        { for (h=0;h<n;h++) print $1, h, $(c[h]); print "" }' > "$tmp"
+    nh=$(grep -v '^#' "$f" | head -1 | tr '\t' '\n' | grep -c '^nent_')
+    gnuplot -c "$here/heatmap.gp" "$base-heatmap-$name.png" "$title: $name" "$tmp" "$nh"
+done
+echo "wrote $out $base-entropy.png $base-heatmap-*.png"
