@@ -70,11 +70,11 @@ static void log_row(FILE *f, int step, float loss, const model *m, double unifor
 
 int main(int argc, char **argv) {
     config c = {
-        .task = TASK_HIST, .steps = 600, .batch = 32, .seq_len = 64, .vocab = 64, .d_model = 128,
+        .task = TASK_HIST, .steps = 600, .batch = 32, .seq_len = 32, .vocab = 64, .d_model = 128,
         .heads = 4, .d_head = 128, .layers = 1, .scale = SCALE_SQRT, .init = INIT_FANIN,
         .optim = OPT_ADAM, .warmup = 50, .seed = 1, .threads = 1, .log_every = 10,
-        .alphabet = 16, .keys = 8, .values = 6,
-        .lr = 1e-3f, .lr_min = 1e-4f, .clip = 1.0f, .momentum = 0.9f, .weight_decay = 0.0f,
+        .alphabet = 8, .keys = 8, .values = 6,
+        .lr = 3e-3f, .lr_min = 3e-4f, .clip = 1.0f, .momentum = 0.9f, .weight_decay = 0.0f,
         .log = NULL,
     };
     const cli_opt opts[] = {

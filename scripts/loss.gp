@@ -3,7 +3,7 @@
 # Each run is labelled by its file name; the dashed line is the first run's
 # context-free reference loss ('# ref_loss_context_free=' in its header).
 out = ARG1; title = ARG2
-set terminal pngcairo size 1000,600 font ",11"
+set terminal pngcairo size 1000,600 font ",11" noenhanced
 set output out
 set datafile separator "\t"
 set datafile columnheaders

@@ -17,10 +17,11 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -n "$out" ] && [ ${#runs[@]} -gt 0 ] || usage
+header() { awk '!/^#/ { print; exit }' "$1"; }   # the column names: first line not a comment
 command -v gnuplot >/dev/null || { echo "scripts/plot.sh: gnuplot is not installed (apt-get install gnuplot-nox)" >&2; exit 2; }
 for f in "${runs[@]}"; do
     [ -r "$f" ] || { echo "scripts/plot.sh: cannot read '$f'" >&2; exit 2; }
-    head=$(grep -v '^#' "$f" | head -1)
+    head=$(header "$f")
     case "$head" in step$'\t'loss$'\t'ent_mean*) ;; *) echo "scripts/plot.sh: '$f' is not an attn_scale log (no step/loss/ent_mean header)" >&2; exit 2 ;; esac
     [ "$(grep -v '^#' "$f" | wc -l)" -ge 3 ] || { echo "scripts/plot.sh: '$f' has fewer than 2 logged steps" >&2; exit 2; }
 done
@@ -34,7 +35,7 @@ for f in "${runs[@]}"; do
     # step head value triples from the nent_ columns, one block per step
     grep -v '^#' "$f" | awk -F'\t' 'NR==1 { for (i=1;i<=NF;i++) if ($i ~ /^nent_/) c[n++]=i; next }
         { for (h=0;h<n;h++) print $1, h, $(c[h]); print "" }' > "$tmp"
-    nh=$(grep -v '^#' "$f" | head -1 | tr '\t' '\n' | grep -c '^nent_')
+    nh=$(header "$f" | tr '\t' '\n' | grep -c '^nent_')
     gnuplot -c "$here/heatmap.gp" "$base-heatmap-$name.png" "$title: $name" "$tmp" "$nh"
 done
 echo "wrote $out $base-entropy.png $base-heatmap-*.png"
