@@ -109,7 +109,11 @@ int main(int argc, char **argv) {
                 r->std[SEED_RAW], r->std_pred, ratio, r->std[SEED_DK], r->ent[SEED_RAW], r->ent[SEED_SQRT],
                 r->ent[SEED_DK]);
     }
-    fprintf(stderr, "dot_variance: std(q·k)/sqrt(d_k) is within %.1f%% of 1 at every d_k; only /sqrt(d_k) keeps "
-            "the entropy the same as d_k grows\n", 100 * worst);
+    fprintf(stderr, "dot_variance: std(q·k)/sqrt(d_k) is within %.1f%% of 1 at every d_k\n", 100 * worst);
+    if (nd > 1)
+        fprintf(stderr, "dot_variance: entropy from d_k = %d to %d: q·k %.3f -> %.3f, q·k/sqrt(d_k) %.3f -> %.3f, "
+                "q·k/d_k %.3f -> %.3f (uniform %.3f)\n", rows[0].d, rows[nd - 1].d, rows[0].ent[SEED_RAW],
+                rows[nd - 1].ent[SEED_RAW], rows[0].ent[SEED_SQRT], rows[nd - 1].ent[SEED_SQRT], rows[0].ent[SEED_DK],
+                rows[nd - 1].ent[SEED_DK], uni);
     return 0;
 }
