@@ -78,7 +78,7 @@ int main(int argc, char **argv) {
     double uni = log((double)keys);
     FILE *f = o.f;
     fprintf(f, "# tapegrad dot_variance: q·k of independent N(0,1) vectors; var predicted d_k, std sqrt(d_k)\n");
-    cli_dump(f, opts, nopt);
+    cli_dump(f, opts, nopt - 1);   /* not --out: where the file went is no property of its numbers */
     fprintf(f, "# columns: mean/var/std of q·k; std_pred = sqrt(d_k); std_sqrt, std_dk: std of q·k/sqrt(d_k), q·k/d_k;\n"
                "# ent_*: mean softmax entropy (nats) over T keys per scaling, ent_uniform = ln T; pmax_*: mean largest weight\n");
     fprintf(f, "d_k\tmean\tvar\tstd\tstd_pred\tstd_sqrt\tstd_dk\tent_raw\tent_sqrt\tent_dk\tstd_ratio\t"

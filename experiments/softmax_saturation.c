@@ -100,13 +100,13 @@ int main(int argc, char **argv) {
     }
 
     fprintf(o.f, "# tapegrad softmax_saturation: p = softmax(c·[2, 1, 0.5]), J = diag(p) − p pᵀ\n");
-    cli_dump(o.f, opts, nopt);
+    cli_dump(o.f, opts, nopt - 2);   /* not --out, --sigma-out (the last two) */
     fprintf(o.f, "# jac_norm: ‖J‖_F through the backward pass (row i: backward seeded with e_i); jac_exact: closed form in double\n");
     fprintf(o.f, "# gone: jac_norm < %g\n# c_gone=%.4f\n", SEED_GONE, c_gone);
     c_table(o.f, cr, nc);
     if (sigma_out) {
         fprintf(os.f, "# tapegrad softmax_saturation, σ sweep: rows of T = %d scores σ·x, x ~ N(0,1), the same x for every σ\n", keys);
-        cli_dump(os.f, opts, nopt);
+        cli_dump(os.f, opts, nopt - 2);
         fprintf(os.f, "# jac_median: median over rows of ‖J‖_F through the backward pass; frac_gone: share of rows below %g\n",
                 SEED_GONE);
         sigma_table(os.f, sr, ns, keys);
