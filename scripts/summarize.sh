@@ -16,11 +16,11 @@ function flush(   n, k, i, fl, fe, h) {
     for (i = n - k + 1; i <= n; i++) { fl += loss[i]; fe += ent[i] }
     fl /= k; fe /= k * unif
     key = cfg["task"] "|" cfg["optim"] "|" cfg["d_head"] "|" cfg["scale"] "|" cfg["steps"] "|" cfg["lr"] "|" cfg["init"]
-    printf "%-7s %-5s %-7s %6s %5s %6s %11.4f %9.3f %9.3f %9.3f %14s\n", cfg["task"], cfg["optim"], cfg["scale"], cfg["d_head"], cfg["seed"], cfg["steps"], fl, fe, e0 / unif, e10 / unif, low10 "/" nh
+    printf "%-7s %-5s %-7s %6s %5s %6s %11.4f %9.3f %9.3f %9.3f %14s  %s\n", cfg["task"], cfg["optim"], cfg["scale"], cfg["d_head"], cfg["seed"], cfg["steps"], fl, fe, e0 / unif, e10 / unif, low10 "/" nh, run
     runs[++nruns] = key; rseed[nruns] = cfg["seed"]; rloss[nruns] = fl; rlow[nruns] = low10; rnh[nruns] = nh; re10[nruns] = e10 / unif
     rhmin[nruns] = hmin10
 }
-FNR == 1 { flush(); file = FILENAME; nrow = 0; hdr = 0; delete cfg; low10 = "-"; e10 = 0; nh = 0 }
+FNR == 1 { flush(); file = FILENAME; run = FILENAME; sub(/.*\//, "", run); sub(/\.tsv$/, "", run); nrow = 0; hdr = 0; delete cfg; low10 = "-"; e10 = 0; nh = 0 }
 /^# / { split(substr($0, 3), kv, "="); cfg[kv[1]] = kv[2]; if (kv[1] == "ref_entropy_uniform") unif = kv[2] + 0; next }
 !hdr { hdr = 1; nh = 0; for (i = 1; i <= NF; i++) { col[$i] = i; if ($i ~ /^nent_/) hc[++nh] = i }; target = cfg["steps"] / 10; got10 = 0; next }
 {
@@ -31,7 +31,7 @@ FNR == 1 { flush(); file = FILENAME; nrow = 0; hdr = 0; delete cfg; low10 = "-";
         for (h = 1; h <= nh; h++) { if ($(hc[h]) < 0.1) low10++; if ($(hc[h]) < hmin10) hmin10 = $(hc[h]) }
     }
 }
-BEGIN { printf "%-7s %-5s %-7s %6s %5s %6s %11s %9s %9s %9s %14s\n", "task", "optim", "scale", "d_head", "seed", "steps", "final_loss", "ent/unif", "ent@0", "ent@10%", "heads<0.1@10%" }
+BEGIN { printf "%-7s %-5s %-7s %6s %5s %6s %11s %9s %9s %9s %14s  %s\n", "task", "optim", "scale", "d_head", "seed", "steps", "final_loss", "ent/unif", "ent@0", "ent@10%", "heads<0.1@10%", "run" }
 END {
     flush()
     # verdicts: every unscaled run against the scaled run of the same task, optimizer, d_head and seed
