@@ -293,6 +293,11 @@ int main(int argc, char **argv) {
             status = 2;
             goto done;
         }
+        if (c.stop_at && c.stop_at <= st.step) {
+            fprintf(stderr, "attn_scale: --stop-at %d is not after the checkpoint's step %d\n", c.stop_at, st.step);
+            status = 2;
+            goto done;
+        }
         fprintf(stderr, "attn_scale: resuming %s at step %d%s%s\n", c.resume, st.step, changed[0] ? "; changed: " : "",
                 changed);
         if (strstr(changed, "--steps ") && !(c.lr_min == c.lr && st.step >= c.warmup))

@@ -199,10 +199,7 @@ int runlog_resume(runlog *L, const char *path, const char *header, const char *c
     long last = -1, dropped = 0, kept = 0;
     while (s < end) {
         const char *nl = memchr(s, '\n', (size_t)(end - s));
-        if (!nl) {
-            dropped++;
-            break;
-        }
+        if (!nl) break;
         if (*s != '#') {
             char *e;
             errno = 0;
@@ -211,10 +208,7 @@ int runlog_resume(runlog *L, const char *path, const char *header, const char *c
                 free(old);
                 return fail(err, errlen, "%s: line '%.20s...' is not a row after step %ld", path, s, last);
             }
-            if (st >= step) {
-                for (const char *p = s; p < end; p++) dropped += *p == '\n';
-                break;
-            }
+            if (st >= step) break;
             last = st;
             kept++;
             keep_end = nl + 1;
@@ -226,6 +220,8 @@ int runlog_resume(runlog *L, const char *path, const char *header, const char *c
         return fail(err, errlen, "%s: its rows end at step %ld but the checkpoint is at step %d: rows are missing "
                     "(not this run's log?); refusing to append to it", path, last, step);
     }
+    for (const char *p = keep_end; p < end; p++) dropped += *p == '\n';
+    if (end > keep_end && end[-1] != '\n') dropped++;   /* a partial last line */
     /* '#' notes between kept rows are copied with them; only rows are counted */
     const char *rows = ocol ? orows : end;
     rc = replace_with(L, path, header, strlen(header), rows, (size_t)(keep_end - rows), err, errlen);

@@ -1,0 +1,58 @@
+/* libFuzzer target: bytes as a checkpoint file. They go through the generic
+ * safetensors reader (every typed accessor on what it accepts) and then the
+ * training-state loader against a tiny attn_scale model with the settings
+ * below, the same ones as the seed checkpoint in corpus/fuzz_checkpoint/.
+ * Nothing may crash, leak or read out of bounds, whatever the bytes. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "attn_cfg.h"
+#include "checkpoint.h"
+#include "safetensors.h"
+
+static char *tiny_args[] = {"fuzz", "--vocab", "8", "--seq-len", "4", "--d-model", "4", "--heads", "1",
+                            "--d-head", "2", "--alphabet", "4", "--batch", "2", "--steps", "3", "--warmup", "0"};
+
+static attn_cfg cfg;
+static cli_opt opts[ATTN_MAX_OPTS];
+static int nopt;
+static model m;
+static tg_adamw adam;
+static tg_rng rng;
+static train_state st;
+
+static void setup(void) {
+    char err[256];
+    attn_cfg_defaults(&cfg);
+    nopt = attn_cfg_options(&cfg, opts);
+    if (cli_parse(opts, nopt, (int)(sizeof tiny_args / sizeof *tiny_args), tiny_args, err, sizeof err, NULL)) abort();
+    model_cfg mc = {cfg.vocab, cfg.seq_len, cfg.d_model, cfg.heads, cfg.d_head, cfg.layers, cfg.scale, cfg.init};
+    model_init(&m, &mc, 1);
+    tg_adamw_init(&adam, &m.P, 0.9f, 0.95f, 1e-8f, 0);
+    tg_rng_seed(&rng, 1, 0xda7a);
+    st = (train_state){.m = &m, .adam = &adam, .data_rng = &rng};
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (!nopt) setup();
+    char err[512], changed[512];
+    tg_st_file f;
+    if (tg_st_parse(data, size, &f, err, sizeof err) == 0) {
+        for (int i = 0; i < f.n; i++) {
+            const tg_st_entry *e = &f.t[i];
+            size_t n = e->numel ? (size_t)e->numel : 1;
+            void *buf = malloc(n * 8);
+            if (!buf) continue;
+            if (e->dtype == TG_ST_F32) tg_st_get_f32(e, buf);
+            else if (e->dtype == TG_ST_F64) tg_st_get_f64(e, buf);
+            else if (e->dtype == TG_ST_I64) tg_st_get_i64(e, buf);
+            free(buf);
+            if (tg_st_find(&f, e->name) != e) abort();   /* names are unique */
+        }
+        tg_st_meta(&f, "format");
+        tg_st_free(&f);
+    }
+    ckpt_load_bytes(data, size, &st, opts, nopt, attn_run_options, changed, sizeof changed, err, sizeof err);
+    return 0;
+}
