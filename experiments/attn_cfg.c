@@ -6,8 +6,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model.h"
-#include "tasks.h"
 
 const char *const optim_names[] = {"adam", "sgd", NULL};
 const char *const on_nan_names[] = {"stop", "skip", NULL};
@@ -66,6 +64,16 @@ int attn_cfg_options(attn_cfg *c, cli_opt *opts) {
     return n;
 }
 
+model_cfg attn_cfg_model(const attn_cfg *c) {
+    return (model_cfg){.vocab = c->vocab, .seq_len = c->seq_len, .d_model = c->d_model, .heads = c->heads,
+                       .d_head = c->d_head, .layers = c->layers, .scale_mode = c->scale, .init = c->init};
+}
+
+task_cfg attn_cfg_task(const attn_cfg *c) {
+    return (task_cfg){.kind = c->task, .vocab = c->vocab, .seq_len = c->seq_len, .alphabet = c->alphabet,
+                      .keys = c->keys, .values = c->values};
+}
+
 static int seen_flag(const cli_opt *opts, int n, const int *seen, const char *name) {
     const cli_opt *o = opts && seen ? cli_find(opts, n, name) : NULL;
     return o ? seen[o - opts] : 0;
@@ -78,7 +86,7 @@ static int has_control(const char *s) {
 }
 
 int attn_cfg_check(const attn_cfg *c, const cli_opt *opts, int n, const int *seen, char *err, size_t errlen) {
-    task_cfg tc = {c->task, c->vocab, c->seq_len, c->alphabet, c->keys, c->values};
+    task_cfg tc = attn_cfg_task(c);
     if (task_check(&tc, err, errlen)) return 1;
     if (c->warmup > c->steps) {
         snprintf(err, errlen, "--warmup %d is longer than --steps %d", c->warmup, c->steps);

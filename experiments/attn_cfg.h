@@ -6,6 +6,8 @@
 #include <stddef.h>
 
 #include "cli.h"
+#include "model.h"
+#include "tasks.h"
 
 enum { OPT_ADAM, OPT_SGD };
 extern const char *const optim_names[];
@@ -34,6 +36,11 @@ int attn_cfg_options(attn_cfg *c, cli_opt *opts);
  * where it logs and saves, threads. Every other flag must match the
  * checkpoint's. */
 extern const char *const attn_run_options[];
+
+/* The model's and the task's settings out of the flags (the one place that
+ * maps them, for the binary, the fuzzer and the tests). */
+model_cfg attn_cfg_model(const attn_cfg *c);
+task_cfg attn_cfg_task(const attn_cfg *c);
 
 /* The checks that involve several flags (task sizes, warm-up against steps,
  * --save-every without --save, paths that collide, a model too big for this

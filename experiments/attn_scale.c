@@ -102,7 +102,7 @@ static int train(const attn_cfg *c, const cli_opt *opts, int nopt, train_state *
                  task_refs refs) {
     model *m = st->m;
     const model_cfg *mc = &m->cfg;
-    task_cfg tc = {c->task, c->vocab, c->seq_len, c->alphabet, c->keys, c->values};
+    task_cfg tc = attn_cfg_task(c);
     int *tokens = malloc(sizeof(int) * (size_t)c->batch * c->seq_len);
     int *targets = malloc(sizeof(int) * (size_t)c->batch * c->seq_len);
     if (!tokens || !targets) {
@@ -257,12 +257,12 @@ int main(int argc, char **argv) {
     }
     openblas_set_num_threads(c.threads);
 
-    model_cfg mc = {c.vocab, c.seq_len, c.d_model, c.heads, c.d_head, c.layers, c.scale, c.init};
+    model_cfg mc = attn_cfg_model(&c);
     model m;
     model_init(&m, &mc, (uint64_t)c.seed);
     tg_rng data_rng;
     tg_rng_seed(&data_rng, (uint64_t)c.seed, 0xda7a);
-    task_cfg tc = {c.task, c.vocab, c.seq_len, c.alphabet, c.keys, c.values};
+    task_cfg tc = attn_cfg_task(&c);
     task_refs refs = task_reference(&tc);
     double uniform = tg_attn_uniform_entropy(c.seq_len, 1);
     tg_adamw adam;

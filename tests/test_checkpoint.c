@@ -282,7 +282,7 @@ static void run_init(run *r, int n_extra, char **extra) {
     attn_cfg_defaults(&r->c);
     r->nopt = attn_cfg_options(&r->c, r->opts);
     assert_int_equal(cli_parse(r->opts, r->nopt, argc, argv, err, sizeof err, NULL), CLI_OK);
-    model_cfg mc = {r->c.vocab, r->c.seq_len, r->c.d_model, r->c.heads, r->c.d_head, r->c.layers, r->c.scale, r->c.init};
+    model_cfg mc = attn_cfg_model(&r->c);
     model_init(&r->m, &mc, (uint64_t)r->c.seed);
     tg_rng_seed(&r->rng, (uint64_t)r->c.seed, 0xda7a);
     r->st = (train_state){.m = &r->m, .data_rng = &r->rng};
@@ -304,7 +304,7 @@ static void run_free(run *r) {
 
 /* k training steps, logging every step into st.logged */
 static void run_steps(run *r, int k) {
-    task_cfg tc = {r->c.task, r->c.vocab, r->c.seq_len, r->c.alphabet, r->c.keys, r->c.values};
+    task_cfg tc = attn_cfg_task(&r->c);
     int tok[3 * 6], tgt[3 * 6];
     tg_ctx ctx;
     tg_ctx_init(&ctx, 0);
@@ -570,7 +570,7 @@ static void test_guard(void **s) {
     (void)s;
     run r;
     run_init(&r, 0, NULL);
-    task_cfg tc = {r.c.task, r.c.vocab, r.c.seq_len, r.c.alphabet, r.c.keys, r.c.values};
+    task_cfg tc = attn_cfg_task(&r.c);
     int tok[3 * 6], tgt[3 * 6];
     task_batch(&tc, &r.rng, 3, tok, tgt);
     tg_ctx ctx;

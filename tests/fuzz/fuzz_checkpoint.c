@@ -33,7 +33,7 @@ static void setup(void) {
     attn_cfg_defaults(&cfg);
     nopt = attn_cfg_options(&cfg, opts);
     if (cli_parse(opts, nopt, (int)(sizeof tiny_args / sizeof *tiny_args), tiny_args, err, sizeof err, NULL)) abort();
-    model_cfg mc = {cfg.vocab, cfg.seq_len, cfg.d_model, cfg.heads, cfg.d_head, cfg.layers, cfg.scale, cfg.init};
+    model_cfg mc = attn_cfg_model(&cfg);
     model_init(&m, &mc, 1);
     tg_adamw_init(&adam, &m.P, 0.9f, 0.95f, 1e-8f, 0);
     tg_rng_seed(&rng, 1, 0xda7a);
