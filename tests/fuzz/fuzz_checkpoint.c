@@ -1,7 +1,8 @@
 /* libFuzzer target: bytes as a checkpoint file. They go through the generic
  * safetensors reader (every typed accessor on what it accepts) and then the
- * training-state loader against a tiny attn_scale model with the settings
- * below, the same ones as the seed checkpoint in corpus/fuzz_checkpoint/.
+ * training-state loader against two tiny attn_scale runs with the settings
+ * below (one with AdamW, one with SGD), the same ones as the seed checkpoints
+ * in corpus/fuzz_checkpoint/.
  * Nothing may crash, leak or read out of bounds, whatever the bytes.
  *
  * A mutated byte almost always breaks the data checksum, which would stop
@@ -20,24 +21,38 @@
 static char *tiny_args[] = {"fuzz", "--vocab", "8", "--seq-len", "4", "--d-model", "4", "--heads", "1",
                             "--d-head", "2", "--alphabet", "4", "--batch", "2", "--steps", "3", "--warmup", "0"};
 
-static attn_cfg cfg;
-static cli_opt opts[ATTN_MAX_OPTS];
-static int nopt;
-static model m;
-static tg_adamw adam;
-static tg_rng rng;
-static train_state st;
+typedef struct {
+    attn_cfg cfg;
+    cli_opt opts[ATTN_MAX_OPTS];
+    int nopt;
+    model m;
+    tg_adamw adam;
+    tg_sgd sgd;
+    tg_rng rng;
+    train_state st;
+} tiny_run;
+static tiny_run runs[2];   /* adam, sgd */
 
-static void setup(void) {
-    char err[256];
-    attn_cfg_defaults(&cfg);
-    nopt = attn_cfg_options(&cfg, opts);
-    if (cli_parse(opts, nopt, (int)(sizeof tiny_args / sizeof *tiny_args), tiny_args, err, sizeof err, NULL)) abort();
-    model_cfg mc = attn_cfg_model(&cfg);
-    model_init(&m, &mc, 1);
-    tg_adamw_init(&adam, &m.P, 0.9f, 0.95f, 1e-8f, 0);
-    tg_rng_seed(&rng, 1, 0xda7a);
-    st = (train_state){.m = &m, .adam = &adam, .data_rng = &rng};
+static void setup(tiny_run *r, const char *optim) {
+    char err[256], *argv[sizeof tiny_args / sizeof *tiny_args + 2];
+    int argc = 0;
+    for (size_t i = 0; i < sizeof tiny_args / sizeof *tiny_args; i++) argv[argc++] = tiny_args[i];
+    argv[argc++] = "--optim";
+    argv[argc++] = (char *)optim;
+    attn_cfg_defaults(&r->cfg);
+    r->nopt = attn_cfg_options(&r->cfg, r->opts);
+    if (cli_parse(r->opts, r->nopt, argc, argv, err, sizeof err, NULL)) abort();
+    model_cfg mc = attn_cfg_model(&r->cfg);
+    model_init(&r->m, &mc, 1);
+    tg_rng_seed(&r->rng, 1, 0xda7a);
+    r->st = (train_state){.m = &r->m, .data_rng = &r->rng};
+    if (r->cfg.optim == OPT_ADAM) {
+        tg_adamw_init(&r->adam, &r->m.P, 0.9f, 0.95f, 1e-8f, 0);
+        r->st.adam = &r->adam;
+    } else {
+        tg_sgd_init(&r->sgd, &r->m.P, r->cfg.momentum, 0);
+        r->st.sgd = &r->sgd;
+    }
 }
 
 /* A copy of the input with the checksum's 16 hex digits set to the data
@@ -81,12 +96,17 @@ static void one(const uint8_t *data, size_t size) {
         tg_st_meta(&f, "format");
         tg_st_free(&f);
     }
-    ckpt_load_bytes(data, size, &st, opts, nopt, attn_run_options, changed, sizeof changed, err, sizeof err);
+    for (int i = 0; i < 2; i++)
+        ckpt_load_bytes(data, size, &runs[i].st, runs[i].opts, runs[i].nopt, attn_run_options, changed, sizeof changed,
+                        err, sizeof err);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!nopt) setup();
+    if (!runs[0].nopt) {
+        setup(&runs[0], "adam");
+        setup(&runs[1], "sgd");
+    }
     one(data, size);
     uint8_t *fixed = with_checksum(data, size);
     if (fixed) {
