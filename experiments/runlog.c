@@ -118,6 +118,77 @@ static const hkv *find_key(const hkv *kv, int n, const hkv *k) {
 
 enum { MAX_KEYS = 4096 };
 
+int runlog_plan(const char *old, size_t n, const char *header, const char *const *may_differ, int step,
+                runlog_keep *k, char *err, size_t errlen) {
+    memset(k, 0, sizeof *k);
+    hkv *okv = malloc(2 * MAX_KEYS * sizeof *okv), *nkv = okv + MAX_KEYS;
+    if (!okv) return fail(err, errlen, "out of memory");
+    const char *ocol, *ncol, *orows, *nend;
+    int on = header_kv(old, old + n, okv, MAX_KEYS, &ocol, &orows);
+    int nn = header_kv(header, header + strlen(header), nkv, MAX_KEYS, &ncol, &nend);
+    int rc = 0;
+    /* the same run: every setting but the free ones, both ways, and the columns */
+    for (int i = 0; i < nn && !rc; i++) {
+        if (free_key(&nkv[i], may_differ)) continue;
+        const hkv *o = find_key(okv, on, &nkv[i]);
+        if (!o)
+            rc = fail(err, errlen, "its header has no %.*s (not this run's log?); refusing to append to it",
+                      (int)nkv[i].klen, nkv[i].key);
+        else if (o->vlen != nkv[i].vlen || memcmp(o->val, nkv[i].val, o->vlen) != 0)
+            rc = fail(err, errlen, "its header says %.*s=%.*s, this run has %.*s (not this run's log?); refusing "
+                      "to append to it", (int)o->klen, o->key, (int)(o->vlen < 60 ? o->vlen : 60), o->val,
+                      (int)(nkv[i].vlen < 60 ? nkv[i].vlen : 60), nkv[i].val);
+    }
+    for (int i = 0; i < on && !rc; i++)
+        if (!free_key(&okv[i], may_differ) && !find_key(nkv, nn, &okv[i]))
+            rc = fail(err, errlen, "its header has a setting %.*s this run does not (not this run's log?)",
+                      (int)(okv[i].klen < 60 ? okv[i].klen : 60), okv[i].key);
+    size_t ncol_len = ncol ? (size_t)(nend - ncol) : 0;
+    if (!rc && ocol && ((size_t)(orows - ocol) != ncol_len || memcmp(ocol, ncol, ncol_len) != 0))
+        rc = fail(err, errlen, "its columns differ from this run's (not this run's log?)");
+    long old_every = 1;   /* digits inside the value only: the buffer has no NUL */
+    for (int i = 0; i < on; i++)
+        if (key_is(&okv[i], "log_every")) {
+            old_every = 0;
+            for (size_t j = 0; j < okv[i].vlen && okv[i].val[j] >= '0' && okv[i].val[j] <= '9' && old_every < 100000000; j++)
+                old_every = old_every * 10 + (okv[i].val[j] - '0');
+        }
+    free(okv);
+    if (rc) return rc;
+
+    /* the rows before the checkpoint's step; a partial last line and '#' notes go */
+    const char *s = ocol ? orows : old + n, *end = old + n, *keep_end = s;
+    long last = -1, dropped = 0, kept = 0;
+    while (s < end) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        if (!nl) break;
+        if (*s != '#') {
+            /* digits then a tab, all inside this line (the buffer has no NUL) */
+            const char *e = s;
+            long st = 0;
+            while (e < nl && *e >= '0' && *e <= '9' && st <= 999999999) st = st * 10 + (*e++ - '0');
+            if (e == s || *e != '\t' || st <= last) {
+                int show = nl - s < 20 ? (int)(nl - s) : 20;
+                return fail(err, errlen, "line '%.*s...' is not a row after step %ld", show, s, last);
+            }
+            if (st >= step) break;
+            last = st;
+            kept++;
+            keep_end = nl + 1;
+        }
+        s = nl + 1;
+    }
+    if (step > 0 && (last < 0 || last + (old_every > 0 ? old_every : 1) < step))
+        return fail(err, errlen, "its rows end at step %ld but the checkpoint is at step %d: rows are missing "
+                    "(not this run's log?); refusing to append to it", last, step);
+    for (const char *p = keep_end; p < end; p++) dropped += *p == '\n';
+    if (end > keep_end && end[-1] != '\n') dropped++;   /* a partial last line */
+    /* '#' notes between kept rows are copied with them; only rows are counted */
+    const char *rows = ocol ? orows : end;
+    *k = (runlog_keep){(size_t)(rows - old), (size_t)(keep_end - old), kept, last, dropped};
+    return 0;
+}
+
 int runlog_resume(runlog *L, const char *path, const char *header, const char *const *may_differ, int step,
                   char *info, size_t infolen, char *err, size_t errlen) {
     memset(L, 0, sizeof *L);
@@ -157,77 +228,20 @@ int runlog_resume(runlog *L, const char *path, const char *header, const char *c
         return runlog_open(L, path, header, err, errlen);
     }
 
-    hkv *okv = malloc(2 * MAX_KEYS * sizeof *okv), *nkv = okv + MAX_KEYS;
-    if (!okv) {
-        free(old);
-        return fail(err, errlen, "%s: out of memory", path);
-    }
-    const char *ocol, *ncol, *orows, *nend;
-    int on = header_kv(old, old + n, okv, MAX_KEYS, &ocol, &orows);
-    int nn = header_kv(header, header + strlen(header), nkv, MAX_KEYS, &ncol, &nend);
-    int rc = 0;
-    /* the same run: every setting but the free ones, both ways, and the columns */
-    for (int i = 0; i < nn && !rc; i++) {
-        if (free_key(&nkv[i], may_differ)) continue;
-        const hkv *o = find_key(okv, on, &nkv[i]);
-        if (!o)
-            rc = fail(err, errlen, "%s: its header has no %.*s (not this run's log?); refusing to append to it", path,
-                      (int)nkv[i].klen, nkv[i].key);
-        else if (o->vlen != nkv[i].vlen || memcmp(o->val, nkv[i].val, o->vlen) != 0)
-            rc = fail(err, errlen, "%s: its header says %.*s=%.*s, this run has %.*s (not this run's log?); refusing "
-                      "to append to it", path, (int)o->klen, o->key, (int)(o->vlen < 60 ? o->vlen : 60), o->val,
-                      (int)(nkv[i].vlen < 60 ? nkv[i].vlen : 60), nkv[i].val);
-    }
-    for (int i = 0; i < on && !rc; i++)
-        if (!free_key(&okv[i], may_differ) && !find_key(nkv, nn, &okv[i]))
-            rc = fail(err, errlen, "%s: its header has a setting %.*s this run does not (not this run's log?)", path,
-                      (int)(okv[i].klen < 60 ? okv[i].klen : 60), okv[i].key);
-    size_t ncol_len = ncol ? (size_t)(nend - ncol) : 0;
-    if (!rc && ocol && ((size_t)(orows - ocol) != ncol_len || memcmp(ocol, ncol, ncol_len) != 0))
-        rc = fail(err, errlen, "%s: its columns differ from this run's (not this run's log?)", path);
-    long old_every = 1;
-    for (int i = 0; i < on; i++)
-        if (key_is(&okv[i], "log_every")) old_every = strtol(okv[i].val, NULL, 10);
-    free(okv);
-    if (rc) {
-        free(old);
-        return rc;
-    }
-
-    /* the rows before the checkpoint's step; a partial last line and '#' notes go */
-    const char *s = ocol ? orows : old + n, *end = old + n, *keep_end = s;
-    long last = -1, dropped = 0, kept = 0;
-    while (s < end) {
-        const char *nl = memchr(s, '\n', (size_t)(end - s));
-        if (!nl) break;
-        if (*s != '#') {
-            char *e;
-            errno = 0;
-            long st = strtol(s, &e, 10);
-            if (e == s || *e != '\t' || errno || st < 0 || st <= last) {
-                free(old);
-                return fail(err, errlen, "%s: line '%.20s...' is not a row after step %ld", path, s, last);
-            }
-            if (st >= step) break;
-            last = st;
-            kept++;
-            keep_end = nl + 1;
+    runlog_keep k;
+    int rc = runlog_plan(old, n, header, may_differ, step, &k, err, errlen);
+    if (!rc) {
+        rc = replace_with(L, path, header, strlen(header), old + k.from, k.to - k.from, err, errlen);
+        if (!rc)
+            snprintf(info, infolen, "%s: kept %ld rows (steps 0..%ld), dropped %ld lines from step %d on", path,
+                     k.kept, k.last, k.dropped, step);
+    } else {
+        char *msg = strdup(err);
+        if (msg) {
+            snprintf(err, errlen, "%s: %s", path, msg);
+            free(msg);
         }
-        s = nl + 1;
     }
-    if (step > 0 && (last < 0 || last + (old_every > 0 ? old_every : 1) < step)) {
-        free(old);
-        return fail(err, errlen, "%s: its rows end at step %ld but the checkpoint is at step %d: rows are missing "
-                    "(not this run's log?); refusing to append to it", path, last, step);
-    }
-    for (const char *p = keep_end; p < end; p++) dropped += *p == '\n';
-    if (end > keep_end && end[-1] != '\n') dropped++;   /* a partial last line */
-    /* '#' notes between kept rows are copied with them; only rows are counted */
-    const char *rows = ocol ? orows : end;
-    rc = replace_with(L, path, header, strlen(header), rows, (size_t)(keep_end - rows), err, errlen);
-    if (!rc)
-        snprintf(info, infolen, "%s: kept %ld rows (steps 0..%ld), dropped %ld lines from step %d on", path, kept,
-                 last, dropped, step);
     free(old);
     return rc;
 }

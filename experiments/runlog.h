@@ -32,6 +32,13 @@ int runlog_open(runlog *L, const char *path, const char *header, char *err, size
 int runlog_resume(runlog *L, const char *path, const char *header, const char *const *may_differ, int step,
                   char *info, size_t infolen, char *err, size_t errlen);
 
+/* What runlog_resume decides, on the old log's bytes in memory, touching no
+ * file (the fuzzer's entry): the checks above, then the byte range
+ * [from, to) of old to keep after the new header. */
+typedef struct { size_t from, to; long kept, last, dropped; } runlog_keep;
+int runlog_plan(const char *old, size_t n, const char *header, const char *const *may_differ, int step,
+                runlog_keep *k, char *err, size_t errlen);
+
 /* Appends to the row being built; runlog_end_row writes it (it must end in
  * '\n'). Returns 0, or -1 if the write failed. */
 void runlog_add(runlog *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -14,11 +14,11 @@ case "$secs" in ''|*[!0-9]*) echo "scripts/fuzz.sh: SECONDS must be a whole numb
 tg_need "${TG_BUILD_PACKAGES[@]}" "${TG_FUZZ_PACKAGES[@]}"
 build="$top/build-fuzz"
 CC=clang cmake -S "$top" -B "$build" -DTG_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug -DTG_WERROR=ON >/dev/null
-cmake --build "$build" -j "$(nproc)" --target fuzz_checkpoint fuzz_cli
+cmake --build "$build" -j "$(nproc)" --target fuzz_checkpoint fuzz_cli fuzz_runlog
 
 export OPENBLAS_NUM_THREADS=1
 status=0
-for target in fuzz_checkpoint fuzz_cli; do
+for target in fuzz_checkpoint fuzz_cli fuzz_runlog; do
     # a scratch corpus: what libFuzzer adds stays out of the repository
     work="$build/corpus-$target"
     mkdir -p "$work"

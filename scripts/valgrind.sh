@@ -35,7 +35,7 @@ cd "$build/tests"
 for t in test_core test_optim test_checkpoint test_experiment test_seed_figures test_op_*; do
     [ -x "$t" ] && check "$t" 0 "./$t"
 done
-for t in fuzz_checkpoint fuzz_cli; do
+for t in fuzz_checkpoint fuzz_cli fuzz_runlog; do
     check "replay_$t" 0 "./replay_$t" "$top/tests/fuzz/corpus/$t" "$top/tests/fuzz/regress/$t"
 done
 
