@@ -213,6 +213,8 @@ static int train(const attn_cfg *c, const cli_opt *opts, int nopt, train_state *
         /* final loss: the mean over the last 10% of logged steps */
         int n_total = c->steps / c->log_every + 1, tail_from = n_total - (n_total + 9) / 10, tail_n = 0;
         double tail_sum = 0, tail_ent = 0;
+        if (tail_from > st->n_logged - 1) tail_from = st->n_logged - 1;   /* --log-every changed on resume */
+        if (tail_from < 0) tail_from = 0;
         for (int i = tail_from; i < st->n_logged; i++) {
             tail_sum += st->logged[2 * i];
             tail_ent += st->logged[2 * i + 1];
