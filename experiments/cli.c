@@ -136,17 +136,32 @@ void cli_usage(FILE *f, const char *prog, const char *summary, const cli_opt *op
     fprintf(f, "  --help\n      this text\n");
 }
 
+void cli_value(const cli_opt *o, char *buf, size_t len) {
+    switch (o->kind) {
+    case CLI_INT: snprintf(buf, len, "%d", *(int *)o->ptr); return;
+    case CLI_FLOAT: snprintf(buf, len, "%.9g", *(float *)o->ptr); return;
+    case CLI_STR: snprintf(buf, len, "%s", *(const char **)o->ptr ? *(const char **)o->ptr : ""); return;
+    case CLI_CHOICE: snprintf(buf, len, "%s", o->choices[*(int *)o->ptr]); return;
+    case CLI_FLAG: snprintf(buf, len, "%d", *(int *)o->ptr); return;
+    }
+}
+
+const cli_opt *cli_find(const cli_opt *opts, int n, const char *name) {
+    return find(opts, n, name, strlen(name));
+}
+
 void cli_dump(FILE *f, const cli_opt *opts, int n) {
     for (int i = 0; i < n; i++) {
         const cli_opt *o = &opts[i];
         fprintf(f, "# ");
         for (const char *c = o->name; *c; c++) fputc(*c == '-' ? '_' : *c, f);
-        switch (o->kind) {
-        case CLI_INT: fprintf(f, "=%d\n", *(int *)o->ptr); break;
-        case CLI_FLOAT: fprintf(f, "=%.9g\n", *(float *)o->ptr); break;
-        case CLI_STR: fprintf(f, "=%s\n", *(const char **)o->ptr ? *(const char **)o->ptr : ""); break;
-        case CLI_CHOICE: fprintf(f, "=%s\n", o->choices[*(int *)o->ptr]); break;
-        case CLI_FLAG: fprintf(f, "=%d\n", *(int *)o->ptr); break;
+        if (o->kind == CLI_STR) {   /* a path may be long */
+            const char *v = *(const char **)o->ptr;
+            fprintf(f, "=%s\n", v ? v : "");
+        } else {
+            char v[64];
+            cli_value(o, v, sizeof v);
+            fprintf(f, "=%s\n", v);
         }
     }
 }

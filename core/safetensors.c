@@ -1,0 +1,844 @@
+/* safetensors writer (atomic) and validating reader. See safetensors.h. */
+#define _POSIX_C_SOURCE 200809L   /* fsync, mkstemp, fchmod */
+#include "safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_HEADER (100u << 20)   /* the reference implementation's limit */
+
+static const struct { const char *name; size_t size; } dtypes[TG_ST_NDTYPES] = {
+    {"BOOL", 1}, {"U8", 1}, {"I8", 1}, {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2},
+    {"F16", 2}, {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4}, {"F64", 8}, {"I64", 8}, {"U64", 8},
+};
+
+const char *tg_st_dtype_name(tg_st_dtype d) { return (unsigned)d < TG_ST_NDTYPES ? dtypes[d].name : "?"; }
+size_t tg_st_dtype_size(tg_st_dtype d) { return (unsigned)d < TG_ST_NDTYPES ? dtypes[d].size : 0; }
+
+uint64_t tg_fnv1a64(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* Length of the valid UTF-8 sequence at s (at most n bytes), 0 if invalid:
+ * no overlong forms, no surrogates, nothing above U+10FFFF. */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    size_t len;
+    unsigned lo = 0x80, hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) len = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        if (c == 0xe0) lo = 0xa0;
+        if (c == 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        if (c == 0xf0) lo = 0x90;
+        if (c == 0xf4) hi = 0x8f;
+    } else return 0;
+    if (n < len) return 0;
+    if (s[1] < lo || s[1] > hi) return 0;
+    for (size_t i = 2; i < len; i++)
+        if (s[i] < 0x80 || s[i] > 0xbf) return 0;
+    return len;
+}
+
+static int utf8_valid(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s);
+    while (n) {
+        size_t l = utf8_len(p, n);
+        if (!l) return 0;
+        p += l;
+        n -= l;
+    }
+    return 1;
+}
+
+/* ---- little-endian conversion, independent of the host's byte order ------- */
+static void put_u64(unsigned char *b, uint64_t v) {
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t get_u64(const unsigned char *b) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)b[i] << (8 * i);
+    return v;
+}
+static uint32_t get_u32(const unsigned char *b) {
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+/* Element i of a host-order tensor as little-endian bytes into out; returns its size. */
+static size_t elem_le(const tg_st_tensor *t, int64_t i, unsigned char *out) {
+    if (t->dtype == TG_ST_F32) {
+        uint32_t u;
+        memcpy(&u, (const float *)t->data + i, 4);
+        for (int k = 0; k < 4; k++) out[k] = (unsigned char)(u >> (8 * k));
+        return 4;
+    }
+    uint64_t u;
+    memcpy(&u, (const unsigned char *)t->data + 8 * i, 8);   /* F64 or I64 */
+    put_u64(out, u);
+    return 8;
+}
+
+void tg_st_get_f32(const tg_st_entry *e, float *out) {
+    for (int64_t i = 0; i < e->numel; i++) {
+        uint32_t u = get_u32(e->bytes + 4 * i);
+        memcpy(out + i, &u, 4);
+    }
+}
+void tg_st_get_f64(const tg_st_entry *e, double *out) {
+    for (int64_t i = 0; i < e->numel; i++) {
+        uint64_t u = get_u64(e->bytes + 8 * i);
+        memcpy(out + i, &u, 8);
+    }
+}
+void tg_st_get_i64(const tg_st_entry *e, int64_t *out) {
+    for (int64_t i = 0; i < e->numel; i++) {
+        uint64_t u = get_u64(e->bytes + 8 * i);
+        memcpy(out + i, &u, 8);
+    }
+}
+
+/* ---- a growing string ------------------------------------------------------ */
+typedef struct { char *s; size_t len, cap; int oom; } sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (b->len + n + 1 > cap) cap *= 2;
+        char *p = realloc(b->s, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->s = p;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = 0;
+}
+static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    char tmp[64];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (k > 0) sb_put(b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
+}
+/* A JSON string literal: quotes, backslashes and control bytes escaped; other
+ * bytes (valid UTF-8, checked by the caller) as they are. */
+static void sb_json(sbuf *b, const char *s) {
+    sb_str(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            sb_put(b, e, 2);
+        } else if (c < 0x20) sb_printf(b, "\\u%04x", c);
+        else sb_put(b, s, 1);
+    }
+    sb_str(b, "\"");
+}
+
+/* ---- writing --------------------------------------------------------------- */
+static int write_all(int fd, const void *p, size_t n) {
+    const unsigned char *b = p;
+    while (n) {
+        ssize_t k = write(fd, b, n);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+enum { CHUNK = 1 << 16 };
+
+/* Streams every tensor's little-endian bytes either into the checksum
+ * (fd < 0) or to fd. */
+static int stream_data(const tg_st_tensor *t, int n, int fd, uint64_t *h, unsigned char *chunk) {
+    size_t used = 0;
+    for (int j = 0; j < n; j++) {
+        int64_t numel = 1;
+        for (int d = 0; d < t[j].ndim; d++) numel *= t[j].shape[d];
+        for (int64_t i = 0; i < numel; i++) {
+            used += elem_le(&t[j], i, chunk + used);
+            if (used > CHUNK - 8) {
+                if (fd < 0) *h = tg_fnv1a64(*h, chunk, used);
+                else if (write_all(fd, chunk, used)) return -1;
+                used = 0;
+            }
+        }
+    }
+    if (fd < 0) *h = tg_fnv1a64(*h, chunk, used);
+    else if (used && write_all(fd, chunk, used)) return -1;
+    return 0;
+}
+
+int tg_st_write(const char *path, const tg_st_tensor *t, int n, const tg_st_kv *meta, int n_meta,
+                char *err, size_t errlen) {
+    if (n < 0 || n_meta < 0) return fail(err, errlen, "tg_st_write %s: negative count", path);
+    uint64_t total = 0;
+    for (int j = 0; j < n; j++) {
+        const tg_st_tensor *x = &t[j];
+        if (!x->name || !*x->name || !utf8_valid(x->name) || strcmp(x->name, "__metadata__") == 0)
+            return fail(err, errlen, "tg_st_write %s: tensor %d has an empty, reserved or non-UTF-8 name", path, j);
+        for (int k = 0; k < j; k++)
+            if (strcmp(t[k].name, x->name) == 0)
+                return fail(err, errlen, "tg_st_write %s: two tensors named '%s'", path, x->name);
+        if (x->dtype != TG_ST_F32 && x->dtype != TG_ST_F64 && x->dtype != TG_ST_I64)
+            return fail(err, errlen, "tg_st_write %s: tensor '%s': only F32, F64 and I64 can be written", path, x->name);
+        if (x->ndim < 0 || x->ndim > TG_ST_MAX_DIMS)
+            return fail(err, errlen, "tg_st_write %s: tensor '%s' has %d dimensions", path, x->name, x->ndim);
+        uint64_t bytes = tg_st_dtype_size(x->dtype);
+        for (int d = 0; d < x->ndim; d++) {
+            if (x->shape[d] < 0 || (x->shape[d] && bytes > (UINT64_MAX >> 2) / (uint64_t)x->shape[d]))
+                return fail(err, errlen, "tg_st_write %s: tensor '%s' has a bad dimension %lld", path, x->name,
+                            (long long)x->shape[d]);
+            bytes *= (uint64_t)x->shape[d];
+        }
+        if (bytes && !x->data) return fail(err, errlen, "tg_st_write %s: tensor '%s' has no data", path, x->name);
+        if (total > (UINT64_MAX >> 2) - bytes) return fail(err, errlen, "tg_st_write %s: too much data", path);
+        total += bytes;
+    }
+    for (int j = 0; j < n_meta; j++) {
+        if (!meta[j].key || !meta[j].value || !utf8_valid(meta[j].key) || !utf8_valid(meta[j].value))
+            return fail(err, errlen, "tg_st_write %s: metadata entry %d is missing or not UTF-8", path, j);
+        if (strcmp(meta[j].key, TG_ST_CHECKSUM_KEY) == 0)
+            return fail(err, errlen, "tg_st_write %s: metadata key '%s' is reserved", path, TG_ST_CHECKSUM_KEY);
+        for (int k = 0; k < j; k++)
+            if (strcmp(meta[k].key, meta[j].key) == 0)
+                return fail(err, errlen, "tg_st_write %s: metadata key '%s' twice", path, meta[j].key);
+    }
+
+    unsigned char *chunk = malloc(CHUNK);
+    if (!chunk) return fail(err, errlen, "tg_st_write %s: out of memory", path);
+    uint64_t h = TG_FNV1A64_INIT;
+    stream_data(t, n, -1, &h, chunk);
+
+    sbuf b = {0};
+    sb_str(&b, "{\"__metadata__\":{");
+    for (int j = 0; j < n_meta; j++) {
+        sb_json(&b, meta[j].key);
+        sb_str(&b, ":");
+        sb_json(&b, meta[j].value);
+        sb_str(&b, ",");
+    }
+    sb_printf(&b, "\"%s\":\"%016llx\"}", TG_ST_CHECKSUM_KEY, (unsigned long long)h);
+    uint64_t off = 0;
+    for (int j = 0; j < n; j++) {
+        uint64_t bytes = tg_st_dtype_size(t[j].dtype);
+        for (int d = 0; d < t[j].ndim; d++) bytes *= (uint64_t)t[j].shape[d];
+        sb_str(&b, ",");
+        sb_json(&b, t[j].name);
+        sb_printf(&b, ":{\"dtype\":\"%s\",\"shape\":[", tg_st_dtype_name(t[j].dtype));
+        for (int d = 0; d < t[j].ndim; d++) sb_printf(&b, "%s%lld", d ? "," : "", (long long)t[j].shape[d]);
+        sb_printf(&b, "],\"data_offsets\":[%llu,", (unsigned long long)off);
+        sb_printf(&b, "%llu]}", (unsigned long long)(off + bytes));
+        off += bytes;
+    }
+    sb_str(&b, "}");
+    while (b.len % 8) sb_str(&b, " ");   /* the data section starts 8-aligned */
+    if (b.oom) {
+        free(chunk);
+        free(b.s);
+        return fail(err, errlen, "tg_st_write %s: out of memory", path);
+    }
+
+    /* temporary file beside the target, so rename() is atomic */
+    const char *slash = strrchr(path, '/');
+    size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
+    char *tmp = malloc(strlen(path) + 16);
+    if (!tmp) {
+        free(chunk);
+        free(b.s);
+        return fail(err, errlen, "tg_st_write %s: out of memory", path);
+    }
+    sprintf(tmp, "%.*s.%s.XXXXXX", (int)dirlen, path, path + dirlen);
+    int fd = mkstemp(tmp), rc = 0, e = 0;
+    const char *what = "create a temporary file in its folder";
+    if (fd < 0) {
+        rc = -1;
+        e = errno;
+    } else {
+        unsigned char len8[8];
+        put_u64(len8, b.len);
+        fchmod(fd, 0644);   /* mkstemp's 0600 would hide the checkpoint from the group */
+        if (write_all(fd, len8, 8) || write_all(fd, b.s, b.len) || stream_data(t, n, fd, &h, chunk)) {
+            what = "write";
+            rc = -1;
+        } else if (fsync(fd)) {
+            what = "fsync";
+            rc = -1;
+        }
+        if (rc) e = errno;
+        if (close(fd) && !rc) {
+            what = "close";
+            rc = -1;
+            e = errno;
+        }
+        if (!rc && rename(tmp, path)) {
+            what = "rename the temporary file over it";
+            rc = -1;
+            e = errno;
+        }
+        if (rc) unlink(tmp);
+    }
+    if (rc) fail(err, errlen, "%s: cannot %s (%s)", path, what, strerror(e));
+    else {
+        /* make the rename itself durable; a folder that cannot be fsynced is no error */
+        char *dir = malloc(dirlen + 2);
+        if (dir) {
+            if (dirlen) sprintf(dir, "%.*s", (int)dirlen, path);
+            else strcpy(dir, ".");
+            int dfd = open(dir, O_RDONLY);
+            if (dfd >= 0) {
+                fsync(dfd);
+                close(dfd);
+            }
+            free(dir);
+        }
+    }
+    free(tmp);
+    free(chunk);
+    free(b.s);
+    return rc;
+}
+
+/* ---- a strict JSON reader for the header --------------------------------- */
+typedef struct {
+    const char *p, *start, *end;
+    char *err;
+    size_t errlen;
+} jp;
+
+static int jfail(jp *j, const char *what) {
+    return fail(j->err, j->errlen, "header JSON: %s at byte %ld", what, (long)(j->p - j->start));
+}
+static void jws(jp *j) {
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
+}
+static int jexpect(jp *j, char c) {
+    jws(j);
+    if (j->p >= j->end || *j->p != c) {
+        char what[32];
+        snprintf(what, sizeof what, "expected '%c'", c);
+        return jfail(j, what);
+    }
+    j->p++;
+    return 0;
+}
+static int jpeek(jp *j, char c) {
+    jws(j);
+    return j->p < j->end && *j->p == c;
+}
+
+static int hex4(const char *p, unsigned *v) {
+    *v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0')
+                   : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                   : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10) : 16u;
+        if (d > 15) return -1;
+        *v = *v * 16 + d;
+    }
+    return 0;
+}
+
+/* A string into a new NUL-terminated buffer (*out, caller frees). Escapes are
+ * decoded to UTF-8; raw bytes must be valid UTF-8; \u0000 is refused (names
+ * are C strings). */
+static int jstring(jp *j, char **out) {
+    *out = NULL;
+    if (jexpect(j, '"')) return -1;
+    const char *s = j->p;
+    size_t max = 0;
+    while (s < j->end && *s != '"') {   /* each unit decodes to at most one byte */
+        if (*s == '\\' && s + 1 < j->end) s++;
+        s++;
+        max++;
+    }
+    if (s >= j->end) return jfail(j, "unterminated string");
+    char *o = malloc(max + 1), *w = o;
+    if (!o) return jfail(j, "out of memory");
+    while (*j->p != '"') {
+        unsigned char c = (unsigned char)*j->p;
+        if (c < 0x20) goto bad_control;
+        if (c != '\\') {
+            size_t l = utf8_len((const unsigned char *)j->p, (size_t)(j->end - j->p));
+            if (!l) goto bad_utf8;
+            memcpy(w, j->p, l);
+            w += l;
+            j->p += l;
+            continue;
+        }
+        j->p++;
+        char e = *j->p++;
+        switch (e) {
+        case '"': *w++ = '"'; break;
+        case '\\': *w++ = '\\'; break;
+        case '/': *w++ = '/'; break;
+        case 'b': *w++ = '\b'; break;
+        case 'f': *w++ = '\f'; break;
+        case 'n': *w++ = '\n'; break;
+        case 'r': *w++ = '\r'; break;
+        case 't': *w++ = '\t'; break;
+        case 'u': {
+            unsigned u, lo;
+            if (j->end - j->p < 4 || hex4(j->p, &u)) goto bad_escape;
+            j->p += 4;
+            if (u >= 0xdc00 && u <= 0xdfff) goto bad_escape;
+            if (u >= 0xd800 && u <= 0xdbff) {   /* a surrogate pair */
+                if (j->end - j->p < 6 || j->p[0] != '\\' || j->p[1] != 'u' || hex4(j->p + 2, &lo) ||
+                    lo < 0xdc00 || lo > 0xdfff)
+                    goto bad_escape;
+                j->p += 6;
+                u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
+            }
+            if (u == 0) {
+                free(o);
+                return jfail(j, "\\u0000 in a string");
+            }
+            if (u < 0x80) *w++ = (char)u;
+            else if (u < 0x800) {
+                *w++ = (char)(0xc0 | u >> 6);
+                *w++ = (char)(0x80 | (u & 0x3f));
+            } else if (u < 0x10000) {
+                *w++ = (char)(0xe0 | u >> 12);
+                *w++ = (char)(0x80 | (u >> 6 & 0x3f));
+                *w++ = (char)(0x80 | (u & 0x3f));
+            } else {
+                *w++ = (char)(0xf0 | u >> 18);
+                *w++ = (char)(0x80 | (u >> 12 & 0x3f));
+                *w++ = (char)(0x80 | (u >> 6 & 0x3f));
+                *w++ = (char)(0x80 | (u & 0x3f));
+            }
+            break;
+        }
+        default: goto bad_escape;
+        }
+    }
+    j->p++;
+    *w = 0;
+    *out = o;
+    return 0;
+bad_control:
+    free(o);
+    return jfail(j, "control character in a string");
+bad_utf8:
+    free(o);
+    return jfail(j, "invalid UTF-8 in a string");
+bad_escape:
+    free(o);
+    return jfail(j, "bad escape in a string");
+}
+
+/* A non-negative integer that fits in 63 bits. */
+static int juint(jp *j, uint64_t *v) {
+    jws(j);
+    const char *s = j->p;
+    *v = 0;
+    if (j->p < j->end && *j->p == '-') return jfail(j, "negative number");
+    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
+        unsigned d = (unsigned)(*j->p - '0');
+        if (*v > ((uint64_t)INT64_MAX - d) / 10) return jfail(j, "number too large");
+        *v = *v * 10 + d;
+        j->p++;
+    }
+    if (j->p == s) return jfail(j, "expected a non-negative integer");
+    if (j->p - s > 1 && *s == '0') return jfail(j, "leading zero in a number");
+    if (j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E')) return jfail(j, "expected an integer");
+    return 0;
+}
+
+/* [u, u, ...] with at most max entries; returns the count in *n, -2 if there
+ * are more. */
+static int juint_array(jp *j, uint64_t *v, int max, int *n) {
+    *n = 0;
+    if (jexpect(j, '[')) return -1;
+    if (jpeek(j, ']')) {
+        j->p++;
+        return 0;
+    }
+    for (;;) {
+        if (*n == max) return jfail(j, "too many entries in an array"), -2;
+        if (juint(j, &v[(*n)++])) return -1;
+        if (jpeek(j, ',')) {
+            j->p++;
+            continue;
+        }
+        return jexpect(j, ']');
+    }
+}
+
+static void file_clear(tg_st_file *f) {
+    for (int i = 0; i < f->n; i++) free(f->t[i].name);
+    for (int i = 0; i < f->n_meta; i++) {
+        free((char *)f->meta[i].key);
+        free((char *)f->meta[i].value);
+    }
+    free(f->t);
+    free(f->meta);
+    free(f->buf);
+    memset(f, 0, sizeof *f);
+}
+void tg_st_free(tg_st_file *f) { file_clear(f); }
+
+static int parse_metadata(jp *j, tg_st_file *f) {
+    if (f->meta) return jfail(j, "\"__metadata__\" twice");
+    if (jexpect(j, '{')) return -1;
+    int cap = 0;
+    if (jpeek(j, '}')) {
+        j->p++;
+        f->meta = malloc(1);   /* non-NULL: seen */
+        return f->meta ? 0 : jfail(j, "out of memory");
+    }
+    for (;;) {
+        char *k, *v;
+        if (jstring(j, &k)) return -1;
+        if (jexpect(j, ':')) {
+            free(k);
+            return -1;
+        }
+        if (!jpeek(j, '"')) {
+            free(k);
+            return jfail(j, "metadata values must be strings");
+        }
+        if (jstring(j, &v)) {
+            free(k);
+            return -1;
+        }
+        for (int i = 0; i < f->n_meta; i++)
+            if (strcmp(f->meta[i].key, k) == 0) {
+                free(k);
+                free(v);
+                return jfail(j, "a metadata key appears twice");
+            }
+        if (f->n_meta == cap) {
+            cap = cap ? 2 * cap : 16;
+            tg_st_kv *m = realloc(f->meta, (size_t)cap * sizeof *m);
+            if (!m) {
+                free(k);
+                free(v);
+                return jfail(j, "out of memory");
+            }
+            f->meta = m;
+        }
+        f->meta[f->n_meta].key = k;
+        f->meta[f->n_meta++].value = v;
+        if (jpeek(j, ',')) {
+            j->p++;
+            continue;
+        }
+        return jexpect(j, '}');
+    }
+}
+
+static int parse_tensor(jp *j, tg_st_entry *e) {
+    int have_dtype = 0, have_shape = 0, have_off = 0;
+    if (jexpect(j, '{')) return -1;
+    if (jpeek(j, '}')) return fail(j->err, j->errlen, "tensor '%s': no dtype, shape or data_offsets", e->name);
+    for (;;) {
+        char *k;
+        if (jstring(j, &k)) return -1;
+        if (jexpect(j, ':')) {
+            free(k);
+            return -1;
+        }
+        if (strcmp(k, "dtype") == 0 && !have_dtype) {
+            char *d;
+            if (jstring(j, &d)) {
+                free(k);
+                return -1;
+            }
+            int found = -1;
+            for (int i = 0; i < TG_ST_NDTYPES; i++)
+                if (strcmp(dtypes[i].name, d) == 0) found = i;
+            if (found < 0) {
+                fail(j->err, j->errlen, "tensor '%s': unknown dtype '%.32s'", e->name, d);
+                free(d);
+                free(k);
+                return -1;
+            }
+            free(d);
+            e->dtype = (tg_st_dtype)found;
+            have_dtype = 1;
+        } else if (strcmp(k, "shape") == 0 && !have_shape) {
+            uint64_t s[TG_ST_MAX_DIMS];
+            int rc = juint_array(j, s, TG_ST_MAX_DIMS, &e->ndim);
+            if (rc) {
+                if (rc == -2)
+                    fail(j->err, j->errlen, "tensor '%s': shape has more than %d dimensions", e->name, TG_ST_MAX_DIMS);
+                free(k);
+                return -1;
+            }
+            for (int d = 0; d < e->ndim; d++) e->shape[d] = (int64_t)s[d];
+            have_shape = 1;
+        } else if (strcmp(k, "data_offsets") == 0 && !have_off) {
+            uint64_t o[2];
+            int no, rc = juint_array(j, o, 2, &no);
+            if (rc || no != 2) {
+                if (rc != -1) fail(j->err, j->errlen, "tensor '%s': data_offsets needs 2 numbers", e->name);
+                free(k);
+                return -1;
+            }
+            e->begin = (size_t)o[0];
+            e->end = (size_t)o[1];
+            have_off = 1;
+        } else {
+            int dup = !strcmp(k, "dtype") || !strcmp(k, "shape") || !strcmp(k, "data_offsets");
+            fail(j->err, j->errlen, "tensor '%s': %s field '%.32s'", e->name, dup ? "repeated" : "unknown", k);
+            free(k);
+            return -1;
+        }
+        free(k);
+        if (jpeek(j, ',')) {
+            j->p++;
+            continue;
+        }
+        if (jexpect(j, '}')) return -1;
+        break;
+    }
+    if (!have_dtype || !have_shape || !have_off)
+        return fail(j->err, j->errlen, "tensor '%s': missing %s", e->name,
+                    !have_dtype ? "dtype" : !have_shape ? "shape" : "data_offsets");
+    return 0;
+}
+
+static int by_begin(const void *a, const void *b) {
+    const tg_st_entry *x = *(tg_st_entry *const *)a, *y = *(tg_st_entry *const *)b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return 0;
+}
+
+/* Shapes against offsets, offsets inside the data, and the tiling. */
+static int check_layout(tg_st_file *f, char *err, size_t errlen) {
+    for (int i = 0; i < f->n; i++) {
+        tg_st_entry *e = &f->t[i];
+        uint64_t numel = 1;
+        int overflow = 0;
+        for (int d = 0; d < e->ndim; d++) {
+            uint64_t s = (uint64_t)e->shape[d];
+            if (s && numel > (UINT64_MAX >> 4) / s) overflow = 1;
+            else numel *= s;
+        }
+        uint64_t esz = tg_st_dtype_size(e->dtype);
+        if (overflow || numel > (UINT64_MAX >> 4) / esz)
+            return fail(err, errlen, "tensor '%s': shape too large", e->name);
+        if (e->begin > e->end)
+            return fail(err, errlen, "tensor '%s': data_offsets [%zu, %zu] end before they begin", e->name,
+                        e->begin, e->end);
+        if (e->end > f->data_size)
+            return fail(err, errlen, "tensor '%s': data_offsets [%zu, %zu] go past the data section (%zu bytes)",
+                        e->name, e->begin, e->end, f->data_size);
+        if (numel * esz != e->end - e->begin)
+            return fail(err, errlen, "tensor '%s': %llu elements of %s need %llu bytes, data_offsets give %zu",
+                        e->name, (unsigned long long)numel, dtypes[e->dtype].name,
+                        (unsigned long long)(numel * esz), e->end - e->begin);
+        e->numel = (int64_t)numel;
+        e->bytes = f->data + e->begin;
+    }
+    tg_st_entry **order = malloc((f->n > 0 ? (size_t)f->n : 1) * sizeof *order);
+    if (!order) return fail(err, errlen, "out of memory");
+    for (int i = 0; i < f->n; i++) order[i] = &f->t[i];
+    qsort(order, (size_t)f->n, sizeof *order, by_begin);
+    size_t at = 0;
+    for (int i = 0; i < f->n; i++) {
+        if (order[i]->begin != at) {
+            int gap = order[i]->begin > at;
+            fail(err, errlen, "tensor '%s': data_offsets begin at %zu, %s", order[i]->name, order[i]->begin,
+                 gap ? "leaving a gap before it" : "overlapping the tensor before it");
+            free(order);
+            return -1;
+        }
+        at = order[i]->end;
+    }
+    free(order);
+    if (at != f->data_size)
+        return fail(err, errlen, "the tensors cover %zu bytes of a %zu-byte data section", at, f->data_size);
+    return 0;
+}
+
+static int parse_owned(tg_st_file *f, char *err, size_t errlen) {
+    if (f->size < 8) return fail(err, errlen, "%zu bytes: too short for a safetensors file", f->size);
+    uint64_t hn = get_u64(f->buf);
+    if (hn > MAX_HEADER || hn > f->size - 8)
+        return fail(err, errlen, "header size %llu does not fit the %zu-byte file", (unsigned long long)hn, f->size);
+    if (hn < 2) return fail(err, errlen, "header size %llu: too short", (unsigned long long)hn);
+    f->data = f->buf + 8 + hn;
+    f->data_size = f->size - 8 - (size_t)hn;
+    jp j = {(const char *)f->buf + 8, (const char *)f->buf + 8, (const char *)f->buf + 8 + hn, err, errlen};
+    if (*j.p != '{') return jfail(&j, "the header must start with '{'");
+    j.p++;
+    int cap = 0;
+    if (jpeek(&j, '}')) j.p++;
+    else
+        for (;;) {
+            char *name;
+            if (jstring(&j, &name)) return -1;
+            if (jexpect(&j, ':')) {
+                free(name);
+                return -1;
+            }
+            if (strcmp(name, "__metadata__") == 0) {
+                free(name);
+                if (parse_metadata(&j, f)) return -1;
+            } else {
+                for (int i = 0; i < f->n; i++)
+                    if (strcmp(f->t[i].name, name) == 0) {
+                        fail(err, errlen, "tensor '%s' appears twice", name);
+                        free(name);
+                        return -1;
+                    }
+                if (!*name) {
+                    free(name);
+                    return jfail(&j, "a tensor with an empty name");
+                }
+                if (f->n == cap) {
+                    cap = cap ? 2 * cap : 16;
+                    tg_st_entry *t = realloc(f->t, (size_t)cap * sizeof *t);
+                    if (!t) {
+                        free(name);
+                        return jfail(&j, "out of memory");
+                    }
+                    f->t = t;
+                }
+                tg_st_entry *e = &f->t[f->n++];
+                memset(e, 0, sizeof *e);
+                e->name = name;
+                if (parse_tensor(&j, e)) return -1;
+            }
+            if (jpeek(&j, ',')) {
+                j.p++;
+                continue;
+            }
+            if (jexpect(&j, '}')) return -1;
+            break;
+        }
+    jws(&j);
+    if (j.p != j.end) return jfail(&j, "trailing bytes after the header object");
+    if (f->meta && f->n_meta == 0) {   /* the placeholder of an empty "__metadata__" */
+        free(f->meta);
+        f->meta = NULL;
+    }
+    if (check_layout(f, err, errlen)) return -1;
+    const char *sum = tg_st_meta(f, TG_ST_CHECKSUM_KEY);
+    if (sum) {
+        uint64_t want = 0;
+        size_t len = strlen(sum);
+        for (size_t i = 0; i < len && len == 16; i++) {
+            unsigned v;
+            char h4[4] = {'0', '0', '0', sum[i]};
+            if (hex4(h4, &v)) len = 0;
+            want = want << 4 | v;
+        }
+        if (len != 16) return fail(err, errlen, "metadata %s '%.20s' is not 16 hex digits", TG_ST_CHECKSUM_KEY, sum);
+        uint64_t got = tg_fnv1a64(TG_FNV1A64_INIT, f->data, f->data_size);
+        if (got != want)
+            return fail(err, errlen, "checksum mismatch: the data section hashes to %016llx, the header says %s "
+                        "(the file is damaged)", (unsigned long long)got, sum);
+        f->has_checksum = 1;
+    }
+    return 0;
+}
+
+int tg_st_parse(const void *bytes, size_t size, tg_st_file *f, char *err, size_t errlen) {
+    memset(f, 0, sizeof *f);
+    f->buf = malloc(size ? size : 1);
+    if (!f->buf) return fail(err, errlen, "out of memory for %zu bytes", size);
+    if (size) memcpy(f->buf, bytes, size);
+    f->size = size;
+    if (parse_owned(f, err, errlen)) {
+        file_clear(f);
+        return -1;
+    }
+    return 0;
+}
+
+int tg_st_read(const char *path, tg_st_file *f, char *err, size_t errlen) {
+    memset(f, 0, sizeof *f);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return fail(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(err, errlen, "%s: not a regular file", path);
+    }
+    size_t size = (size_t)st.st_size;
+    f->buf = malloc(size ? size : 1);
+    if (!f->buf) {
+        close(fd);
+        return fail(err, errlen, "%s: out of memory for %zu bytes", path, size);
+    }
+    size_t got = 0;
+    while (got < size) {
+        ssize_t k = read(fd, f->buf + got, size - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    close(fd);
+    if (got != size) {
+        file_clear(f);
+        return fail(err, errlen, "%s: short read (%zu of %zu bytes)", path, got, size);
+    }
+    f->size = size;
+    if (parse_owned(f, err, errlen)) {
+        /* prefix the path, keeping the parser's message */
+        if (err && errlen) {
+            char *msg = strdup(err);
+            if (msg) {
+                snprintf(err, errlen, "%s: %s", path, msg);
+                free(msg);
+            }
+        }
+        file_clear(f);
+        return -1;
+    }
+    return 0;
+}
+
+const tg_st_entry *tg_st_find(const tg_st_file *f, const char *name) {
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->t[i].name, name) == 0) return &f->t[i];
+    return NULL;
+}
+
+const char *tg_st_meta(const tg_st_file *f, const char *key) {
+    for (int i = 0; i < f->n_meta; i++)
+        if (strcmp(f->meta[i].key, key) == 0) return f->meta[i].value;
+    return NULL;
+}

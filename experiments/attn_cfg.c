@@ -1,0 +1,147 @@
+#define _POSIX_C_SOURCE 200809L   /* sysconf */
+#include "attn_cfg.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+
+const char *const optim_names[] = {"adam", "sgd", NULL};
+const char *const on_nan_names[] = {"stop", "skip", NULL};
+const char *const attn_run_options[] = {"steps", "threads", "log", "log-every", "save", "save-every",
+                                        "resume", "stop-at", "on-nan", "debug-nan", NULL};
+
+void attn_cfg_defaults(attn_cfg *c) {
+    *c = (attn_cfg){
+        .task = TASK_HIST, .steps = 600, .batch = 32, .seq_len = 32, .vocab = 64, .d_model = 128,
+        .heads = 4, .d_head = 128, .layers = 1, .scale = SCALE_SQRT, .init = INIT_FANIN,
+        .optim = OPT_ADAM, .warmup = 50, .seed = 1, .threads = 1, .log_every = 10,
+        .alphabet = 8, .keys = 8, .values = 6,
+        .lr = 3e-3f, .lr_min = 3e-4f, .clip = 1.0f, .momentum = 0.9f, .weight_decay = 0.0f,
+        .log = NULL,
+        .save = NULL, .resume = NULL, .save_every = 100, .stop_at = 0, .on_nan = ONNAN_STOP, .debug_nan = -1,
+    };
+}
+
+int attn_cfg_options(attn_cfg *c, cli_opt *opts) {
+    const cli_opt o[] = {
+        {"task", CLI_CHOICE, &c->task, 0, 0, task_names, "hist: count earlier copies (needs spread attention); recall: key-value lookup (sharp is right)"},
+        {"steps", CLI_INT, &c->steps, 1, 10000000, NULL, "training steps (the total, also with --resume)"},
+        {"batch", CLI_INT, &c->batch, 1, 65536, NULL, "sequences per step"},
+        {"seq-len", CLI_INT, &c->seq_len, 2, 4096, NULL, "tokens per sequence"},
+        {"vocab", CLI_INT, &c->vocab, 3, 4096, NULL, "vocabulary (input tokens and output classes)"},
+        {"d-model", CLI_INT, &c->d_model, 1, 8192, NULL, "residual width D"},
+        {"heads", CLI_INT, &c->heads, 1, 256, NULL, "attention heads H"},
+        {"d-head", CLI_INT, &c->d_head, 1, 4096, NULL, "head size d_head (= d_k)"},
+        {"layers", CLI_INT, &c->layers, 1, 64, NULL, "transformer blocks"},
+        {"scale", CLI_CHOICE, &c->scale, 0, 0, scale_names, "attention scale: 1/sqrt(dh), 1, 1/dh, QK-norm + 1/sqrt(dh), learned per head"},
+        {"init", CLI_CHOICE, &c->init, 0, 0, init_names, "fanin: N(0,1/fan_in) weights, N(0,1) embeddings; gpt2: all N(0,0.02^2)"},
+        {"optim", CLI_CHOICE, &c->optim, 0, 0, optim_names, "AdamW or SGD with momentum"},
+        {"lr", CLI_FLOAT, &c->lr, 1e-9, 100, NULL, "peak learning rate"},
+        {"lr-min", CLI_FLOAT, &c->lr_min, 0, 100, NULL, "learning rate at the end of the cosine"},
+        {"warmup", CLI_INT, &c->warmup, 0, 10000000, NULL, "linear warm-up steps"},
+        {"clip", CLI_FLOAT, &c->clip, 0, 1e9, NULL, "global grad-norm clip (0: none)"},
+        {"momentum", CLI_FLOAT, &c->momentum, 0, 0.999, NULL, "SGD momentum"},
+        {"weight-decay", CLI_FLOAT, &c->weight_decay, 0, 10, NULL, "decoupled weight decay (matrices only)"},
+        {"alphabet", CLI_INT, &c->alphabet, 2, 4095, NULL, "hist: number of symbols"},
+        {"keys", CLI_INT, &c->keys, 2, 4096, NULL, "recall: number of keys"},
+        {"values", CLI_INT, &c->values, 2, 4096, NULL, "recall: number of values"},
+        {"seed", CLI_INT, &c->seed, 0, 2147483647, NULL, "seed of the init and the data"},
+        {"threads", CLI_INT, &c->threads, 1, 256, NULL, "OpenBLAS threads"},
+        {"log", CLI_STR, &c->log, 0, 0, NULL, "TSV log file (default: none)"},
+        {"log-every", CLI_INT, &c->log_every, 1, 10000000, NULL, "log every N steps (and the last)"},
+        {"save", CLI_STR, &c->save, 0, 0, NULL, "checkpoint file (safetensors), written atomically every --save-every steps, at the end and on SIGINT/SIGTERM"},
+        {"save-every", CLI_INT, &c->save_every, 1, 10000000, NULL, "steps between checkpoints"},
+        {"resume", CLI_STR, &c->resume, 0, 0, NULL, "continue the run saved in this checkpoint (same settings; --steps is the total)"},
+        {"stop-at", CLI_INT, &c->stop_at, 0, 10000000, NULL, "stop before this step with a checkpoint, as if interrupted (0: run to --steps)"},
+        {"on-nan", CLI_CHOICE, &c->on_nan, 0, 0, on_nan_names, "on a non-finite loss or gradient: stop (exit 3) or skip that step's update"},
+        {"debug-nan", CLI_INT, &c->debug_nan, -1, 10000000, NULL, "testing aid: poison a gradient with NaN at this step (-1: never)"},
+    };
+    int n = (int)(sizeof o / sizeof o[0]);
+    _Static_assert(sizeof o / sizeof o[0] <= ATTN_MAX_OPTS, "raise ATTN_MAX_OPTS");
+    memcpy(opts, o, sizeof o);
+    return n;
+}
+
+model_cfg attn_cfg_model(const attn_cfg *c) {
+    return (model_cfg){.vocab = c->vocab, .seq_len = c->seq_len, .d_model = c->d_model, .heads = c->heads,
+                       .d_head = c->d_head, .layers = c->layers, .scale_mode = c->scale, .init = c->init};
+}
+
+task_cfg attn_cfg_task(const attn_cfg *c) {
+    return (task_cfg){.kind = c->task, .vocab = c->vocab, .seq_len = c->seq_len, .alphabet = c->alphabet,
+                      .keys = c->keys, .values = c->values};
+}
+
+static int seen_flag(const cli_opt *opts, int n, const int *seen, const char *name) {
+    const cli_opt *o = opts && seen ? cli_find(opts, n, name) : NULL;
+    return o ? seen[o - opts] : 0;
+}
+
+static int has_control(const char *s) {
+    for (; s && *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) return 1;
+    return 0;
+}
+
+int attn_cfg_check(const attn_cfg *c, const cli_opt *opts, int n, const int *seen, char *err, size_t errlen) {
+    task_cfg tc = attn_cfg_task(c);
+    if (task_check(&tc, err, errlen)) return 1;
+    if (c->warmup > c->steps) {
+        snprintf(err, errlen, "--warmup %d is longer than --steps %d", c->warmup, c->steps);
+        return 1;
+    }
+    if (c->lr_min > c->lr) {
+        snprintf(err, errlen, "--lr-min %g is above --lr %g", c->lr_min, c->lr);
+        return 1;
+    }
+    const char *paths[][2] = {{"log", c->log}, {"save", c->save}, {"resume", c->resume}};
+    for (int i = 0; i < 3; i++)
+        if (has_control(paths[i][1])) {
+            snprintf(err, errlen, "--%s: the path contains a control character (tab, newline, ...)", paths[i][0]);
+            return 1;
+        }
+    if (c->log && ((c->save && strcmp(c->log, c->save) == 0) || (c->resume && strcmp(c->log, c->resume) == 0))) {
+        snprintf(err, errlen, "--log %s is also the checkpoint file", c->log);
+        return 1;
+    }
+    if (!c->save && (seen_flag(opts, n, seen, "save-every") || c->stop_at)) {
+        snprintf(err, errlen, "--%s needs --save FILE", c->stop_at ? "stop-at" : "save-every");
+        return 1;
+    }
+    if (c->stop_at && c->stop_at >= c->steps) {
+        snprintf(err, errlen, "--stop-at %d is not before --steps %d", c->stop_at, c->steps);
+        return 1;
+    }
+    if (c->debug_nan >= c->steps) {
+        snprintf(err, errlen, "--debug-nan %d is not before --steps %d", c->debug_nan, c->steps);
+        return 1;
+    }
+
+    /* Sizes: the largest activation must index with an int, and the whole step
+     * must fit in this machine's memory (a rough count: every activation of a
+     * block, its gradient, the attention weights, the parameters with their
+     * gradient and two optimizer moments). */
+    double B = c->batch, T = c->seq_len, D = c->d_model, H = c->heads, HD = (double)c->heads * c->d_head;
+    double L = c->layers, V = c->vocab;
+    double biggest = B * T * (4 * D > HD ? 4 * D : HD);
+    if (B * H * T * T > biggest) biggest = B * H * T * T;
+    if (B * T * V > biggest) biggest = B * T * V;
+    if (biggest >= 2147483647.0) {
+        snprintf(err, errlen, "--batch %d --seq-len %d --d-model %d --heads %d --d-head %d: one activation would "
+                 "have %.3g elements; at most 2^31-1", c->batch, c->seq_len, c->d_model, c->heads, c->d_head, biggest);
+        return 1;
+    }
+    double params = V * D + T * D + 3 * D + D * V + L * (4 * D * HD + 8 * D * D + 2 * HD + H + 10 * D);
+    double acts = B * T * (L * (18 * D + 9 * HD) + 3 * D + 3 * V) + L * 2 * B * H * T * T;
+    double bytes = 4 * (4 * params + 2 * acts);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double mem = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    if (mem > 0 && bytes > mem) {
+        snprintf(err, errlen, "this model and batch need about %.1f GiB (parameters, optimizer state, activations "
+                 "and their gradients); this machine has %.1f GiB", bytes / 1073741824.0, mem / 1073741824.0);
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,51 @@
+/* attn_scale's configuration: its defaults, its flag table and the checks that
+ * involve more than one flag. A library piece, so that the flag fuzzer and the
+ * checkpoint tests use exactly the binary's table. */
+#ifndef TG_ATTN_CFG_H
+#define TG_ATTN_CFG_H
+#include <stddef.h>
+
+#include "cli.h"
+#include "model.h"
+#include "tasks.h"
+
+enum { OPT_ADAM, OPT_SGD };
+extern const char *const optim_names[];
+enum { ONNAN_STOP, ONNAN_SKIP };
+extern const char *const on_nan_names[];
+
+typedef struct {
+    int task, steps, batch, seq_len, vocab, d_model, heads, d_head, layers;
+    int scale, init, optim, warmup, seed, threads, log_every;
+    int alphabet, keys, values;
+    float lr, lr_min, clip, momentum, weight_decay;
+    const char *log;
+    /* runs that survive: checkpoints, resume, failure handling */
+    const char *save, *resume;
+    int save_every, stop_at, on_nan, debug_nan;
+} attn_cfg;
+
+void attn_cfg_defaults(attn_cfg *c);
+
+/* Fills opts (room for ATTN_MAX_OPTS) with the flags bound to c's fields;
+ * returns how many. */
+#define ATTN_MAX_OPTS 48
+int attn_cfg_options(attn_cfg *c, cli_opt *opts);
+
+/* The flags a resumed run may change (NULL-terminated): how long it runs,
+ * where it logs and saves, threads. Every other flag must match the
+ * checkpoint's. */
+extern const char *const attn_run_options[];
+
+/* The model's and the task's settings out of the flags (the one place that
+ * maps them, for the binary, the fuzzer and the tests). */
+model_cfg attn_cfg_model(const attn_cfg *c);
+task_cfg attn_cfg_task(const attn_cfg *c);
+
+/* The checks that involve several flags (task sizes, warm-up against steps,
+ * --save-every without --save, paths that collide, a model too big for this
+ * machine's memory), after cli_parse; opts, n and `seen` are cli_parse's. No file is
+ * touched. Returns 0, or non-zero with a message in err. */
+int attn_cfg_check(const attn_cfg *c, const cli_opt *opts, int n, const int *seen, char *err, size_t errlen);
+
+#endif

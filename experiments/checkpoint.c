@@ -1,0 +1,319 @@
+#define _POSIX_C_SOURCE 200809L   /* mkstemp */
+#include "checkpoint.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "safetensors.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int train_state_reserve(train_state *s, int rows) {
+    if (rows <= s->cap_logged) return 0;
+    double *p = realloc(s->logged, (size_t)rows * 2 * sizeof *p);
+    if (!p) return -1;
+    s->logged = p;
+    s->cap_logged = rows;
+    return 0;
+}
+
+void train_state_free_logged(train_state *s) {
+    free(s->logged);
+    s->logged = NULL;
+    s->n_logged = s->cap_logged = 0;
+}
+
+/* ---- saving ----------------------------------------------------------------- */
+typedef struct { char key[96], value[96]; } kv_store;
+
+int ckpt_save(const char *path, const train_state *s, const cli_opt *opts, int n_opts, char *err, size_t errlen) {
+    const tg_params *P = &s->m->P;
+    int nt = 0, nm = 0;
+    tg_st_tensor *t = calloc((size_t)P->n + 4, sizeof *t);
+    kv_store *kv = calloc((size_t)n_opts + 16, sizeof *kv);
+    tg_st_kv *meta = calloc((size_t)n_opts + 16, sizeof *meta);
+    if (!t || !kv || !meta) {
+        free(t);
+        free(kv);
+        free(meta);
+        return fail(err, errlen, "%s: out of memory", path);
+    }
+    for (int i = 0; i < P->n; i++) {
+        const tg_tensor *p = P->list[i];
+        t[nt] = (tg_st_tensor){.name = p->name, .dtype = TG_ST_F32, .ndim = p->ndim, .data = p->data};
+        for (int d = 0; d < p->ndim; d++) t[nt].shape[d] = p->shape[d];
+        nt++;
+    }
+    int64_t flat = (int64_t)P->numel;
+    if (s->adam) {
+        t[nt++] = (tg_st_tensor){.name = "optim.adam.m", .dtype = TG_ST_F32, .ndim = 1, .shape = {flat}, .data = s->adam->m};
+        t[nt++] = (tg_st_tensor){.name = "optim.adam.v", .dtype = TG_ST_F32, .ndim = 1, .shape = {flat}, .data = s->adam->v};
+    } else if (s->sgd && s->sgd->buf)
+        t[nt++] = (tg_st_tensor){.name = "optim.sgd.buf", .dtype = TG_ST_F32, .ndim = 1, .shape = {flat}, .data = s->sgd->buf};
+    t[nt++] = (tg_st_tensor){.name = "run.logged", .dtype = TG_ST_F64, .ndim = 2, .shape = {s->n_logged, 2},
+                             .data = s->logged};
+
+#define META(k, ...)                                                    \
+    do {                                                                \
+        snprintf(kv[nm].key, sizeof kv[nm].key, "%s", k);               \
+        snprintf(kv[nm].value, sizeof kv[nm].value, __VA_ARGS__);       \
+        nm++;                                                           \
+    } while (0)
+    META("format", "%s", CKPT_FORMAT);
+    META("format_version", "%s", CKPT_VERSION);
+    META("step", "%d", s->step);
+    META("rng.data.state", "%" PRIu64, s->data_rng->state);
+    META("rng.data.inc", "%" PRIu64, s->data_rng->inc);
+    META("optim", "%s", s->adam ? "adam" : "sgd");
+    if (s->adam) META("optim.adam.t", "%" PRId64, s->adam->t);
+    META("n_params", "%zu", P->numel);
+#undef META
+    for (int i = 0; i < n_opts; i++) {
+        if (opts[i].kind == CLI_STR) continue;   /* paths are not the run's identity */
+        snprintf(kv[nm].key, sizeof kv[nm].key, "config.%s", opts[i].name);
+        cli_value(&opts[i], kv[nm].value, sizeof kv[nm].value);
+        nm++;
+    }
+    for (int i = 0; i < nm; i++) meta[i] = (tg_st_kv){kv[i].key, kv[i].value};
+    int rc = tg_st_write(path, t, nt, meta, nm, err, errlen);
+    free(t);
+    free(kv);
+    free(meta);
+    return rc;
+}
+
+/* ---- loading ---------------------------------------------------------------- */
+static int parse_u64(const char *s, uint64_t *v) {
+    if (!s || !*s) return -1;
+    *v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return -1;
+        unsigned d = (unsigned)(*s - '0');
+        if (*v > (UINT64_MAX - d) / 10) return -1;
+        *v = *v * 10 + d;
+    }
+    return 0;
+}
+
+static int in_list(const char *const *list, const char *name) {
+    for (; list && *list; list++)
+        if (strcmp(*list, name) == 0) return 1;
+    return 0;
+}
+
+static void append(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t len, const char *fmt, ...) {
+    if (!buf || !len) return;
+    size_t used = strlen(buf);
+    if (used + 1 >= len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + used, len - used, fmt, ap);
+    va_end(ap);
+}
+
+/* A tensor of the file that must exist with this dtype and shape. */
+static const tg_st_entry *need(const tg_st_file *f, const char *name, tg_st_dtype dt, int ndim, const int64_t *shape,
+                               char *err, size_t errlen) {
+    const tg_st_entry *e = tg_st_find(f, name);
+    if (!e) {
+        fail(err, errlen, "tensor '%s' is missing", name);
+        return NULL;
+    }
+    if (e->dtype != dt) {
+        fail(err, errlen, "tensor '%s' is %s, expected %s", name, tg_st_dtype_name(e->dtype), tg_st_dtype_name(dt));
+        return NULL;
+    }
+    int same = e->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++) same = e->shape[d] == shape[d];
+    if (!same) {
+        char a[160] = "[", b[160] = "[";
+        for (int d = 0; d < e->ndim; d++) append(a, sizeof a, "%s%lld", d ? "," : "", (long long)e->shape[d]);
+        for (int d = 0; d < ndim; d++) append(b, sizeof b, "%s%lld", d ? "," : "", (long long)shape[d]);
+        fail(err, errlen, "tensor '%s' has shape %s], the model needs %s]", name, a, b);
+        return NULL;
+    }
+    return e;
+}
+
+/* Every value finite (and >= 0 when nonneg): a checkpoint is a good state. */
+static int check_values(const tg_st_entry *e, int nonneg, char *err, size_t errlen) {
+    for (int64_t i = 0; i < e->numel; i++) {
+        double x;
+        if (e->dtype == TG_ST_F32) {
+            float v;
+            tg_st_get_f32(&(tg_st_entry){.numel = 1, .bytes = e->bytes + 4 * i}, &v);
+            x = v;
+        } else tg_st_get_f64(&(tg_st_entry){.numel = 1, .bytes = e->bytes + 8 * i}, &x);
+        if (!isfinite(x) || (nonneg && x < 0))
+            return fail(err, errlen, "tensor '%s': element %lld is %g%s", e->name, (long long)i, x,
+                        isfinite(x) ? " (must be >= 0)" : " (a checkpoint holds finite values)");
+    }
+    return 0;
+}
+
+static int load_parsed(const tg_st_file *f, train_state *s, const cli_opt *opts, int n_opts,
+                       const char *const *may_differ, char *changed, size_t changed_len, char *err, size_t errlen) {
+    const tg_params *P = &s->m->P;
+    if (!f->has_checksum) return fail(err, errlen, "no %s in its metadata (not a tapegrad checkpoint?)", TG_ST_CHECKSUM_KEY);
+    const char *fmt = tg_st_meta(f, "format"), *ver = tg_st_meta(f, "format_version");
+    if (!fmt || strcmp(fmt, CKPT_FORMAT) != 0)
+        return fail(err, errlen, "metadata format is '%.40s', expected '%s'", fmt ? fmt : "(none)", CKPT_FORMAT);
+    if (!ver || strcmp(ver, CKPT_VERSION) != 0)
+        return fail(err, errlen, "format_version '%.20s' (this program reads %s)", ver ? ver : "(none)", CKPT_VERSION);
+
+    /* the settings, before any tensor: a different model is best said as a flag */
+    if (changed && changed_len) changed[0] = 0;
+    for (int i = 0; i < n_opts; i++) {
+        if (opts[i].kind == CLI_STR) continue;
+        char key[96], now[96];
+        snprintf(key, sizeof key, "config.%s", opts[i].name);
+        cli_value(&opts[i], now, sizeof now);
+        const char *then = tg_st_meta(f, key);
+        int free_flag = in_list(may_differ, opts[i].name);
+        if (!then) {
+            if (free_flag) continue;
+            return fail(err, errlen, "it records no --%s (made by another version of the program?)", opts[i].name);
+        }
+        if (strcmp(then, now) == 0) continue;
+        if (!free_flag) {
+            char list[256] = "";
+            for (const char *const *m = may_differ; m && *m; m++) append(list, sizeof list, "%s--%s", list[0] ? ", " : "", *m);
+            return fail(err, errlen, "setting differs: --%s is %.40s in the checkpoint, %s in this run (a resumed run "
+                        "keeps every setting but %s)", opts[i].name, then, now, list);
+        }
+        append(changed, changed_len, "%s--%s %.40s -> %s", changed && changed[0] ? ", " : "", opts[i].name, then, now);
+    }
+    for (int i = 0; i < f->n_meta; i++) {
+        const char *k = f->meta[i].key;
+        if (strncmp(k, "config.", 7) != 0) continue;
+        const cli_opt *o = cli_find(opts, n_opts, k + 7);
+        if (!o || o->kind == CLI_STR)
+            return fail(err, errlen, "it has a setting --%.40s that this program does not know", k + 7);
+    }
+
+    uint64_t step, state, inc, n_params, adam_t = 0;
+    if (parse_u64(tg_st_meta(f, "step"), &step) || step > 2147483647u)
+        return fail(err, errlen, "metadata 'step' is missing or not a step number");
+    if (parse_u64(tg_st_meta(f, "rng.data.state"), &state) || parse_u64(tg_st_meta(f, "rng.data.inc"), &inc) || !(inc & 1))
+        return fail(err, errlen, "metadata 'rng.data.state'/'rng.data.inc' missing or not a PCG32 state (inc must be odd)");
+    if (parse_u64(tg_st_meta(f, "n_params"), &n_params) || n_params != P->numel)
+        return fail(err, errlen, "metadata 'n_params' is %.30s, the model has %zu", tg_st_meta(f, "n_params") ?
+                    tg_st_meta(f, "n_params") : "(none)", P->numel);
+    const char *optim = tg_st_meta(f, "optim");
+    if (!optim || strcmp(optim, s->adam ? "adam" : "sgd") != 0)
+        return fail(err, errlen, "metadata 'optim' is '%.20s', this run uses %s", optim ? optim : "(none)",
+                    s->adam ? "adam" : "sgd");
+    if (s->adam && (parse_u64(tg_st_meta(f, "optim.adam.t"), &adam_t) || adam_t > step))
+        return fail(err, errlen, "metadata 'optim.adam.t' is missing or above the step %" PRIu64, step);
+
+    /* the tensors: every one the state needs, with its dtype and shape, and no other */
+    int used = 0;
+    for (int i = 0; i < P->n; i++) {
+        const tg_tensor *p = P->list[i];
+        int64_t shape[TG_MAX_DIMS];
+        for (int d = 0; d < p->ndim; d++) shape[d] = p->shape[d];
+        const tg_st_entry *e = need(f, p->name, TG_ST_F32, p->ndim, shape, err, errlen);
+        if (!e || check_values(e, 0, err, errlen)) return -1;
+        used++;
+    }
+    int64_t flat = (int64_t)P->numel;
+    const tg_st_entry *m = NULL, *v = NULL, *buf = NULL;
+    if (s->adam) {
+        if (!(m = need(f, "optim.adam.m", TG_ST_F32, 1, &flat, err, errlen)) || check_values(m, 0, err, errlen)) return -1;
+        if (!(v = need(f, "optim.adam.v", TG_ST_F32, 1, &flat, err, errlen)) || check_values(v, 1, err, errlen)) return -1;
+        used += 2;
+    } else if (s->sgd->buf) {
+        if (!(buf = need(f, "optim.sgd.buf", TG_ST_F32, 1, &flat, err, errlen)) || check_values(buf, 0, err, errlen))
+            return -1;
+        used++;
+    }
+    const tg_st_entry *lg = tg_st_find(f, "run.logged");
+    if (!lg) return fail(err, errlen, "tensor 'run.logged' is missing");
+    if (lg->dtype != TG_ST_F64 || lg->ndim != 2 || lg->shape[1] != 2 || lg->shape[0] > (int64_t)step + 1)
+        return fail(err, errlen, "tensor 'run.logged' must be F64 [rows, 2] with rows <= step + 1");
+    used++;
+    if (used != f->n)
+        for (int i = 0; i < f->n; i++) {
+            const char *name = f->t[i].name;
+            int known = tg_params_find(P, name) || strcmp(name, "run.logged") == 0 ||
+                        (m && (strcmp(name, "optim.adam.m") == 0 || strcmp(name, "optim.adam.v") == 0)) ||
+                        (buf && strcmp(name, "optim.sgd.buf") == 0);
+            if (!known) return fail(err, errlen, "tensor '%s' is not part of this run's state", name);
+        }
+    if (train_state_reserve(s, (int)lg->shape[0])) return fail(err, errlen, "out of memory");
+
+    /* all checked: now change the state */
+    for (int i = 0; i < P->n; i++) tg_st_get_f32(tg_st_find(f, P->list[i]->name), P->list[i]->data);
+    if (m) {
+        tg_st_get_f32(m, s->adam->m);
+        tg_st_get_f32(v, s->adam->v);
+        s->adam->t = (int64_t)adam_t;
+    }
+    if (buf) tg_st_get_f32(buf, s->sgd->buf);
+    tg_st_get_f64(lg, s->logged);
+    s->n_logged = (int)lg->shape[0];
+    s->data_rng->state = state;
+    s->data_rng->inc = inc;
+    s->step = (int)step;
+    return 0;
+}
+
+int ckpt_load_bytes(const void *bytes, size_t size, train_state *s, const cli_opt *opts, int n_opts,
+                    const char *const *may_differ, char *changed, size_t changed_len, char *err, size_t errlen) {
+    tg_st_file f;
+    if (tg_st_parse(bytes, size, &f, err, errlen)) return -1;
+    int rc = load_parsed(&f, s, opts, n_opts, may_differ, changed, changed_len, err, errlen);
+    tg_st_free(&f);
+    return rc;
+}
+
+int ckpt_load(const char *path, train_state *s, const cli_opt *opts, int n_opts, const char *const *may_differ,
+              char *changed, size_t changed_len, char *err, size_t errlen) {
+    tg_st_file f;
+    if (tg_st_read(path, &f, err, errlen)) return -1;
+    int rc = load_parsed(&f, s, opts, n_opts, may_differ, changed, changed_len, err, errlen);
+    tg_st_free(&f);
+    if (rc) {
+        char *msg = strdup(err);
+        if (msg) {
+            snprintf(err, errlen, "%s: %s", path, msg);
+            free(msg);
+        }
+    }
+    return rc;
+}
+
+int ckpt_check_writable(const char *path, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return fail(err, errlen, "%s is a folder", path);
+    const char *slash = strrchr(path, '/');
+    size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
+    char *tmp = malloc(dirlen + 32);
+    if (!tmp) return fail(err, errlen, "out of memory");
+    snprintf(tmp, dirlen + 32, "%.*s.tg_write_test.XXXXXX", (int)dirlen, path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return fail(err, errlen, "%s: cannot create a file in its folder (%s)", path, strerror(e));
+    }
+    close(fd);
+    unlink(tmp);
+    free(tmp);
+    return 0;
+}

@@ -1,0 +1,61 @@
+/* The training state of a run, saved to and restored from a safetensors file,
+ * so that a resumed run is the same run.
+ *
+ * What a checkpoint at step s holds: the parameters after s updates (one
+ * tensor per parameter, by name), the optimizer state (AdamW: "optim.adam.m",
+ * "optim.adam.v" flat in parameter order, the step counter in metadata; SGD:
+ * "optim.sgd.buf" when momentum > 0), the data RNG ready to draw batch s, the
+ * (loss, mean entropy) of every logged row before s ("run.logged", F64 [n, 2],
+ * for the run's summary), and in "__metadata__" the step, the RNG state, and
+ * every flag's value as "config.<flag>" (paths left out). The data section's
+ * FNV-1a 64 checksum is required.
+ *
+ * Loading checks everything before it changes anything: the file's structure
+ * (tg_st_read), format and version, every setting against the running
+ * program's flags (a mismatch names the flag and both values), each tensor's
+ * dtype and shape against the model, finite values, v >= 0, and no tensor
+ * left over. On error the state is untouched. */
+#ifndef TG_CHECKPOINT_H
+#define TG_CHECKPOINT_H
+#include <stddef.h>
+
+#include "cli.h"
+#include "model.h"
+#include "tg_optim.h"
+
+#define CKPT_FORMAT "tapegrad.train_state"
+#define CKPT_VERSION "1"
+
+typedef struct {
+    model *m;
+    tg_adamw *adam;           /* exactly one of adam and sgd is set */
+    tg_sgd *sgd;
+    tg_rng *data_rng;
+    int step;                 /* updates done: the next step to run */
+    double *logged;           /* 2 per logged row: loss, mean entropy over heads */
+    int n_logged, cap_logged;
+} train_state;
+
+/* Room for `rows` logged rows; returns 0, or -1 when out of memory. */
+int train_state_reserve(train_state *s, int rows);
+void train_state_free_logged(train_state *s);
+
+/* Writes the state atomically (see tg_st_write). opts: the program's flags,
+ * recorded as configuration. Returns 0, or -1 with a message in err. */
+int ckpt_save(const char *path, const train_state *s, const cli_opt *opts, int n_opts, char *err, size_t errlen);
+
+/* Loads a checkpoint into s, whose model and optimizer were made from the
+ * current flags. may_differ: NULL-terminated flag names that need not match;
+ * their changes are listed in `changed` ("--steps 100 -> 200, ..."; may be
+ * NULL). Returns 0, or -1 with a message in err. */
+int ckpt_load(const char *path, train_state *s, const cli_opt *opts, int n_opts, const char *const *may_differ,
+              char *changed, size_t changed_len, char *err, size_t errlen);
+/* The same from bytes in memory (the fuzzer's entry). */
+int ckpt_load_bytes(const void *bytes, size_t size, train_state *s, const cli_opt *opts, int n_opts,
+                    const char *const *may_differ, char *changed, size_t changed_len, char *err, size_t errlen);
+
+/* Checks that a checkpoint can be written at path: its folder exists and takes
+ * a new file, and path is not a folder. Nothing is left behind. */
+int ckpt_check_writable(const char *path, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,91 @@
+#define _POSIX_C_SOURCE 200809L   /* sigaction */
+#include "guard.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig) {
+    if (!got_signal) got_signal = sig;
+}
+
+void guard_install(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART | SA_RESETHAND;   /* writes go on; a second signal kills */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+int guard_signal(void) { return got_signal; }
+
+const char *guard_signal_name(int sig) {
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+}
+
+static int64_t first_bad(const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return i;
+    return -1;
+}
+
+/* "tg_matmul (tape node 7, output [32,32,512], inputs l0.wq, [32,32,128])" */
+static void describe_node(const tg_ctx *ctx, int i, char *buf, size_t len) {
+    const tg_node *n = &ctx->nodes[i];
+    int k = snprintf(buf, len, "%s (tape node %d of %d, output %s, inputs", n->op, i, ctx->n_nodes, TG_SHAPE(n->out));
+    for (int j = 0; j < n->n_in && k > 0 && (size_t)k < len; j++)
+        k += snprintf(buf + k, len - (size_t)k, "%s %s", j ? "," : "",
+                      n->in[j]->name ? n->in[j]->name : TG_SHAPE(n->in[j]));
+    if (k > 0 && (size_t)k < len) snprintf(buf + k, len - (size_t)k, ")");
+}
+
+void guard_forward(const tg_ctx *ctx, const tg_params *P, char *msg, size_t len) {
+    for (int p = 0; p < P->n; p++) {
+        int64_t i = first_bad(P->list[p]->data, P->list[p]->numel);
+        if (i >= 0) {
+            snprintf(msg, len, "parameter %s %s holds %g at element %lld", P->list[p]->name, TG_SHAPE(P->list[p]),
+                     P->list[p]->data[i], (long long)i);
+            return;
+        }
+    }
+    for (int n = 0; n < ctx->n_nodes; n++) {
+        const tg_tensor *o = ctx->nodes[n].out;
+        int64_t i = first_bad(o->data, o->numel);
+        if (i >= 0) {
+            char d[512];
+            describe_node(ctx, n, d, sizeof d);
+            snprintf(msg, len, "the first non-finite value (%g) is in the output of %s", o->data[i], d);
+            return;
+        }
+    }
+    snprintf(msg, len, "no parameter or recorded op output is non-finite (an unrecorded op made it)");
+}
+
+void guard_backward(const tg_ctx *ctx, const tg_params *P, char *msg, size_t len) {
+    int k = 0;
+    msg[0] = 0;
+    for (int p = 0; p < P->n; p++) {
+        int64_t i = first_bad(P->list[p]->grad, P->list[p]->numel);
+        if (i >= 0) {
+            k = snprintf(msg, len, "gradient of parameter %s %s is %g at element %lld", P->list[p]->name,
+                         TG_SHAPE(P->list[p]), P->list[p]->grad[i], (long long)i);
+            break;
+        }
+    }
+    for (int n = ctx->n_nodes - 1; n >= 0; n--) {
+        const tg_tensor *o = ctx->nodes[n].out;
+        if (!o->grad || first_bad(o->grad, o->numel) < 0) continue;
+        char d[512];
+        describe_node(ctx, n, d, sizeof d);
+        if (k >= 0 && (size_t)k < len)
+            snprintf(msg + k, len - (size_t)k, "%sthe first non-finite gradient in backward order is that of the "
+                     "output of %s", k ? "; " : "", d);
+        return;
+    }
+    if (!k) snprintf(msg, len, "no non-finite gradient found");
+}

@@ -1,0 +1,49 @@
+/* The run's TSV log: a header ('#' lines with the configuration, then the
+ * column line) and one row per logged step.
+ *
+ * Whole lines only: a row is built in memory and handed to the kernel in one
+ * write(), right away, so a run killed at any moment (even SIGKILL) leaves a
+ * log whose lines are all complete.
+ *
+ * Opening never destroys an existing log before the new one is ready: the
+ * header (and, on resume, the rows kept) go to a temporary file in the same
+ * folder, which is renamed over the log; rows are then appended to it.
+ *
+ * Resume: the existing log's settings must match the run's (keys listed in
+ * may_differ excepted) and its column line must be the same; its rows before
+ * the checkpoint's step are kept, later ones and a partial last line dropped,
+ * so nothing is duplicated; a log that lacks rows the checkpoint has seen is
+ * refused, so nothing is lost silently. A missing log is started afresh. */
+#ifndef TG_RUNLOG_H
+#define TG_RUNLOG_H
+#include <stddef.h>
+
+typedef struct {
+    int fd;
+    char *row;
+    size_t len, cap;
+    int failed;      /* building a row ran out of memory */
+} runlog;
+
+/* header: the '#' lines and the column line, each ending in '\n'. */
+int runlog_open(runlog *L, const char *path, const char *header, char *err, size_t errlen);
+/* may_differ: flag names ("log-every" or "log_every") whose header values may
+ * change. info gets one line about what was kept. */
+int runlog_resume(runlog *L, const char *path, const char *header, const char *const *may_differ, int step,
+                  char *info, size_t infolen, char *err, size_t errlen);
+
+/* What runlog_resume decides, on the old log's bytes in memory, touching no
+ * file (the fuzzer's entry): the checks above, then the byte range
+ * [from, to) of old to keep after the new header. */
+typedef struct { size_t from, to; long kept, last, dropped; } runlog_keep;
+int runlog_plan(const char *old, size_t n, const char *header, const char *const *may_differ, int step,
+                runlog_keep *k, char *err, size_t errlen);
+
+/* Appends to the row being built; runlog_end_row writes it (it must end in
+ * '\n'). Returns 0, or -1 if the write failed. */
+void runlog_add(runlog *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int runlog_end_row(runlog *L);
+int runlog_sync(runlog *L);     /* fsync: rows survive a machine crash too */
+int runlog_close(runlog *L);
+
+#endif

@@ -1,0 +1,152 @@
+#!/bin/sh
+# attn_scale end to end, at a tiny size: runs that survive.
+#   tests/robust_cli.sh ATTN_SCALE
+# - determinism: same flags, seed and thread count give byte-identical logs
+#   (1 thread and 2 threads, each twice);
+# - exact resume: --stop-at then --resume, and --steps 60 --save then
+#   --steps 120 --resume (a flat schedule), give the straight run's rows and
+#   summary; SIGTERM / SIGINT / SIGKILL mid-run, then --resume, too;
+# - failure handling: a NaN gradient stops with exit 3 naming the step and the
+#   tensor, keeps the last checkpoint and flushes the log; --on-nan skip goes on;
+# - hostile input: bad flags, paths and checkpoints exit 2 with one message,
+#   before training, and leave existing files as they were.
+set -u
+bin=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp" || exit 1
+fails=0
+no() { echo "FAIL: $*"; fails=$((fails + 1)); }
+T="--batch 4 --seq-len 8 --vocab 16 --alphabet 4 --d-model 16 --heads 2 --d-head 8 --log-every 5 --warmup 10"
+rows() { grep -v '^#' "$1"; }                       # the header row and the data rows
+summary() { sed 's/ seconds=.*//' "$1"; }            # the summary line without the time
+run() {   # run WANT_RC NAME ARGS...: stdout in NAME.out, stderr in NAME.err
+    want=$1; name=$2; shift 2
+    "$bin" "$@" >"$name.out" 2>"$name.err"
+    rc=$?
+    [ "$rc" -eq "$want" ] || { no "$name: exit $rc, want $want"; sed 's/^/  | /' "$name.err" | head -5; }
+}
+
+# ---- determinism ------------------------------------------------------------
+for th in 1 2; do
+    for k in a b; do
+        mkdir -p "det$th$k"
+        (cd "det$th$k" && "$bin" $T --steps 80 --threads $th --log run.tsv >out 2>err) || no "determinism run $th$k failed"
+    done
+    cmp -s "det${th}a/run.tsv" "det${th}b/run.tsv" || no "--threads $th: two runs' logs differ"
+    [ "$(summary "det${th}a/out")" = "$(summary "det${th}b/out")" ] || no "--threads $th: summaries differ"
+done
+if cmp -s "det1a/run.tsv" "det2a/run.tsv"; then echo "note: --threads 1 and 2 gave the same log here"
+else echo "note: --threads 1 and 2 differ (expected: other float summation orders)"; fi
+
+# ---- exact resume -------------------------------------------------------------
+run 0 straight $T --steps 120 --log straight.tsv
+run 0 stop $T --steps 120 --stop-at 55 --save ck.st --log resumed.tsv
+[ -s resumed.out ] && no "--stop-at printed a summary line"
+grep -q 'stopped before step 55' stop.err || no "--stop-at: no message"
+run 0 resume $T --steps 120 --resume ck.st --save ck.st --log resumed.tsv
+[ "$(rows straight.tsv)" = "$(rows resumed.tsv)" ] || no "stop-at 55 + resume: rows differ from the straight run"
+[ "$(summary straight.out)" = "$(summary resume.out)" ] || no "stop-at 55 + resume: summary differs"
+[ "$(grep -c '^step' resumed.tsv)" -eq 1 ] || no "resumed log has the column line twice"
+# the issue's form: --steps 60 --save, then --steps 120 --resume (flat schedule)
+F="$T --warmup 0 --lr 0.003 --lr-min 0.003"
+run 0 flat_straight $F --steps 120 --log flat_straight.tsv
+run 0 flat_a $F --steps 60 --save flat.st --log flat.tsv
+run 0 flat_b $F --steps 120 --resume flat.st --log flat.tsv
+[ "$(rows flat_straight.tsv)" = "$(rows flat.tsv)" ] || no "--steps 60 --save + --steps 120 --resume: rows differ"
+[ "$(summary flat_straight.out)" = "$(summary flat_b.out)" ] || no "--steps 60/120 resume: summary differs"
+grep -q 'changed: --steps 60 -> 120' flat_b.err || no "resume does not say --steps changed"
+# resuming a finished run's checkpoint again just re-evaluates the last step
+run 0 again $T --steps 120 --resume ck.st
+[ "$(summary straight.out)" = "$(summary again.out)" ] || no "resuming at the last step: summary differs"
+
+# ---- signals: the checkpoint and the log survive; resume is exact -------------
+# The signal lands wherever it lands; the test then compares the resumed run
+# with a straight run up to 100 steps past the checkpoint.
+long="$T --steps 200000 --warmup 100"
+for sig in TERM INT KILL; do
+    "$bin" $long --save "$sig.st" --save-every 50 --log "$sig.tsv" >"$sig.out" 2>"$sig.err" &
+    pid=$!
+    i=0
+    while [ ! -s "$sig.st" ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done   # a checkpoint exists
+    sleep 0.2
+    kill -s "$sig" "$pid"
+    wait "$pid"
+    rc=$?
+    case $sig in TERM) want=143 ;; INT) want=130 ;; KILL) want=137 ;; esac
+    [ "$rc" -eq "$want" ] || { no "SIG$sig: exit $rc, want $want"; continue; }
+    [ "$(tail -c 1 "$sig.tsv" | od -An -c | tr -d ' ')" = '\n' ] || no "SIG$sig: the log's last line is cut"
+    # SIGKILL during a checkpoint write can leave that write's temporary file
+    # (.KILL.st.XXXXXX): harmless, the previous checkpoint is whole
+    [ "$sig" = KILL ] && rm -f .KILL.st.*
+    if [ "$sig" != KILL ]; then
+        tail -1 "$sig.tsv" | grep -q "^# interrupted by SIG$sig before step" || no "SIG$sig: no note in the log"
+    fi
+    at=$(grep -ao '"step":"[0-9]*"' "$sig.st" | tr -dc 0-9)   # the checkpoint's step, from its JSON header
+    [ -n "$at" ] || { no "SIG$sig: no step in the checkpoint"; continue; }
+    stop=$((at + 100))
+    run 0 "res$sig" $long --resume "$sig.st" --save "$sig.st" --stop-at $stop --log "$sig.tsv"
+    run 0 "ref$sig" $long --save "ref$sig.st" --stop-at $stop --log "ref$sig.tsv"
+    if [ "$(rows "ref$sig.tsv")" = "$(rows "$sig.tsv")" ]; then echo "SIG$sig: checkpoint at step $at, resumed to $stop: rows identical"
+    else no "SIG$sig at step $at: resumed rows differ from a straight run"; fi
+done
+
+# ---- non-finite values --------------------------------------------------------
+run 0 pre $T --steps 40 --log nan.tsv
+cp nan.tsv nan_before.tsv
+run 3 nan $T --steps 40 --debug-nan 23 --save nan.st --save-every 10 --log nan.tsv
+grep -q 'step 23: non-finite gradient norm (nan): gradient of parameter tok_emb \[16,16\] is nan' nan.err ||
+    no "NaN: the message does not name the step and the tensor: $(head -1 nan.err)"
+tail -1 nan.tsv | grep -q '^# stopped at step 23: non-finite' || no "NaN: no note at the end of the log"
+[ "$(rows nan.tsv | tail -1 | cut -f1)" = 20 ] || no "NaN: the last row should be step 20"
+[ "$(rows nan.tsv | head -6)" = "$(rows nan_before.tsv | head -6)" ] || no "NaN: rows before step 23 differ"
+run 0 nan_resume $T --steps 40 --resume nan.st 2>/dev/null
+grep -q 'at step 20' nan_resume.err || no "NaN: the last good checkpoint (step 20) was not kept"
+run 0 skip $T --steps 40 --debug-nan 23 --on-nan skip --log skip.tsv
+grep -q '1 steps skipped' skip.err || no "--on-nan skip: no count of skipped steps"
+grep -q '^25	' skip.tsv || no "--on-nan skip: the run did not go on"
+
+# ---- hostile input: exit 2, one message, nothing written ------------------------
+cp straight.tsv keep.tsv
+cp ck.st keep.st
+bad() {   # bad NAME EXPECTED_MESSAGE ARGS...
+    name=$1; msg=$2; shift 2
+    run 2 "$name" "$@"
+    grep -q -- "$msg" "$name.err" || { no "$name: message lacks '$msg'"; sed 's/^/  | /' "$name.err" | head -3; }
+    cmp -s keep.tsv straight.tsv || { no "$name: an existing log changed"; cp straight.tsv keep.tsv; }
+    cmp -s keep.st ck.st || { no "$name: an existing checkpoint changed"; cp ck.st keep.st; }
+}
+bad unknown "unknown flag '--nope'" --nope --log keep.tsv
+bad steps0 "steps: 0 is out of range" --steps 0 --log keep.tsv
+bad batchneg "batch: -1 is out of range" --batch -1 --log keep.tsv
+bad dmodel0 "d-model: 0 is out of range" --d-model 0 --log keep.tsv
+bad seqlen "seq-len: 5000 is out of range" --seq-len 5000 --log keep.tsv
+bad recall "seq-len 15 must be even" --task recall --seq-len 15 --log keep.tsv
+bad alphabet "alphabet 8 needs" --vocab 8 --log keep.tsv
+bad lr "lr: 'nan' is not a finite number" --lr nan --log keep.tsv
+bad huge "at most 2^31-1" --batch 65536 --seq-len 4096 --vocab 4096 --log keep.tsv
+bad memory "GiB" --layers 64 --d-model 8192 --d-head 4096 --log keep.tsv
+bad logdir "cannot create a file in its folder" $T --log no/such/dir/x.tsv
+bad logfolder "not a regular file" $T --log .
+bad savedir "cannot create a file in its folder" $T --save no/such/x.st --log keep.tsv
+bad saveevery "--save-every needs --save" $T --save-every 5 --log keep.tsv
+bad stopat "--stop-at 200 is not before --steps 120" $T --steps 120 --stop-at 200 --save x.st
+bad same "is also the checkpoint file" $T --log keep.st --save keep.st
+bad missing "cannot open" $T --resume no.st --log keep.tsv
+bad notfile "not a regular file" $T --resume . --log keep.tsv
+bad differs "setting differs: --d-model is 16 in the checkpoint, 32 in this run" $T --d-model 32 --resume keep.st --save keep.st --log keep.tsv
+bad beyond "at step 120, beyond --steps 100" $T --steps 100 --resume keep.st --save keep.st --log keep.tsv
+cp ck.st damaged.st
+printf 'X' | dd of=damaged.st bs=1 seek=3000 conv=notrunc 2>/dev/null
+bad damaged "checksum mismatch" $T --steps 150 --resume damaged.st --save keep.st --log keep.tsv
+head -c 2000 ck.st >cut.st
+bad truncated "does not fit\|go past" $T --steps 150 --resume cut.st --save keep.st --log keep.tsv
+# a log of another run (another seed) is not appended to
+run 0 seed2 $T --steps 120 --seed 2 --log other.tsv
+cp other.tsv other_keep.tsv
+bad otherlog "its header says seed=2, this run has 1" $T --steps 150 --resume keep.st --log other.tsv
+cmp -s other.tsv other_keep.tsv || no "a refused resume changed another run's log"
+ls -a | grep -q '^\.[^.]' && no "temporary files left: $(ls -a | grep '^\.[^.]' | tr '\n' ' ')"
+
+[ "$fails" -eq 0 ] && echo "robust_cli: all checks passed"
+exit "$fails"
