@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L   /* clock_gettime, isatty */
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@ static const char *const optim_names[] = {"adam", "sgd", NULL};
 
 typedef struct {
     int task, steps, batch, seq_len, vocab, d_model, heads, d_head, layers;
-    int scale, init, optim, warmup, seed, threads, log_every;
+    int scale, init, optim, warmup, seed, threads, log_every, attn;
     int alphabet, keys, values;
     float lr, lr_min, clip, momentum, weight_decay;
     const char *log;
@@ -75,7 +76,7 @@ int main(int argc, char **argv) {
         .optim = OPT_ADAM, .warmup = 50, .seed = 1, .threads = 1, .log_every = 10,
         .alphabet = 16, .keys = 8, .values = 6,
         .lr = 1e-3f, .lr_min = 1e-4f, .clip = 1.0f, .momentum = 0.9f, .weight_decay = 0.0f,
-        .log = NULL,
+        .log = NULL, .attn = ATTN_COMPOSED,
     };
     const cli_opt opts[] = {
         {"task", CLI_CHOICE, &c.task, 0, 0, task_names, "hist: count earlier copies (needs spread attention); recall: key-value lookup (sharp is right)"},
@@ -100,7 +101,8 @@ int main(int argc, char **argv) {
         {"keys", CLI_INT, &c.keys, 2, 4096, NULL, "recall: number of keys"},
         {"values", CLI_INT, &c.values, 2, 4096, NULL, "recall: number of values"},
         {"seed", CLI_INT, &c.seed, 0, 2147483647, NULL, "seed of the init and the data"},
-        {"threads", CLI_INT, &c.threads, 1, 256, NULL, "OpenBLAS threads"},
+        {"threads", CLI_INT, &c.threads, 1, 256, NULL, "threads (OpenMP over batch x heads; OpenBLAS outside)"},
+        {"attn", CLI_CHOICE, &c.attn, 0, 0, attn_names, "attention op: composed (saves the TxT weights) or fused (tiled)"},
         {"log", CLI_STR, &c.log, 0, 0, NULL, "TSV log file (default: none)"},
         {"log-every", CLI_INT, &c.log_every, 1, 10000000, NULL, "log every N steps (and the last)"},
     };
@@ -139,8 +141,9 @@ int main(int argc, char **argv) {
         }
     }
     openblas_set_num_threads(c.threads);
+    omp_set_num_threads(c.threads);
 
-    model_cfg mc = {c.vocab, c.seq_len, c.d_model, c.heads, c.d_head, c.layers, c.scale, c.init};
+    model_cfg mc = {c.vocab, c.seq_len, c.d_model, c.heads, c.d_head, c.layers, c.scale, c.init, c.attn};
     model m;
     model_init(&m, &mc, (uint64_t)c.seed);
     tg_rng data_rng;

@@ -53,6 +53,11 @@ static inline void tg_parallel_for(int n, int64_t work, tg_par_fn fn, void *arg)
 #endif
 }
 
+/* Element-wise and row ops split into fixed-size parts (not one per thread),
+ * so partial sums, combined in part order, do not depend on the thread count. */
+#define TG_PART 8192   /* elements a part */
+static inline int tg_parts(int64_t n, int64_t per_part) { return (int)((n + per_part - 1) / per_part); }
+
 /* Around a parallel region that calls cblas: returns what to restore. */
 static inline int tg_blas_serial_begin(void) {
     int n = openblas_get_num_threads();
