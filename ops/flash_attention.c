@@ -6,9 +6,7 @@
 
 #include "parallel.h"
 
-/* Tile sizes: a BQ×BK tile of logits and its weights stay in cache with the
- * K, V rows they came from. */
-enum { BQ = 64, BK = 64 };
+enum { BQ = TG_FLASH_BQ, BK = TG_FLASH_BK };
 
 typedef struct {
     int B, T, H, d, dv;

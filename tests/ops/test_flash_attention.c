@@ -127,11 +127,11 @@ static void compare(attn_case *c, tg_params *P, int H, errs *e) {
     tg_ctx_free(&ctx);
 }
 
-/* Causal and not, T below, at and across tile sizes (64) and not a multiple of
+/* Causal and not, T below, at and across the tile sizes and not a multiple of
  * them, scale 1, 1/√d, 1/d, with and without a per-head scale, dv ≠ d. */
 static void test_matches_attention(void **s) {
     (void)s;
-    const int Ts[] = {5, 64, 100, 150};
+    const int Ts[] = {5, TG_FLASH_BQ, TG_FLASH_BQ + 36, TG_FLASH_BK + 44};
     const int d = 16, dv = 12, B = 2, H = 3;
     const float scales[] = {1.0f, 0.25f, 1.0f / 16};
     errs e = {0};
@@ -163,7 +163,7 @@ static void test_huge_logits(void **s) {
     for (int causal = 0; causal < 2; causal++) {
         tg_params P;
         attn_case c = { .scale = 1.0f, .causal = causal };
-        make_params(&P, &c, 1, 130, 2, 64, 8, 0, 300 + (uint64_t)causal, 3.0f);
+        make_params(&P, &c, 1, TG_FLASH_BK + 30, 2, 64, 8, 0, 300 + (uint64_t)causal, 3.0f);
         tg_ctx ctx;
         tg_ctx_init(&ctx, 0);
         float ent[2], mxl[2], sat[2];
@@ -187,9 +187,10 @@ static void test_huge_logits(void **s) {
 
 static void test_grad_grid(void **s) {
     (void)s;
-    /* T = 70 crosses a tile boundary (64) with a ragged last tile */
-    const int Ts[] = {5, 70};
-    const float scales[] = {1.0f, 0.5f, 0.25f};   /* 1, 1/√d, 1/d for d = 4 */
+    /* T crosses both tile sizes, with ragged last tiles */
+    const int Ts[] = {5, TG_FLASH_BK + 6};
+    assert_true(TG_FLASH_BQ < TG_FLASH_BK);
+    const float scales[] = {1.0f, 0.5f, 0.25f};   /* 1, 1/√d, 1/d for d = 4 (the long case: d = 2, 1/√2) */
     uint64_t seed = 1;
     for (int ti = 0; ti < 2; ti++)
         for (int si = 0; si < 3; si++)
@@ -197,12 +198,12 @@ static void test_grad_grid(void **s) {
                 for (int with_hs = 0; with_hs < 2; with_hs++) {
                     if (ti == 1 && si != 1) continue;   /* the long case once per mask/hs: time */
                     tg_params P;
-                    attn_case c = { .scale = scales[si], .causal = causal };
-                    int T = Ts[ti], H = ti ? 1 : 3;
-                    make_params(&P, &c, 2, T, H, 4, 3, with_hs, seed++, 0.7f);
+                    attn_case c = { .scale = ti ? 0.70710678f : scales[si], .causal = causal };
+                    int T = Ts[ti], H = ti ? 1 : 3, Bt = ti ? 1 : 2, d = ti ? 2 : 4;
+                    make_params(&P, &c, Bt, T, H, d, ti ? 1 : 3, with_hs, seed++, ti ? 1.5f : 0.7f);
                     char label[96];
-                    snprintf(label, sizeof label, "flash attention [2,%d,%d,4] dv=3 scale=%g causal=%d head_scale=%d",
-                             T, H, (double)c.scale, causal, with_hs);
+                    snprintf(label, sizeof label, "flash attention [%d,%d,%d,%d] dv=%d scale=%g causal=%d head_scale=%d",
+                             Bt, T, H, d, ti ? 1 : 3, (double)c.scale, causal, with_hs);
                     assert_int_equal(tg_gradcheck(label, &P, f_flash, &c, NULL), 0);
                     tg_params_free(&P);
                 }
@@ -274,7 +275,7 @@ static void test_stats_uniform(void **s) {
     (void)s;
     tg_ctx ctx;
     tg_ctx_init(&ctx, 0);
-    const int B = 2, T = 150, H = 2, d = 4, dv = 3;
+    const int B = 2, T = TG_FLASH_BK + 22, H = 2, d = 4, dv = 3;
     for (int causal = 0; causal < 2; causal++) {
         tg_tensor *q = tg_zeros(&ctx, 4, (int[]){B, T, H, d}), *k = tg_new_like(&ctx, q);
         tg_tensor *v = tg_new(&ctx, 4, (int[]){B, T, H, dv});
@@ -334,7 +335,7 @@ static void test_threads_deterministic(void **s) {
     (void)s;
     tg_params P;
     attn_case c = { .scale = 0.25f, .causal = 1 };
-    make_params(&P, &c, 3, 90, 3, 16, 16, 1, 400, 1.0f);
+    make_params(&P, &c, 3, TG_FLASH_BQ + 26, 3, 16, 16, 1, 400, 1.0f);
     float *res[2];
     float st_e[2][3];
     for (int run = 0; run < 2; run++) {
@@ -367,10 +368,10 @@ static void test_no_heap_after_first_step(void **s) {
     (void)s;
     tg_params P;
     attn_case c = { .scale = 0.5f, .causal = 1 };
-    make_params(&P, &c, 2, 70, 3, 4, 3, 1, 80, 0.7f);
+    make_params(&P, &c, 2, TG_FLASH_BQ + 6, 3, 4, 3, 1, 80, 0.7f);
     tg_ctx ctx;
     tg_ctx_init(&ctx, 1 << 16);
-    float ent[3], mxl[3], sat[3], R[2 * 70 * 3 * 3];
+    float ent[3], mxl[3], sat[3], R[2 * (TG_FLASH_BQ + 6) * 3 * 3];
     for (size_t i = 0; i < sizeof R / sizeof R[0]; i++) R[i] = 1.0f;
     tg_attn_stats st = { .H = 3, .entropy = ent, .max_logit = mxl, .saturation = sat };
     size_t after_first = 0;
