@@ -19,27 +19,36 @@ static void range(const add_job *j, int part, int64_t *lo, int64_t *hi) {
     *hi = *lo + span < j->na ? *lo + span : j->na;
 }
 
-static void forward_part(void *arg, int part, int thread) {
+TG_VEC_CLONES static void forward_part(void *arg, int part, int thread) {
     (void)thread;
     const add_job *j = arg;
     int64_t lo, hi;
     range(j, part, &lo, &hi);
-    for (int64_t r = lo; r < hi; r += j->nb)
-        for (int64_t c = 0; c < j->nb; c++) j->out[r + c] = j->a[r + c] + j->b[c];
+    for (int64_t r = lo; r < hi; r += j->nb) {
+        float *out = j->out + r;
+        const float *a = j->a + r, *b = j->b;
+#pragma omp simd
+        for (int64_t c = 0; c < j->nb; c++) out[c] = a[c] + b[c];
+    }
 }
 
-static void backward_part(void *arg, int part, int thread) {
+TG_VEC_CLONES static void backward_part(void *arg, int part, int thread) {
     (void)thread;
     const add_job *j = arg;
     int64_t lo, hi;
     range(j, part, &lo, &hi);
-    if (j->da)
-        for (int64_t i = lo; i < hi; i++) j->da[i] += j->g[i];
+    const float *g = j->g;
+    if (j->da) {
+        float *da = j->da;
+#pragma omp simd
+        for (int64_t i = lo; i < hi; i++) da[i] += g[i];
+    }
     if (j->db_parts) {
         float *db = j->db_parts + part * j->nb;
         memset(db, 0, (size_t)j->nb * sizeof(float));
         for (int64_t r = lo; r < hi; r += j->nb)
-            for (int64_t c = 0; c < j->nb; c++) db[c] += j->g[r + c];
+#pragma omp simd
+            for (int64_t c = 0; c < j->nb; c++) db[c] += g[r + c];
     }
 }
 

@@ -19,7 +19,7 @@ typedef struct {
 
 enum { ROWS = 64 };   /* rows a part */
 
-static void backward_part(void *arg, int part, int thread) {
+TG_VEC_CLONES static void backward_part(void *arg, int part, int thread) {
     (void)thread;
     const ce_job *j = arg;
     const ce_rec *r = j->r;

@@ -51,7 +51,7 @@ typedef struct { const float *x, *g; float *y; int64_t n; } gelu_job;
 
 /* backward recomputes tanh from x rather than saving it: cheaper than numel
  * more floats of arena per gelu */
-static void backward_part(void *arg, int part, int thread) {
+TG_VEC_CLONES static void backward_part(void *arg, int part, int thread) {
     (void)thread;
     const gelu_job *j = arg;
     int64_t lo = (int64_t)part * CHUNK, hi = lo + CHUNK < j->n ? lo + CHUNK : j->n;
@@ -66,7 +66,7 @@ static void backward_part(void *arg, int part, int thread) {
     }
 }
 
-static void forward_part(void *arg, int part, int thread) {
+TG_VEC_CLONES static void forward_part(void *arg, int part, int thread) {
     (void)thread;
     const gelu_job *j = arg;
     int64_t lo = (int64_t)part * CHUNK, hi = lo + CHUNK < j->n ? lo + CHUNK : j->n;

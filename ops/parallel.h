@@ -53,6 +53,15 @@ static inline void tg_parallel_for(int n, int64_t work, tg_par_fn fn, void *arg)
 #endif
 }
 
+/* Hot element-wise loops get an AVX2 copy next to the baseline x86-64 one,
+ * picked at load time (GCC function multi-versioning). Same operations in the
+ * same order, no FMA contraction (ISO C mode): the same results either way. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define TG_VEC_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TG_VEC_CLONES
+#endif
+
 /* Element-wise and row ops split into fixed-size parts (not one per thread),
  * so partial sums, combined in part order, do not depend on the thread count. */
 #define TG_PART 8192   /* elements a part */

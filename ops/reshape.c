@@ -4,11 +4,14 @@
 
 typedef struct { const float *g; float *dx; int64_t n; } reshape_job;
 
-static void backward_part(void *arg, int part, int thread) {
+TG_VEC_CLONES static void backward_part(void *arg, int part, int thread) {
     (void)thread;
     const reshape_job *j = arg;
     int64_t lo = (int64_t)part * TG_PART, hi = lo + TG_PART < j->n ? lo + TG_PART : j->n;
-    for (int64_t i = lo; i < hi; i++) j->dx[i] += j->g[i];
+    float *dx = j->dx;
+    const float *g = j->g;
+#pragma omp simd
+    for (int64_t i = lo; i < hi; i++) dx[i] += g[i];
 }
 
 static void reshape_backward(tg_ctx *ctx, const tg_node *n) {

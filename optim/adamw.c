@@ -48,18 +48,21 @@ typedef struct {
     size_t n;
 } adam_job;
 
-static void adam_part(void *arg, int part, int thread) {
+TG_VEC_CLONES static void adam_part(void *arg, int part, int thread) {
     (void)thread;
     const adam_job *j = arg;
     size_t lo = (size_t)part * TG_PART, hi = lo + TG_PART < j->n ? lo + TG_PART : j->n;
     float *w = j->w, *m = j->m, *v = j->v;
     const float *g = j->g;
-    const float b1 = j->b1, b2 = j->b2;
+    const unsigned char *decay = j->decay;
+    const float b1 = j->b1, b2 = j->b2, keep = j->keep, step_size = j->step_size, bc2_sqrt = j->bc2_sqrt;
+    const float eps = j->eps;
+#pragma omp simd
     for (size_t i = lo; i < hi; i++) {
-        if (j->decay[i]) w[i] *= j->keep;
+        float wi = decay[i] ? w[i] * keep : w[i];
         m[i] = b1 * m[i] + (1.0f - b1) * g[i];
         v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-        w[i] -= j->step_size * m[i] / (sqrtf(v[i]) / j->bc2_sqrt + j->eps);
+        w[i] = wi - step_size * m[i] / (sqrtf(v[i]) / bc2_sqrt + eps);
     }
 }
 

@@ -7,20 +7,24 @@
 
 typedef struct { float *g; size_t n, per_part; double *sums; float scale; } clip_job;
 
-static void sumsq_part(void *arg, int part, int thread) {
+TG_VEC_CLONES static void sumsq_part(void *arg, int part, int thread) {
     (void)thread;
     clip_job *j = arg;
     size_t lo = (size_t)part * j->per_part, hi = lo + j->per_part < j->n ? lo + j->per_part : j->n;
     double s = 0.0;   /* double: millions of float squares lose digits in a float sum */
-    for (size_t i = lo; i < hi; i++) s += (double)j->g[i] * j->g[i];
+    const float *g = j->g;
+#pragma omp simd reduction(+ : s)
+    for (size_t i = lo; i < hi; i++) s += (double)g[i] * g[i];
     j->sums[part] = s;
 }
 
-static void scale_part(void *arg, int part, int thread) {
+TG_VEC_CLONES static void scale_part(void *arg, int part, int thread) {
     (void)thread;
     clip_job *j = arg;
     size_t lo = (size_t)part * TG_PART, hi = lo + TG_PART < j->n ? lo + TG_PART : j->n;
-    for (size_t i = lo; i < hi; i++) j->g[i] *= j->scale;
+    float *g = j->g, scale = j->scale;
+#pragma omp simd
+    for (size_t i = lo; i < hi; i++) g[i] *= scale;
 }
 
 /* Partial sums over at most 256 parts (of TG_PART floats or more), added in
