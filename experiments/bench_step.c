@@ -116,7 +116,7 @@ static double sgemm_ms(const model_cfg *c, int B, int threads, int reps) {
 }
 
 int main(int argc, char **argv) {
-    int size = 1, threads = 1, steps = 20, warmup = 3, attn = ATTN_FUSED, seq_len = 0, sgemm = 1;
+    int size = 1, threads = 1, steps = 20, warmup = 3, attn = ATTN_COMPOSED, seq_len = 0, sgemm = 1;
     const cli_opt opts[] = {
         {"size", CLI_CHOICE, &size, 0, 0, size_names, "small: V64 T32 D64 H4 dh16 L1 B16; seed: V64 T64 D128 H4 dh128 L1 B32; large: V256 T256 D256 H8 dh32 L2 B16"},
         {"threads", CLI_INT, &threads, 1, 256, NULL, "threads (OpenMP; the sgemm reference gives OpenBLAS as many)"},
