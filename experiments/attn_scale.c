@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
         {"keys", CLI_INT, &c.keys, 2, 4096, NULL, "recall: number of keys"},
         {"values", CLI_INT, &c.values, 2, 4096, NULL, "recall: number of values"},
         {"seed", CLI_INT, &c.seed, 0, 2147483647, NULL, "seed of the init and the data"},
-        {"threads", CLI_INT, &c.threads, 1, 256, NULL, "threads (OpenMP over batch x heads; OpenBLAS outside)"},
+        {"threads", CLI_INT, &c.threads, 1, 256, NULL, "threads (OpenMP: the ops split their own work; OpenBLAS runs single-threaded)"},
         {"attn", CLI_CHOICE, &c.attn, 0, 0, attn_names, "attention op: composed (saves the TxT weights) or fused (tiled)"},
         {"log", CLI_STR, &c.log, 0, 0, NULL, "TSV log file (default: none)"},
         {"log-every", CLI_INT, &c.log_every, 1, 10000000, NULL, "log every N steps (and the last)"},
@@ -140,7 +140,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    openblas_set_num_threads(c.threads);
+    openblas_set_num_threads(1);
     omp_set_num_threads(c.threads);
 
     model_cfg mc = {c.vocab, c.seq_len, c.d_model, c.heads, c.d_head, c.layers, c.scale, c.init, c.attn};
