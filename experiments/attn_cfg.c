@@ -16,7 +16,7 @@ void attn_cfg_defaults(attn_cfg *c) {
     *c = (attn_cfg){
         .task = TASK_HIST, .steps = 600, .batch = 32, .seq_len = 32, .vocab = 64, .d_model = 128,
         .heads = 4, .d_head = 128, .layers = 1, .scale = SCALE_SQRT, .init = INIT_FANIN,
-        .optim = OPT_ADAM, .warmup = 50, .seed = 1, .threads = 1, .log_every = 10,
+        .optim = OPT_ADAM, .warmup = 50, .seed = 1, .threads = 1, .log_every = 10, .attn = ATTN_COMPOSED,
         .alphabet = 8, .keys = 8, .values = 6,
         .lr = 3e-3f, .lr_min = 3e-4f, .clip = 1.0f, .momentum = 0.9f, .weight_decay = 0.0f,
         .log = NULL,
@@ -48,7 +48,8 @@ int attn_cfg_options(attn_cfg *c, cli_opt *opts) {
         {"keys", CLI_INT, &c->keys, 2, 4096, NULL, "recall: number of keys"},
         {"values", CLI_INT, &c->values, 2, 4096, NULL, "recall: number of values"},
         {"seed", CLI_INT, &c->seed, 0, 2147483647, NULL, "seed of the init and the data"},
-        {"threads", CLI_INT, &c->threads, 1, 256, NULL, "OpenBLAS threads"},
+        {"threads", CLI_INT, &c->threads, 1, 256, NULL, "threads (OpenMP: the ops split their own work; OpenBLAS runs single-threaded)"},
+        {"attn", CLI_CHOICE, &c->attn, 0, 0, attn_names, "attention op: composed (saves the TxT weights) or fused (tiled, online softmax)"},
         {"log", CLI_STR, &c->log, 0, 0, NULL, "TSV log file (default: none)"},
         {"log-every", CLI_INT, &c->log_every, 1, 10000000, NULL, "log every N steps (and the last)"},
         {"save", CLI_STR, &c->save, 0, 0, NULL, "checkpoint file (safetensors), written atomically every --save-every steps, at the end and on SIGINT/SIGTERM"},
@@ -66,7 +67,8 @@ int attn_cfg_options(attn_cfg *c, cli_opt *opts) {
 
 model_cfg attn_cfg_model(const attn_cfg *c) {
     return (model_cfg){.vocab = c->vocab, .seq_len = c->seq_len, .d_model = c->d_model, .heads = c->heads,
-                       .d_head = c->d_head, .layers = c->layers, .scale_mode = c->scale, .init = c->init};
+                       .d_head = c->d_head, .layers = c->layers, .scale_mode = c->scale, .init = c->init,
+                       .attn = c->attn};
 }
 
 task_cfg attn_cfg_task(const attn_cfg *c) {

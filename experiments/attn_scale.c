@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L   /* clock_gettime, isatty, open_memstream */
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,7 +258,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "attn_scale: --save %s\n", err);
         return 2;
     }
-    openblas_set_num_threads(c.threads);
+    openblas_set_num_threads(1);   /* its threaded sgemm mallocs per call; the ops use OpenMP instead */
+    omp_set_num_threads(c.threads);
 
     model_cfg mc = attn_cfg_model(&c);
     model m;

@@ -8,6 +8,7 @@
 
 const char *const scale_names[] = {"sqrt", "none", "dk", "qknorm", "learned", NULL};
 const char *const init_names[] = {"fanin", "gpt2", NULL};
+const char *const attn_names[] = {"composed", "fused", NULL};
 
 static tg_tensor *par(model *m, const char *name, int l, int ndim, const int *shape) {
     char full[64];
@@ -129,7 +130,8 @@ tg_tensor *model_forward(model *m, tg_ctx *ctx, const int *tokens, const int *ta
             k = tg_rmsnorm(ctx, k, L->kn_g, 1e-6f);
         }
         tg_attn_stats st = {H, m->ent + l * H, m->maxlogit + l * H, m->sat + l * H};
-        tg_tensor *a = tg_attention(ctx, q, k, v, L->hscale, scale, 1, stats ? &st : NULL);
+        tg_tensor *a = (c->attn == ATTN_FUSED ? tg_flash_attention : tg_attention)(
+            ctx, q, k, v, L->hscale, scale, 1, stats ? &st : NULL);
         a = tg_reshape(ctx, a, 3, (int[]){B, T, H * dh});
         x = tg_add(ctx, x, tg_matmul(ctx, a, L->wo, 0, 0));
         h = tg_layernorm(ctx, x, L->ln2_g, L->ln2_b, 1e-5f);

@@ -22,10 +22,15 @@ enum { SCALE_SQRT, SCALE_NONE, SCALE_DK, SCALE_QKNORM, SCALE_LEARNED };
 extern const char *const scale_names[];
 enum { INIT_FANIN, INIT_GPT2 };
 extern const char *const init_names[];
+/* composed: tg_attention (saves P [B,H,T,T]); fused: tg_flash_attention (tiled,
+ * saves one float a row). The same function and stats to float tolerance. */
+enum { ATTN_COMPOSED, ATTN_FUSED };
+extern const char *const attn_names[];
 
 typedef struct {
     int vocab, seq_len, d_model, heads, d_head, layers;
     int scale_mode, init;
+    int attn;                    /* ATTN_COMPOSED (0) or ATTN_FUSED */
 } model_cfg;
 
 typedef struct {

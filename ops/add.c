@@ -1,17 +1,74 @@
 #include "add.h"
 
+#include <string.h>
+
+#include "parallel.h"
+
 /* b's shape equals a's trailing dimensions, so b's element for a's flat index
- * i is i % nb: no stride bookkeeping needed. */
+ * i is i % nb: no stride bookkeeping needed. Parts are whole repeats of b
+ * (at least TG_PART elements), so a part adds b to its own rows. */
+typedef struct {
+    const float *a, *b, *g;
+    float *out, *da, *db_parts;   /* db_parts: one nb-long partial sum a part */
+    int64_t na, nb, rows_per_part;
+} add_job;
+
+static void range(const add_job *j, int part, int64_t *lo, int64_t *hi) {
+    int64_t span = j->rows_per_part * j->nb;
+    *lo = part * span;
+    *hi = *lo + span < j->na ? *lo + span : j->na;
+}
+
+TG_VEC_CLONES static void forward_part(void *arg, int part, int thread) {
+    (void)thread;
+    const add_job *j = arg;
+    int64_t lo, hi;
+    range(j, part, &lo, &hi);
+    for (int64_t r = lo; r < hi; r += j->nb) {
+        float *out = j->out + r;
+        const float *a = j->a + r, *b = j->b;
+#pragma omp simd
+        for (int64_t c = 0; c < j->nb; c++) out[c] = a[c] + b[c];
+    }
+}
+
+TG_VEC_CLONES static void backward_part(void *arg, int part, int thread) {
+    (void)thread;
+    const add_job *j = arg;
+    int64_t lo, hi;
+    range(j, part, &lo, &hi);
+    const float *g = j->g;
+    if (j->da) {
+        float *da = j->da;
+#pragma omp simd
+        for (int64_t i = lo; i < hi; i++) da[i] += g[i];
+    }
+    if (j->db_parts) {
+        float *db = j->db_parts + part * j->nb;
+        memset(db, 0, (size_t)j->nb * sizeof(float));
+        for (int64_t r = lo; r < hi; r += j->nb)
+#pragma omp simd
+            for (int64_t c = 0; c < j->nb; c++) db[c] += g[r + c];
+    }
+}
+
+static add_job make_job(const tg_tensor *a, const tg_tensor *b) {
+    add_job j = { .na = a->numel, .nb = b->numel };
+    j.rows_per_part = (TG_PART + j.nb - 1) / j.nb;
+    return j;
+}
+
 static void add_backward(tg_ctx *ctx, const tg_node *n) {
-    (void)ctx;
     tg_tensor *a = n->in[0], *b = n->in[1];
-    const float *g = n->out->grad;
-    int64_t na = a->numel, nb = b->numel;
-    if (a->grad)
-        for (int64_t i = 0; i < na; i++) a->grad[i] += g[i];
-    if (b->grad)
-        for (int64_t r = 0; r < na; r += nb)
-            for (int64_t j = 0; j < nb; j++) b->grad[j] += g[r + j];
+    add_job j = make_job(a, b);
+    int parts = tg_parts(j.na, j.rows_per_part * j.nb);
+    j.g = n->out->grad;
+    j.da = a->grad;
+    if (b->grad) j.db_parts = tg_arena_alloc(ctx, (size_t)parts * j.nb * sizeof(float));
+    tg_parallel_for(parts, j.na, backward_part, &j);
+    if (b->grad)   /* the parts' sums, added in part order */
+        for (int p = 0; p < parts; p++)
+            for (int64_t c = 0; c < j.nb; c++) b->grad[c] += j.db_parts[p * j.nb + c];
 }
 
 tg_tensor *tg_add(tg_ctx *ctx, tg_tensor *a, tg_tensor *b) {
@@ -21,9 +78,11 @@ tg_tensor *tg_add(tg_ctx *ctx, tg_tensor *a, tg_tensor *b) {
         tg_fail(ctx, "tg_add: %s + %s: b must have a's shape or a's trailing dimensions", TG_SHAPE(a),
                 TG_SHAPE(b));
     tg_tensor *out = tg_new_like(ctx, a);
-    int64_t na = a->numel, nb = b->numel;
-    for (int64_t r = 0; r < na; r += nb)
-        for (int64_t j = 0; j < nb; j++) out->data[r + j] = a->data[r + j] + b->data[j];
+    add_job j = make_job(a, b);
+    j.a = a->data;
+    j.b = b->data;
+    j.out = out->data;
+    tg_parallel_for(tg_parts(j.na, j.rows_per_part * j.nb), j.na, forward_part, &j);
     tg_record(ctx, "tg_add", add_backward, out, 2, (tg_tensor *[]){a, b}, 0);
     return out;
 }

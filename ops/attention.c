@@ -3,6 +3,8 @@
 #include <cblas.h>
 #include <math.h>
 
+#include "parallel.h"
+
 typedef struct {
     int B, T, H, d, dv;
     float scale;
@@ -31,62 +33,136 @@ static float softmax_row(float *row, int nv, int T) {
     return mx;
 }
 
+/* One (b, h) of the backward; returns its Σ Q ⊙ (dLogits K) for the head-scale grad. */
+static double backward_head(const attn_rec *r, const tg_tensor *q, const tg_tensor *k, const tg_tensor *v,
+                            const tg_tensor *out, int b, int h, float s, int need_G, float *dL, float *G) {
+    const int T = r->T, H = r->H, d = r->d, dv = r->dv;
+    const int ldq = H * d, ldv = H * dv;   /* row strides of a head's [T,d] / [T,dv] view */
+    /* Q, K are (T,d), V, dO are (T,dv), all with row stride H·d or H·dv; P is (T,T) */
+    int64_t oq = (int64_t)b * T * ldq + (int64_t)h * d, ov = (int64_t)b * T * ldv + (int64_t)h * dv;
+    const float *Q = q->data + oq, *K = k->data + oq, *V = v->data + ov, *dO = out->grad + ov;
+    const float *P = r->P + ((int64_t)b * H + h) * T * T;
+    double dhs = 0;
+
+    /* O = P V  =>  dV += Pᵀ dO */
+    if (v->grad)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, dv, T, 1.0f, P, T, dO, ldv, 1.0f,
+                    v->grad + ov, ldv);
+    if (!need_G && !k->grad) return 0;
+
+    /* O = P V  =>  dP = dO Vᵀ */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, dv, 1.0f, dO, ldv, V, ldv, 0.0f, dL, T);
+    /* P = softmax(logits)  =>  dLogits = P ⊙ (dP − <dP, P>) per row, 0 where masked */
+    for (int i = 0; i < T; i++) {
+        const float *p = P + (int64_t)i * T;
+        float *g = dL + (int64_t)i * T;
+        int nv = r->causal ? i + 1 : T;
+        double dot = 0;
+        for (int j = 0; j < nv; j++) dot += (double)g[j] * p[j];
+        for (int j = 0; j < nv; j++) g[j] = p[j] * (g[j] - (float)dot);
+        for (int j = nv; j < T; j++) g[j] = 0.0f;
+    }
+    /* logits = s · Q Kᵀ  =>  dQ = s · dLogits K,  ds = Σ dLogits ⊙ Q Kᵀ = Σ Q ⊙ (dLogits K).
+     * G = dLogits K serves both, so the head-scale grad never divides by s. */
+    if (need_G) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, T, 1.0f, dL, T, K, ldq, 0.0f, G, d);
+        for (int i = 0; i < T; i++)
+            for (int c = 0; c < d; c++) {
+                float gic = G[(int64_t)i * d + c];
+                if (q->grad) q->grad[oq + (int64_t)i * ldq + c] += s * gic;
+                dhs += (double)Q[(int64_t)i * ldq + c] * gic;
+            }
+    }
+    /* logits = s · Q Kᵀ  =>  dK += s · dLogitsᵀ Q */
+    if (k->grad)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, d, T, s, dL, T, Q, ldq, 1.0f,
+                    k->grad + oq, ldq);
+    return dhs;
+}
+
+typedef struct {
+    const attn_rec *r;
+    const tg_tensor *q, *k, *v, *hs, *out;
+    int need_G;
+    float *dL, *G;   /* per-thread scratch */
+    double *dhs;     /* per (b, h) */
+} bwd_job;
+
+static void backward_item(void *arg, int bh, int t) {
+    const bwd_job *j = arg;
+    const int T = j->r->T, H = j->r->H, d = j->r->d, h = bh % H;
+    j->dhs[bh] = backward_head(j->r, j->q, j->k, j->v, j->out, bh / H, h, head_mult(j->r, j->hs, h), j->need_G,
+                               j->dL + (int64_t)t * T * T, j->G ? j->G + (int64_t)t * T * d : NULL);
+}
+
 static void attention_backward(tg_ctx *ctx, const tg_node *n) {
     const attn_rec *r = n->saved;
     tg_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *out = n->out;
     tg_tensor *hs = n->n_in == 4 ? n->in[3] : NULL;
     const int B = r->B, T = r->T, H = r->H, d = r->d, dv = r->dv;
-    const int ldq = H * d, ldv = H * dv;   /* row strides of a head's [T,d] / [T,dv] view */
     int need_G = q->grad || (hs && hs->grad);
-    float *dL = tg_arena_alloc(ctx, (size_t)T * T * sizeof(float));
-    float *G = need_G ? tg_arena_alloc(ctx, (size_t)T * d * sizeof(float)) : NULL;
-
-    for (int h = 0; h < H; h++) {
-        float s = head_mult(r, hs, h);
-        double dhs = 0;
-        for (int b = 0; b < B; b++) {
-            /* Q, K are (T,d), V, dO are (T,dv), all with row stride H·d or H·dv; P is (T,T) */
-            int64_t oq = (int64_t)b * T * ldq + (int64_t)h * d, ov = (int64_t)b * T * ldv + (int64_t)h * dv;
-            const float *Q = q->data + oq, *K = k->data + oq, *V = v->data + ov, *dO = out->grad + ov;
-            const float *P = r->P + ((int64_t)b * H + h) * T * T;
-
-            /* O = P V  =>  dV += Pᵀ dO */
-            if (v->grad)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, dv, T, 1.0f, P, T, dO, ldv, 1.0f,
-                            v->grad + ov, ldv);
-            if (!need_G && !k->grad) continue;
-
-            /* O = P V  =>  dP = dO Vᵀ */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, dv, 1.0f, dO, ldv, V, ldv, 0.0f, dL, T);
-            /* P = softmax(logits)  =>  dLogits = P ⊙ (dP − <dP, P>) per row, 0 where masked */
-            for (int i = 0; i < T; i++) {
-                const float *p = P + (int64_t)i * T;
-                float *g = dL + (int64_t)i * T;
-                int nv = r->causal ? i + 1 : T;
-                double dot = 0;
-                for (int j = 0; j < nv; j++) dot += (double)g[j] * p[j];
-                for (int j = 0; j < nv; j++) g[j] = p[j] * (g[j] - (float)dot);
-                for (int j = nv; j < T; j++) g[j] = 0.0f;
-            }
-            /* logits = s · Q Kᵀ  =>  dQ = s · dLogits K,  ds = Σ dLogits ⊙ Q Kᵀ = Σ Q ⊙ (dLogits K).
-             * G = dLogits K serves both, so the head-scale grad never divides by s. */
-            if (need_G) {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d, T, 1.0f, dL, T, K, ldq, 0.0f, G, d);
-                for (int i = 0; i < T; i++)
-                    for (int c = 0; c < d; c++) {
-                        float gic = G[(int64_t)i * d + c];
-                        if (q->grad) q->grad[oq + (int64_t)i * ldq + c] += s * gic;
-                        dhs += (double)Q[(int64_t)i * ldq + c] * gic;
-                    }
-            }
-            /* logits = s · Q Kᵀ  =>  dK += s · dLogitsᵀ Q */
-            if (k->grad)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, d, T, s, dL, T, Q, ldq, 1.0f,
-                            k->grad + oq, ldq);
+    /* per-thread scratch; per-(b,h) head-scale sums, added over b in order below */
+    const int nt = tg_threads();
+    float *dL = tg_arena_alloc(ctx, (size_t)nt * T * T * sizeof(float));
+    float *G = need_G ? tg_arena_alloc(ctx, (size_t)nt * T * d * sizeof(float)) : NULL;
+    double *dhs = tg_arena_alloc(ctx, (size_t)B * H * sizeof(double));
+    bwd_job job = { r, q, k, v, hs, out, need_G, dL, G, dhs };
+    int blas = tg_blas_serial_begin();
+    /* each (b, h) owns its slices of dQ, dK, dV: no two threads write one float */
+    tg_parallel_for(B * H, (int64_t)B * H * T * T * (2 * d + 2 * dv), backward_item, &job);
+    tg_blas_serial_end(blas);
+    /* s = scale · head_scale[h]  =>  d head_scale[h] = scale · ds */
+    if (hs && hs->grad)
+        for (int h = 0; h < H; h++) {
+            double sum = 0;
+            for (int b = 0; b < B; b++) sum += dhs[b * H + h];
+            hs->grad[h] += (float)(r->scale * sum);
         }
-        /* s = scale · head_scale[h]  =>  d head_scale[h] = scale · ds */
-        if (hs && hs->grad) hs->grad[h] += (float)(r->scale * dhs);
+}
+
+typedef struct {
+    const attn_rec *r;
+    const tg_tensor *q, *k, *v, *hs, *out;
+    int want_stats;
+    double *ent;   /* per (b, h) stats */
+    float *mxl;
+    int64_t *sat;
+} fwd_job;
+
+static void forward_item(void *arg, int bh, int thread) {
+    (void)thread;
+    const fwd_job *j = arg;
+    const attn_rec *r = j->r;
+    const int T = r->T, H = r->H, d = r->d, dv = r->dv, ldq = H * d, ldv = H * dv, b = bh / H, h = bh % H;
+    float s = head_mult(r, j->hs, h);
+    double entropy = 0;
+    float max_logit = -INFINITY;
+    int64_t saturated = 0;
+    /* Q, K are (T,d), V, O are (T,dv), all with row stride H·d or H·dv; P is (T,T) */
+    int64_t oq = (int64_t)b * T * ldq + (int64_t)h * d, ov = (int64_t)b * T * ldv + (int64_t)h * dv;
+    const float *Q = j->q->data + oq, *K = j->k->data + oq, *V = j->v->data + ov;
+    float *P = r->P + ((int64_t)b * H + h) * T * T, *O = j->out->data + ov;
+
+    /* logits = s · Q Kᵀ (the masked upper triangle is computed but never read) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, d, s, Q, ldq, K, ldq, 0.0f, P, T);
+    for (int i = 0; i < T; i++) {
+        float *p = P + (int64_t)i * T;
+        int nv = r->causal ? i + 1 : T;
+        float m = softmax_row(p, nv, T);
+        if (!j->want_stats) continue;
+        max_logit = m > max_logit ? m : max_logit;
+        float pmax = 0;
+        for (int c = 0; c < nv; c++) {
+            if (p[c] > 0) entropy -= (double)p[c] * log((double)p[c]);   /* 0 ln 0 = 0 */
+            pmax = p[c] > pmax ? p[c] : pmax;
+        }
+        saturated += pmax > 0.99f;
     }
+    /* O = P V */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dv, T, 1.0f, P, T, V, ldv, 0.0f, O, ldv);
+    j->ent[bh] = entropy;
+    j->mxl[bh] = max_logit;
+    j->sat[bh] = saturated;
 }
 
 static void check_args(tg_ctx *ctx, const tg_tensor *q, const tg_tensor *k, const tg_tensor *v,
@@ -114,47 +190,33 @@ tg_tensor *tg_attention(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, t
     attn_rec r = { .B = q->shape[0], .T = q->shape[1], .H = q->shape[2], .d = q->shape[3],
                    .dv = v->shape[3], .scale = scale, .causal = !!causal };
     const int B = r.B, T = r.T, H = r.H, d = r.d, dv = r.dv;
-    const int ldq = H * d, ldv = H * dv;
     /* P is the forward's scratch for the logits and what backward needs: always made */
     r.P = tg_arena_alloc(ctx, (size_t)B * H * T * T * sizeof(float));
     tg_tensor *out = tg_new(ctx, 4, (int[]){B, T, H, dv});
 
-    for (int h = 0; h < H; h++) {
-        float s = head_mult(&r, head_scale, h);
-        double entropy = 0;
-        float max_logit = -INFINITY;
-        int64_t saturated = 0;
-        for (int b = 0; b < B; b++) {
-            /* Q, K are (T,d), V, O are (T,dv), all with row stride H·d or H·dv; P is (T,T) */
-            int64_t oq = (int64_t)b * T * ldq + (int64_t)h * d, ov = (int64_t)b * T * ldv + (int64_t)h * dv;
-            const float *Q = q->data + oq, *K = k->data + oq, *V = v->data + ov;
-            float *P = r.P + ((int64_t)b * H + h) * T * T, *O = out->data + ov;
-
-            /* logits = s · Q Kᵀ (the masked upper triangle is computed but never read) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, d, s, Q, ldq, K, ldq, 0.0f, P, T);
-            for (int i = 0; i < T; i++) {
-                float *p = P + (int64_t)i * T;
-                int nv = causal ? i + 1 : T;
-                float m = softmax_row(p, nv, T);
-                if (!stats) continue;
-                max_logit = m > max_logit ? m : max_logit;
-                float pmax = 0;
-                for (int j = 0; j < nv; j++) {
-                    if (p[j] > 0) entropy -= (double)p[j] * log((double)p[j]);   /* 0 ln 0 = 0 */
-                    pmax = p[j] > pmax ? p[j] : pmax;
-                }
-                saturated += pmax > 0.99f;
+    /* per-(b,h) stats, combined over b in a fixed order after the parallel loop */
+    double *ent = tg_arena_alloc(ctx, (size_t)B * H * sizeof(double));
+    float *mxl = tg_arena_alloc(ctx, (size_t)B * H * sizeof(float));
+    int64_t *sat = tg_arena_alloc(ctx, (size_t)B * H * sizeof(int64_t));
+    fwd_job job = { &r, q, k, v, head_scale, out, stats != NULL, ent, mxl, sat };
+    int blas = tg_blas_serial_begin();
+    tg_parallel_for(B * H, (int64_t)B * H * T * T * (d + dv), forward_item, &job);
+    tg_blas_serial_end(blas);
+    if (stats)
+        for (int h = 0; h < H; h++) {
+            double entropy = 0;
+            float max_logit = -INFINITY;
+            int64_t saturated = 0;
+            for (int b = 0; b < B; b++) {
+                entropy += ent[b * H + h];
+                max_logit = mxl[b * H + h] > max_logit ? mxl[b * H + h] : max_logit;
+                saturated += sat[b * H + h];
             }
-            /* O = P V */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dv, T, 1.0f, P, T, V, ldv, 0.0f, O, ldv);
-        }
-        if (stats) {
             double rows = (double)B * T;
             if (stats->entropy) stats->entropy[h] = (float)(entropy / rows);
             if (stats->max_logit) stats->max_logit[h] = max_logit;
             if (stats->saturation) stats->saturation[h] = (float)(saturated / rows);
         }
-    }
 
     tg_tensor *in[] = {q, k, v, head_scale};
     tg_node *n = tg_record(ctx, "tg_attention", attention_backward, out, head_scale ? 4 : 3, in, sizeof r);

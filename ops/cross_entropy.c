@@ -3,25 +3,66 @@
 #include <math.h>
 #include <string.h>
 
+#include "parallel.h"
+
 /* lse[p] = log Σ exp(logits[p, :]) lets backward rebuild softmax as exp(l − lse)
  * from one float a row instead of saving all the probabilities. */
 typedef struct { int64_t rows; int V, count; int *targets; float *lse; } ce_rec;
+
+typedef struct {
+    const ce_rec *r;
+    const float *logits;
+    const int *targets;
+    float *dlogits, *lse, g;
+    double *loss_parts;
+} ce_job;
+
+enum { ROWS = 64 };   /* rows a part */
+
+TG_VEC_CLONES static void backward_part(void *arg, int part, int thread) {
+    (void)thread;
+    const ce_job *j = arg;
+    const ce_rec *r = j->r;
+    int V = r->V;
+    int64_t lo = (int64_t)part * ROWS, hi = lo + ROWS < r->rows ? lo + ROWS : r->rows;
+    for (int64_t p = lo; p < hi; p++) {
+        int t = r->targets[p];
+        if (t == -1) continue;
+        const float *l = j->logits + p * V;
+        float *dl = j->dlogits + p * V, L = r->lse[p];
+        for (int c = 0; c < V; c++) dl[c] += j->g * expf(l[c] - L);
+        dl[t] -= j->g;
+    }
+}
 
 static void ce_backward(tg_ctx *ctx, const tg_node *n) {
     (void)ctx;
     const ce_rec *r = n->saved;
     tg_tensor *logits = n->in[0];
     if (!logits->grad) return;
-    int V = r->V;
-    float g = (float)(n->out->grad[0] / r->count);
-    for (int64_t p = 0; p < r->rows; p++) {
-        int t = r->targets[p];
-        if (t == -1) continue;
-        const float *l = logits->data + p * V;
-        float *dl = logits->grad + p * V;
-        for (int j = 0; j < V; j++) dl[j] += g * expf(l[j] - r->lse[p]);
-        dl[t] -= g;
+    ce_job j = { .r = r, .logits = logits->data, .dlogits = logits->grad,
+                 .g = (float)(n->out->grad[0] / r->count) };
+    tg_parallel_for(tg_parts(r->rows, ROWS), r->rows * r->V, backward_part, &j);
+}
+
+static void forward_part(void *arg, int part, int thread) {
+    (void)thread;
+    const ce_job *j = arg;
+    int V = j->r->V;
+    int64_t lo = (int64_t)part * ROWS, hi = lo + ROWS < j->r->rows ? lo + ROWS : j->r->rows;
+    double loss = 0;
+    for (int64_t p = lo; p < hi; p++) {
+        if (j->targets[p] == -1) continue;
+        const float *l = j->logits + p * V;
+        float mx = l[0];
+        for (int c = 1; c < V; c++) mx = l[c] > mx ? l[c] : mx;
+        double s = 0;
+        for (int c = 0; c < V; c++) s += exp((double)l[c] - mx);
+        double lp = mx + log(s);
+        j->lse[p] = (float)lp;
+        loss += lp - l[j->targets[p]];
     }
+    j->loss_parts[part] = loss;
 }
 
 tg_tensor *tg_cross_entropy(tg_ctx *ctx, tg_tensor *logits, const int *targets) {
@@ -40,18 +81,13 @@ tg_tensor *tg_cross_entropy(tg_ctx *ctx, tg_tensor *logits, const int *targets) 
         tg_fail(ctx, "tg_cross_entropy: all %lld positions of logits %s are ignored (target -1): the mean is undefined",
                 (long long)rows, TG_SHAPE(logits));
     float *lse = tg_arena_alloc(ctx, (size_t)rows * sizeof(float));
-    double loss = 0;
-    for (int64_t p = 0; p < rows; p++) {
-        if (targets[p] == -1) continue;
-        const float *l = logits->data + p * V;
-        float mx = l[0];
-        for (int j = 1; j < V; j++) mx = l[j] > mx ? l[j] : mx;
-        double s = 0;
-        for (int j = 0; j < V; j++) s += exp((double)l[j] - mx);
-        double lp = mx + log(s);
-        lse[p] = (float)lp;
-        loss += lp - l[targets[p]];
-    }
+    ce_rec rec = { .rows = rows, .V = V, .count = count, .lse = lse };
+    int parts = tg_parts(rows, ROWS);
+    ce_job j = { .r = &rec, .logits = logits->data, .targets = targets, .lse = lse,
+                 .loss_parts = tg_arena_alloc(ctx, (size_t)parts * sizeof(double)) };
+    tg_parallel_for(parts, rows * V, forward_part, &j);
+    double loss = 0;   /* the parts' sums in order */
+    for (int p = 0; p < parts; p++) loss += j.loss_parts[p];
     tg_tensor *out = tg_new(ctx, 1, (int[]){1});
     out->data[0] = (float)(loss / count);
     tg_node *n = tg_record(ctx, "tg_cross_entropy", ce_backward, out, 1, (tg_tensor *[]){logits}, sizeof(ce_rec));

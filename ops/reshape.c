@@ -1,11 +1,25 @@
 #include "reshape.h"
 
+#include "parallel.h"
+
+typedef struct { const float *g; float *dx; int64_t n; } reshape_job;
+
+TG_VEC_CLONES static void backward_part(void *arg, int part, int thread) {
+    (void)thread;
+    const reshape_job *j = arg;
+    int64_t lo = (int64_t)part * TG_PART, hi = lo + TG_PART < j->n ? lo + TG_PART : j->n;
+    float *dx = j->dx;
+    const float *g = j->g;
+#pragma omp simd
+    for (int64_t i = lo; i < hi; i++) dx[i] += g[i];
+}
+
 static void reshape_backward(tg_ctx *ctx, const tg_node *n) {
     (void)ctx;
     tg_tensor *x = n->in[0];
-    const float *g = n->out->grad;
-    if (x->grad)
-        for (int64_t i = 0; i < x->numel; i++) x->grad[i] += g[i];
+    if (!x->grad) return;
+    reshape_job j = { n->out->grad, x->grad, x->numel };
+    tg_parallel_for(tg_parts(x->numel, TG_PART), x->numel, backward_part, &j);
 }
 
 tg_tensor *tg_reshape(tg_ctx *ctx, tg_tensor *x, int ndim, const int *shape) {

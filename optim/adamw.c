@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parallel.h"
+
 void tg_adamw_init(tg_adamw *o, const tg_params *P, float beta1, float beta2, float eps,
                    float weight_decay) {
     memset(o, 0, sizeof *o);
@@ -38,6 +40,32 @@ void tg_adamw_init(tg_adamw *o, const tg_params *P, float beta1, float beta2, fl
     }
 }
 
+typedef struct {
+    float *w, *m, *v;
+    const float *g;
+    const unsigned char *decay;
+    float b1, b2, eps, keep, step_size, bc2_sqrt;
+    size_t n;
+} adam_job;
+
+TG_VEC_CLONES static void adam_part(void *arg, int part, int thread) {
+    (void)thread;
+    const adam_job *j = arg;
+    size_t lo = (size_t)part * TG_PART, hi = lo + TG_PART < j->n ? lo + TG_PART : j->n;
+    float *w = j->w, *m = j->m, *v = j->v;
+    const float *g = j->g;
+    const unsigned char *decay = j->decay;
+    const float b1 = j->b1, b2 = j->b2, keep = j->keep, step_size = j->step_size, bc2_sqrt = j->bc2_sqrt;
+    const float eps = j->eps;
+#pragma omp simd
+    for (size_t i = lo; i < hi; i++) {
+        float wi = decay[i] ? w[i] * keep : w[i];
+        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+        w[i] = wi - step_size * m[i] / (sqrtf(v[i]) / bc2_sqrt + eps);
+    }
+}
+
 void tg_adamw_step(tg_adamw *o, tg_params *P, float lr) {
     if (!(lr >= 0.0f && isfinite(lr)))
         tg_fail_h(&P->err, "tg_adamw_step: lr %g must be finite and >= 0", lr);
@@ -51,15 +79,8 @@ void tg_adamw_step(tg_adamw *o, tg_params *P, float lr) {
     const float keep = (float)(1.0 - (double)lr * o->weight_decay);   /* decayed params: w *= keep */
     const float step_size = (float)(lr / (1.0 - pow(b1, (double)o->t)));
     const float bc2_sqrt = (float)sqrt(1.0 - pow(b2, (double)o->t));
-    float *w = P->data, *m = o->m, *v = o->v;
-    const float *g = P->grad;
-    const unsigned char *decay = o->decay;
-    for (size_t i = 0; i < o->n; i++) {
-        if (decay[i]) w[i] *= keep;
-        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-        w[i] -= step_size * m[i] / (sqrtf(v[i]) / bc2_sqrt + eps);
-    }
+    adam_job j = { P->data, o->m, o->v, P->grad, o->decay, b1, b2, eps, keep, step_size, bc2_sqrt, o->n };
+    tg_parallel_for(tg_parts((int64_t)o->n, TG_PART), 8 * (int64_t)o->n, adam_part, &j);
 }
 
 void tg_adamw_free(tg_adamw *o) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <cmocka.h>
 #include <cblas.h>
+#include <omp.h>
 
 #include "malloc_count.h"
 #include "model.h"
@@ -72,6 +73,47 @@ static void test_no_allocation_after_first_step(void **s) {
     if (!malloc_count_available()) skip();
 }
 
+/* The same with two threads, at sizes where the ops do split their work
+ * (matmul, both attention ops, row ops), and each attention op. libgomp keeps
+ * a team of two threads between regions, so parallel regions malloc nothing
+ * after the first step either. */
+static void test_no_allocation_threaded(void **s) {
+    (void)s;
+    omp_set_num_threads(2);
+    for (int attn = 0; attn < 2; attn++) {
+        model m;
+        model_cfg mc = {.vocab = 64, .seq_len = 64, .d_model = 64, .heads = 4, .d_head = 32, .layers = 1,
+                        .scale_mode = SCALE_LEARNED, .init = INIT_FANIN, .attn = attn};
+        model_init(&m, &mc, 5);
+        tg_adamw opt;
+        tg_adamw_init(&opt, &m.P, 0.9f, 0.95f, 1e-8f, 0.01f);
+        tg_ctx ctx;
+        tg_ctx_init(&ctx, 0);
+        task_cfg task = {.kind = TASK_HIST, .vocab = 64, .seq_len = 64, .alphabet = 8};
+        tg_rng rng;
+        tg_rng_seed(&rng, 5, 1);
+        enum { NB = 8 };
+        int tokens[NB * 64], targets[NB * 64];
+        size_t n = 0;
+        for (int step = 0; step < 4; step++) {
+            if (step == 1) malloc_count_start();
+            tg_ctx_reset(&ctx);
+            task_batch(&task, &rng, NB, tokens, targets);
+            tg_tensor *loss = model_forward(&m, &ctx, tokens, targets, NB, step % 2);
+            tg_params_zero_grad(&m.P);
+            tg_backward(&ctx, loss);
+            tg_clip_grad_norm(&m.P, 1.0f);
+            tg_adamw_step(&opt, &m.P, 1e-3f);
+        }
+        n = malloc_count_stop();
+        if (malloc_count_available()) assert_int_equal(n, 0);
+        tg_ctx_free(&ctx);
+        tg_adamw_free(&opt);
+        model_free(&m);
+    }
+    omp_set_num_threads(1);
+}
+
 /* One-layer model, associative recall: from ln(values) = 1.39 nats to well
  * below half of it in 300 steps. */
 static void test_end_to_end_learns(void **s) {
@@ -95,6 +137,7 @@ int main(void) {
     openblas_set_num_threads(1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_allocation_after_first_step),
+        cmocka_unit_test(test_no_allocation_threaded),
         cmocka_unit_test(test_end_to_end_learns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,81 @@
+/* bench_attn: one attention op alone, forward + backward, at a long sequence:
+ * milliseconds and the process's peak resident memory.
+ *   bench_attn --attn fused --seq-len 4096      (B = 1, H = 4, d_head = 64)
+ * Run one process per configuration: peak RSS is the process's. */
+#define _POSIX_C_SOURCE 200809L
+#include <cblas.h>
+#include <omp.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "cli.h"
+#include "model.h"
+#include "tg_ops.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+    int attn = ATTN_FUSED, T = 4096, B = 1, H = 4, dh = 64, threads = 1, reps = 2, causal = 1;
+    const cli_opt opts[] = {
+        {"attn", CLI_CHOICE, &attn, 0, 0, attn_names, "attention op"},
+        {"seq-len", CLI_INT, &T, 1, 1 << 20, NULL, "T"},
+        {"batch", CLI_INT, &B, 1, 4096, NULL, "B"},
+        {"heads", CLI_INT, &H, 1, 256, NULL, "H"},
+        {"d-head", CLI_INT, &dh, 1, 4096, NULL, "d_head"},
+        {"causal", CLI_INT, &causal, 0, 1, NULL, "causal mask"},
+        {"threads", CLI_INT, &threads, 1, 256, NULL, "OpenMP threads"},
+        {"reps", CLI_INT, &reps, 1, 1000, NULL, "forward+backward repetitions (the best is reported)"},
+    };
+    const int nopt = (int)(sizeof opts / sizeof opts[0]);
+    char err[256];
+    int rc = cli_parse(opts, nopt, argc, argv, err, sizeof err, NULL);
+    if (rc == CLI_HELP) {
+        cli_usage(stdout, "bench_attn", "Time one attention op, forward + backward; report peak RSS.", opts, nopt);
+        return 0;
+    }
+    if (rc != CLI_OK) {
+        fprintf(stderr, "bench_attn: %s\n", err);
+        return 2;
+    }
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(1);
+    tg_params P;
+    tg_params_init(&P);
+    int shape[4] = {B, T, H, dh};
+    tg_tensor *q = tg_param(&P, "q", 4, shape), *k = tg_param(&P, "k", 4, shape), *v = tg_param(&P, "v", 4, shape);
+    tg_params_alloc(&P);
+    tg_rng r;
+    tg_rng_seed(&r, 1, 1);
+    tg_fill_normal(&r, P.data, (int64_t)P.numel, 0.0f, 1.0f);
+    float *dout = malloc(sizeof(float) * (size_t)B * T * H * dh);
+    tg_fill_normal(&r, dout, (int64_t)B * T * H * dh, 0.0f, 1.0f);
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 1 << 20);   /* small blocks: the arena holds about what the op asks for */
+    double best = 1e300;
+    for (int i = 0; i < reps; i++) {
+        double t0 = now_ms();
+        tg_ctx_reset(&ctx);
+        tg_params_zero_grad(&P);
+        tg_tensor *out = (attn == ATTN_FUSED ? tg_flash_attention : tg_attention)(&ctx, q, k, v, NULL,
+                                                                                   1.0f / sqrtf((float)dh), causal, NULL);
+        tg_backward_seed(&ctx, out, dout);
+        double t = now_ms() - t0;
+        best = t < best ? t : best;
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("attn=%s B=%d T=%d H=%d d_head=%d causal=%d threads=%d ms=%.1f peak_rss_mb=%.1f arena_mb=%.1f\n",
+           attn_names[attn], B, T, H, dh, causal, threads, best, ru.ru_maxrss / 1024.0,
+           (double)ctx.arena_peak / (1 << 20));
+    free(dout);
+    tg_ctx_free(&ctx);
+    tg_params_free(&P);
+    return 0;
+}

@@ -1,0 +1,198 @@
+/* bench_step: milliseconds per full training step (forward, backward, clip,
+ * AdamW) of the toy transformer at a named size, and what the same step's
+ * matrix products alone take in OpenBLAS.
+ *   bench_step --size seed --threads 2 --attn fused
+ * prints one line of key=value pairs (README.md: "Speed"). Tokens and targets
+ * are uniform random: speed does not depend on the task. */
+#define _POSIX_C_SOURCE 200809L   /* clock_gettime */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "cli.h"
+#include "malloc_count.h"
+#include "model.h"
+#include "tg_ops.h"
+#include "tg_optim.h"
+
+static const char *const size_names[] = {"small", "seed", "large", NULL};
+/* V T D H d_head L B, as in the issue (and scripts/bench_torch.py) */
+static const int sizes[][7] = {
+    {64, 32, 64, 4, 16, 1, 16},
+    {64, 64, 128, 4, 128, 1, 32},
+    {256, 256, 256, 8, 32, 2, 16},
+};
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Forward matrix-product FLOPs (attention counted over the full T×T, as
+ * PyTorch's reference does); a training step is taken as 3× this. */
+static double forward_flops(const model_cfg *c, int B) {
+    double BT = (double)B * c->seq_len, D = c->d_model, HD = (double)c->heads * c->d_head;
+    double layer = 2 * BT * D * HD * 4 + 2 * BT * D * 4 * D * 2
+                 + 2.0 * B * c->heads * (double)c->seq_len * c->seq_len * c->d_head * 2;
+    return c->layers * layer + 2 * BT * D * c->vocab;
+}
+
+/* ---- the step's matrix products, alone ------------------------------------ */
+typedef struct { int ta, tb, M, N, K; } gemm_shape;
+
+static void run_gemm(const gemm_shape *g, const float *A, const float *Bm, float *C) {
+    int lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
+    cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans, g->M, g->N,
+                g->K, 1.0f, A, lda, Bm, ldb, 0.0f, C, g->N);
+}
+
+/* Milliseconds for every matrix product of one step: the linear layers as one
+ * OpenBLAS call each with `threads` threads; the per-head attention products
+ * (strided [T, d_head] views, as the ops use them) single-threaded inside an
+ * OpenMP loop over batch × heads, as the attention ops run them. */
+static double sgemm_ms(const model_cfg *c, int B, int threads, int reps) {
+    const int BT = B * c->seq_len, D = c->d_model, HD = c->heads * c->d_head, T = c->seq_len;
+    const int H = c->heads, dh = c->d_head, V = c->vocab;
+    /* forward X[M,K]·W[K,N]; backward dX = dY·Wᵀ, dW = Xᵀ·dY */
+    int lin[][2] = {{D, HD}, {D, HD}, {D, HD}, {HD, D}, {D, 4 * D}, {4 * D, D}};
+    gemm_shape shapes[3 * (6 * 8 + 1)];
+    int n = 0;
+    for (int l = 0; l <= c->layers; l++)
+        for (int i = 0; i < (l < c->layers ? 6 : 1); i++) {
+            int K = l < c->layers ? lin[i][0] : D, N = l < c->layers ? lin[i][1] : V;
+            shapes[n++] = (gemm_shape){0, 0, BT, N, K};
+            shapes[n++] = (gemm_shape){0, 1, BT, K, N};
+            shapes[n++] = (gemm_shape){1, 0, K, N, BT};
+        }
+    size_t big = (size_t)BT * 4 * D;
+    if ((size_t)BT * V > big) big = (size_t)BT * V;
+    if ((size_t)BT * HD > big) big = (size_t)BT * HD;
+    float *A = calloc(big, sizeof(float)), *Bm = calloc(big, sizeof(float)), *C = calloc(big, sizeof(float));
+    float *Q = calloc((size_t)BT * HD, sizeof(float)), *K2 = calloc((size_t)BT * HD, sizeof(float));
+    float *P = calloc((size_t)threads * T * T, sizeof(float)), *O = calloc((size_t)BT * HD, sizeof(float));
+    tg_fill_uniform(&(tg_rng){1, 3}, A, (int64_t)big, -1, 1);
+    tg_fill_uniform(&(tg_rng){2, 3}, Bm, (int64_t)big, -1, 1);
+    double best = INFINITY;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_ms();
+        openblas_set_num_threads(threads);
+        for (int l = 0; l < c->layers; l++) {
+            /* attention, per (b, h): S = Q Kᵀ, O = P V; backward dV = Pᵀ dO, dP = dO Vᵀ,
+             * dQ = dS K, dK = dSᵀ Q */
+            openblas_set_num_threads(1);
+#pragma omp parallel for schedule(static) num_threads(threads)
+            for (int bh = 0; bh < B * H; bh++) {
+                int b = bh / H, h = bh % H;
+                float *S = P + (size_t)omp_get_thread_num() * T * T;
+                const float *q = Q + (size_t)b * T * HD + h * dh, *k = K2 + (size_t)b * T * HD + h * dh;
+                float *o = O + (size_t)b * T * HD + h * dh;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, dh, 1, q, HD, k, HD, 0, S, T);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dh, T, 1, S, T, k, HD, 0, o, HD);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, dh, T, 1, S, T, q, HD, 1, o, HD);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, dh, 1, q, HD, k, HD, 0, S, T);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dh, T, 1, S, T, k, HD, 1, o, HD);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, dh, T, 1, S, T, q, HD, 1, o, HD);
+            }
+            openblas_set_num_threads(threads);
+        }
+        for (int i = 0; i < n; i++) run_gemm(&shapes[i], A, Bm, C);
+        double t = now_ms() - t0;
+        best = t < best ? t : best;
+    }
+    openblas_set_num_threads(1);
+    free(A), free(Bm), free(C), free(Q), free(K2), free(P), free(O);
+    return best;
+}
+
+int main(int argc, char **argv) {
+    int size = 1, threads = 1, steps = 20, warmup = 3, attn = ATTN_COMPOSED, seq_len = 0, sgemm = 1;
+    const cli_opt opts[] = {
+        {"size", CLI_CHOICE, &size, 0, 0, size_names, "small: V64 T32 D64 H4 dh16 L1 B16; seed: V64 T64 D128 H4 dh128 L1 B32; large: V256 T256 D256 H8 dh32 L2 B16"},
+        {"threads", CLI_INT, &threads, 1, 256, NULL, "threads (OpenMP; the sgemm reference gives OpenBLAS as many)"},
+        {"steps", CLI_INT, &steps, 1, 1000000, NULL, "timed steps"},
+        {"warmup", CLI_INT, &warmup, 1, 1000000, NULL, "untimed steps first (the first one grows the arena)"},
+        {"attn", CLI_CHOICE, &attn, 0, 0, attn_names, "attention op"},
+        {"seq-len", CLI_INT, &seq_len, 0, 1 << 20, NULL, "override the size's T (0: keep)"},
+        {"sgemm", CLI_INT, &sgemm, 0, 1, NULL, "1: also time the step's matrix products alone in OpenBLAS"},
+    };
+    const int nopt = (int)(sizeof opts / sizeof opts[0]);
+    char err[256];
+    int rc = cli_parse(opts, nopt, argc, argv, err, sizeof err, NULL);
+    if (rc == CLI_HELP) {
+        cli_usage(stdout, "bench_step", "Time training steps of the toy transformer.", opts, nopt);
+        return 0;
+    }
+    if (rc != CLI_OK) {
+        fprintf(stderr, "bench_step: %s\n", err);
+        return 2;
+    }
+    const int *z = sizes[size];
+    model_cfg mc = {.vocab = z[0], .seq_len = seq_len ? seq_len : z[1], .d_model = z[2], .heads = z[3],
+                    .d_head = z[4], .layers = z[5], .scale_mode = SCALE_SQRT, .init = INIT_FANIN, .attn = attn};
+    int B = z[6], T = mc.seq_len;
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(1);   /* the ops split their products over OpenMP threads themselves */
+
+    model m;
+    model_init(&m, &mc, 1);
+    tg_adamw opt;
+    tg_adamw_init(&opt, &m.P, 0.9f, 0.95f, 1e-8f, 0.0f);
+    int *tokens = malloc(sizeof(int) * (size_t)B * T), *targets = malloc(sizeof(int) * (size_t)B * T);
+    tg_rng rng;
+    tg_rng_seed(&rng, 1, 2);
+    for (int i = 0; i < B * T; i++) {
+        tokens[i] = (int)tg_rng_below(&rng, (uint32_t)mc.vocab);
+        targets[i] = (int)tg_rng_below(&rng, (uint32_t)mc.vocab);
+    }
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    double *ms = malloc(sizeof(double) * (size_t)steps);
+    size_t allocs = 0;
+    float loss = 0;
+    for (int s = 0; s < warmup + steps; s++) {
+        if (s == warmup) malloc_count_start();
+        double t0 = now_ms();
+        tg_ctx_reset(&ctx);
+        tg_tensor *l = model_forward(&m, &ctx, tokens, targets, B, 0);
+        tg_params_zero_grad(&m.P);
+        tg_backward(&ctx, l);
+        tg_clip_grad_norm(&m.P, 1.0f);
+        tg_adamw_step(&opt, &m.P, 1e-3f);
+        loss = l->data[0];
+        if (s >= warmup) ms[s - warmup] = now_ms() - t0;
+    }
+    allocs = malloc_count_stop();
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double peak_mb = ru.ru_maxrss / 1024.0;   /* before the sgemm timing allocates its own buffers */
+    qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
+    double med = steps % 2 ? ms[steps / 2] : 0.5 * (ms[steps / 2 - 1] + ms[steps / 2]);
+    double gflop = 3 * forward_flops(&mc, B) / 1e9;
+    printf("size=%s threads=%d attn=%s T=%d median_ms=%.3f min_ms=%.3f max_ms=%.3f gflops=%.1f peak_rss_mb=%.1f "
+           "allocs_per_step=%.2f",
+           size_names[size], threads, attn_names[attn], T, med, ms[0], ms[steps - 1], gflop / (med / 1e3), peak_mb,
+           (double)allocs / steps);
+    if (sgemm) {
+        double g = sgemm_ms(&mc, B, threads, 5);
+        printf(" sgemm_ms=%.3f sgemm_gflops=%.1f sgemm_share=%.2f", g, gflop / (g / 1e3), g / med);
+    }
+    printf(" loss=%.4f\n", loss);
+    free(ms);
+    free(tokens);
+    free(targets);
+    tg_ctx_free(&ctx);
+    tg_adamw_free(&opt);
+    model_free(&m);
+    return 0;
+}

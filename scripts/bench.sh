@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# tapegrad against PyTorch, side by side: per size, R rounds, each round runs
+# tapegrad's bench_step, PyTorch with glibc's default malloc and PyTorch with
+# malloc tuned not to return memory to the OS, one after the other. Prints the
+# raw lines, then a table of the medians over the rounds and the ratios.
+#   scripts/bench.sh                      sizes small seed large, 2 threads, 3 rounds
+#   THREADS=1 ROUNDS=5 SIZES="seed" scripts/bench.sh
+#   ATTN=composed scripts/bench.sh        tapegrad's other attention op
+# Needs a Release build in build/ and Debian's python3-torch (/usr/bin/python3).
+set -euo pipefail
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+threads=${THREADS:-2}; rounds=${ROUNDS:-3}; sizes=${SIZES:-small seed large}
+steps=${STEPS:-20}; attn=${ATTN:-}
+bench="$top/build/experiments/bench_step"
+[ -x "$bench" ] || { echo "bench.sh: build first (cmake -S . -B build && cmake --build build)" >&2; exit 2; }
+/usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "bench.sh: needs python3-torch for /usr/bin/python3" >&2; exit 2; }
+tuned=(env MALLOC_TRIM_THRESHOLD_=1000000000000 MALLOC_MMAP_THRESHOLD_=1000000000000 MALLOC_TOP_PAD_=268435456)
+raw=$(mktemp); trap 'rm -f "$raw"' EXIT
+
+echo "# $(date -u +%FT%TZ) $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)," \
+     "threads=$threads rounds=$rounds steps=$steps OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-default}"
+for size in $sizes; do
+    for r in $(seq "$rounds"); do
+        sg=1; [ "$r" -gt 1 ] && sg=0   # the sgemm reference once a size
+        "$bench" --size "$size" --threads "$threads" --steps "$steps" --sgemm "$sg" ${attn:+--attn "$attn"} \
+            | sed 's/^/impl=tapegrad /' | tee -a "$raw"
+        /usr/bin/python3 "$top/scripts/bench_torch.py" --size "$size" --threads "$threads" --steps "$steps" \
+            | sed 's/^/impl=torch /' | tee -a "$raw"
+        "${tuned[@]}" /usr/bin/python3 "$top/scripts/bench_torch.py" --size "$size" --threads "$threads" \
+            --steps "$steps" --label torch-tuned | sed 's/^/impl=torch_tuned /' | tee -a "$raw"
+    done
+done
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+awk '
+function med(list,   n, a, i, j, t) {
+    n = split(list, a, " ")
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+{
+    delete f
+    for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+    k = f["size"] SUBSEP f["impl"]
+    ms[k] = ms[k] " " f["median_ms"]; rss[k] = f["peak_rss_mb"]
+    if (f["impl"] == "tapegrad") { allocs[f["size"]] = f["allocs_per_step"]; attn[f["size"]] = f["attn"] }
+    if ("sgemm_gflops" in f) { sg[f["size"]] = f["sgemm_gflops"]; sgms[f["size"]] = f["sgemm_ms"] }
+    if (!(f["size"] in seen)) { seen[f["size"]] = 1; order[++ns] = f["size"]; gf[f["size"]] = f["gflops"] * f["median_ms"] }
+}
+END {
+    printf "%-6s %-8s %10s %10s %12s %8s %9s %9s %9s %7s %7s %8s %8s\n", "size", "attn", "tapegrad", "torch", "torch_tuned",
+           "ratio", "tg_GF/s", "sgemm_ms", "sgemm_GF/s", "of_sgemm", "allocs", "tg_MB", "torch_MB"
+    for (s = 1; s <= ns; s++) {
+        z = order[s]
+        t = med(ms[z SUBSEP "tapegrad"]); p = med(ms[z SUBSEP "torch"]); q = med(ms[z SUBSEP "torch_tuned"])
+        best = p < q ? p : q; gflop = gf[z] / 1e3
+        printf "%-6s %-8s %8.2fms %8.2fms %10.2fms %7.2fx %9.1f %9.2f %9.1f %8.0f%% %7s %7.0f %8.0f\n", z, attn[z], t, p, q,
+               t / best, gflop / (t / 1e3), sgms[z], sg[z], 100 * gflop / (t / 1e3) / sg[z], allocs[z],
+               rss[z SUBSEP "tapegrad"], rss[z SUBSEP "torch"] < rss[z SUBSEP "torch_tuned"] ? rss[z SUBSEP "torch"] : rss[z SUBSEP "torch_tuned"]
+    }
+    print "ratio: tapegrad median over the better PyTorch median; of_sgemm: tapegrad GFLOP/s over the"
+    print "sgemm-only rate of the same products (OpenBLAS, same threads); medians over the rounds."
+}' "$raw"
