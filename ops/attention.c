@@ -165,28 +165,28 @@ static void forward_item(void *arg, int bh, int thread) {
     j->sat[bh] = saturated;
 }
 
-static void check_args(tg_ctx *ctx, const tg_tensor *q, const tg_tensor *k, const tg_tensor *v,
-                       const tg_tensor *head_scale, float scale, const tg_attn_stats *stats) {
+void tg_attention_check(tg_ctx *ctx, const char *op, const tg_tensor *q, const tg_tensor *k,
+                        const tg_tensor *v, const tg_tensor *head_scale, float scale, const tg_attn_stats *stats) {
     if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
-        tg_fail(ctx, "tg_attention: q, k and v must be 4-D [B,T,H,d]: q %s, k %s, v %s", TG_SHAPE(q),
-                TG_SHAPE(k), TG_SHAPE(v));
+        tg_fail(ctx, "%s: q, k and v must be 4-D [B,T,H,d]: q %s, k %s, v %s", op, TG_SHAPE(q), TG_SHAPE(k),
+                TG_SHAPE(v));
     int same = tg_same_shape(q, k);
     for (int i = 0; i < 3; i++) same = same && v->shape[i] == q->shape[i];
     if (!same)
-        tg_fail(ctx, "tg_attention: q and k must have one shape [B,T,H,d] and v the same [B,T,H] "
-                "(its d may differ): q %s, k %s, v %s", TG_SHAPE(q), TG_SHAPE(k), TG_SHAPE(v));
+        tg_fail(ctx, "%s: q and k must have one shape [B,T,H,d] and v the same [B,T,H] "
+                "(its d may differ): q %s, k %s, v %s", op, TG_SHAPE(q), TG_SHAPE(k), TG_SHAPE(v));
     int H = q->shape[2];
     if (head_scale && (head_scale->ndim != 1 || head_scale->shape[0] != H))
-        tg_fail(ctx, "tg_attention: head_scale must be [H] = [%d] for q %s, got %s", H, TG_SHAPE(q),
+        tg_fail(ctx, "%s: head_scale must be [H] = [%d] for q %s, got %s", op, H, TG_SHAPE(q),
                 TG_SHAPE(head_scale));
     if (stats && stats->H != H)
-        tg_fail(ctx, "tg_attention: stats->H is %d but q %s has H = %d heads", stats->H, TG_SHAPE(q), H);
-    if (!isfinite(scale)) tg_fail(ctx, "tg_attention: scale must be finite, got %g", (double)scale);
+        tg_fail(ctx, "%s: stats->H is %d but q %s has H = %d heads", op, stats->H, TG_SHAPE(q), H);
+    if (!isfinite(scale)) tg_fail(ctx, "%s: scale must be finite, got %g", op, (double)scale);
 }
 
 tg_tensor *tg_attention(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale,
                         float scale, int causal, tg_attn_stats *stats) {
-    check_args(ctx, q, k, v, head_scale, scale, stats);
+    tg_attention_check(ctx, "tg_attention", q, k, v, head_scale, scale, stats);
     attn_rec r = { .B = q->shape[0], .T = q->shape[1], .H = q->shape[2], .d = q->shape[3],
                    .dv = v->shape[3], .scale = scale, .causal = !!causal };
     const int B = r.B, T = r.T, H = r.H, d = r.d, dv = r.dv;
