@@ -36,6 +36,7 @@ int attn_cfg_options(attn_cfg *c, cli_opt *opts) {
         {"d-head", CLI_INT, &c->d_head, 1, 4096, NULL, "head size d_head (= d_k)"},
         {"layers", CLI_INT, &c->layers, 1, 64, NULL, "transformer blocks"},
         {"scale", CLI_CHOICE, &c->scale, 0, 0, scale_names, "attention scale: 1/sqrt(dh), 1, 1/dh, QK-norm + 1/sqrt(dh), learned per head"},
+        {"learned-init", CLI_CHOICE, &c->learned_init, 0, 0, learned_init_names, "--scale learned: start at s_h = 1 (as sqrt) or s_h = sqrt(d_head) (as none)"},
         {"init", CLI_CHOICE, &c->init, 0, 0, init_names, "fanin: N(0,1/fan_in) weights, N(0,1) embeddings; gpt2: all N(0,0.02^2)"},
         {"optim", CLI_CHOICE, &c->optim, 0, 0, optim_names, "AdamW or SGD with momentum"},
         {"lr", CLI_FLOAT, &c->lr, 1e-9, 100, NULL, "peak learning rate"},
@@ -68,7 +69,7 @@ int attn_cfg_options(attn_cfg *c, cli_opt *opts) {
 model_cfg attn_cfg_model(const attn_cfg *c) {
     return (model_cfg){.vocab = c->vocab, .seq_len = c->seq_len, .d_model = c->d_model, .heads = c->heads,
                        .d_head = c->d_head, .layers = c->layers, .scale_mode = c->scale, .init = c->init,
-                       .attn = c->attn};
+                       .attn = c->attn, .learned_init = c->learned_init};
 }
 
 task_cfg attn_cfg_task(const attn_cfg *c) {

@@ -16,7 +16,7 @@ extern const char *const on_nan_names[];
 
 typedef struct {
     int task, steps, batch, seq_len, vocab, d_model, heads, d_head, layers;
-    int scale, init, optim, warmup, seed, threads, log_every, attn;
+    int scale, init, optim, warmup, seed, threads, log_every, attn, learned_init;
     int alphabet, keys, values;
     float lr, lr_min, clip, momentum, weight_decay;
     const char *log;

@@ -37,7 +37,10 @@ static void log_header(FILE *f, const model_cfg *mc) {
     for (int l = 0; l < mc->layers; l++) fprintf(f, "\tsat_l%d", l);
     for (int l = 0; l < mc->layers; l++)
         for (int h = 0; h < mc->heads; h++) fprintf(f, "\tnent_l%d_h%d", l, h);
-    fprintf(f, "\tgrad_norm\tlr\n");
+    fprintf(f, "\tgrad_norm\tlr");
+    for (int l = 0; l < mc->layers; l++)
+        for (int h = 0; h < mc->heads; h++) fprintf(f, "\tscale_l%d_h%d", l, h);
+    fprintf(f, "\n");
 }
 
 static void log_row(runlog *L, int step, float loss, const model *m, double uniform, float gnorm, float lr) {
@@ -59,7 +62,9 @@ static void log_row(runlog *L, int step, float loss, const model *m, double unif
         runlog_add(L, "\t%.4f", s / mc->heads);
     }
     for (int i = 0; i < nh; i++) runlog_add(L, "\t%.6f", m->ent[i] / uniform);
-    runlog_add(L, "\t%.6g\t%.6g\n", gnorm, lr);
+    runlog_add(L, "\t%.6g\t%.6g", gnorm, lr);
+    for (int i = 0; i < nh; i++) runlog_add(L, "\t%.6g", m->logit_scale[i]);   /* what the forward used */
+    runlog_add(L, "\n");
 }
 
 /* The log's header: the configuration, the reference values, the columns. */

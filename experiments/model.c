@@ -7,6 +7,7 @@
 #include "tg_ops.h"
 
 const char *const scale_names[] = {"sqrt", "none", "dk", "qknorm", "learned", NULL};
+const char *const learned_init_names[] = {"sqrt", "none", NULL};
 const char *const init_names[] = {"fanin", "gpt2", NULL};
 const char *const attn_names[] = {"composed", "fused", NULL};
 
@@ -88,7 +89,8 @@ void model_init(model *m, const model_cfg *c, uint64_t seed) {
             fill_const(L->qn_g, 1.0f);
             fill_const(L->kn_g, 1.0f);
         }
-        if (L->hscale) fill_const(L->hscale, 1.0f);
+        if (L->hscale)
+            fill_const(L->hscale, c->learned_init == LEARNED_FROM_NONE ? sqrtf((float)dh) : 1.0f);
     }
     fill_const(m->lnf_g, 1.0f);
     init_weight(m, &r, m->w_out, D);
@@ -99,6 +101,7 @@ void model_init(model *m, const model_cfg *c, uint64_t seed) {
     m->ent = calloc(nh, sizeof(float));
     m->maxlogit = calloc(nh, sizeof(float));
     m->sat = calloc(nh, sizeof(float));
+    m->logit_scale = calloc(nh, sizeof(float));
 }
 
 void model_free(model *m) {
@@ -108,6 +111,7 @@ void model_free(model *m) {
     free(m->ent);
     free(m->maxlogit);
     free(m->sat);
+    free(m->logit_scale);
 }
 
 tg_tensor *model_forward(model *m, tg_ctx *ctx, const int *tokens, const int *targets, int B,
@@ -130,6 +134,8 @@ tg_tensor *model_forward(model *m, tg_ctx *ctx, const int *tokens, const int *ta
             k = tg_rmsnorm(ctx, k, L->kn_g, 1e-6f);
         }
         tg_attn_stats st = {H, m->ent + l * H, m->maxlogit + l * H, m->sat + l * H};
+        if (stats)
+            for (int hh = 0; hh < H; hh++) m->logit_scale[l * H + hh] = scale * (L->hscale ? L->hscale->data[hh] : 1.0f);
         tg_tensor *a = (c->attn == ATTN_FUSED ? tg_flash_attention : tg_attention)(
             ctx, q, k, v, L->hscale, scale, 1, stats ? &st : NULL);
         a = tg_reshape(ctx, a, 3, (int[]){B, T, H * dh});

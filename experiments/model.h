@@ -13,7 +13,8 @@
  * Scale modes all run the same code path; only the attention op's `scale`
  * argument and, for `learned`, its per-head scale tensor change:
  *   sqrt 1/√dh · none 1 · dk 1/dh · qknorm 1/√dh after RMS-normalising q and k
- *   · learned 1/√dh · s_h with s_h a parameter, init 1 (so it starts at sqrt). */
+ *   · learned 1/√dh · s_h with s_h a parameter per head, initialised to 1 (it starts
+ *     as sqrt) or to √dh (it starts as none, and must learn its way out). */
 #ifndef TG_MODEL_H
 #define TG_MODEL_H
 #include "tg_core.h"
@@ -26,11 +27,15 @@ extern const char *const init_names[];
  * saves one float a row). The same function and stats to float tolerance. */
 enum { ATTN_COMPOSED, ATTN_FUSED };
 extern const char *const attn_names[];
+/* where a learned scale starts: s_h = 1 (the 1/√dh of sqrt) or s_h = √dh (the unscaled kernel) */
+enum { LEARNED_FROM_SQRT, LEARNED_FROM_NONE };
+extern const char *const learned_init_names[];
 
 typedef struct {
     int vocab, seq_len, d_model, heads, d_head, layers;
     int scale_mode, init;
     int attn;                    /* ATTN_COMPOSED (0) or ATTN_FUSED */
+    int learned_init;            /* learned only: LEARNED_FROM_SQRT (0) or LEARNED_FROM_NONE */
 } model_cfg;
 
 typedef struct {
@@ -46,8 +51,9 @@ typedef struct {
     tg_tensor *tok_emb, *pos_emb, *lnf_g, *lnf_b, *w_out;
     model_layer *layer;
     int *pos_idx;                /* 0..T-1 */
-    /* attention health of the last forward run with stats, [layers * heads] */
-    float *ent, *maxlogit, *sat;
+    /* attention health of the last forward run with stats, [layers * heads];
+     * logit_scale: the multiplier of q·k each head used (scale · s_h) */
+    float *ent, *maxlogit, *sat, *logit_scale;
 } model;
 
 void model_init(model *m, const model_cfg *cfg, uint64_t seed);
