@@ -4,7 +4,7 @@
 #   scripts/sweep.sh dhead     d_head 8, 32, 128 at d_model 128, with AdamW and with SGD
 #   scripts/sweep.sh configs   the alternatives to the defaults: gpt2 init, lr 1e-3,
 #                              seq-len 64, and the recall control task
-#   scripts/sweep.sh learned   the learned per-head scale
+#   scripts/sweep.sh learned   the learned per-head scale, started at 1/sqrt(d_head) and at 1
 #   options: --seeds "1 2 3"  --out runs  --jobs N
 # Assumes scripts/reproduce.sh or scripts/test.sh has built build/.
 set -euo pipefail
@@ -45,7 +45,10 @@ case "$name" in
             runs+=("recall_${sc}_s$s|--task recall --scale $sc --seed $s")
         done; done ;;
     learned)
-        for s in $seeds; do runs+=("learned_s$s|--scale learned --seed $s"); done ;;
+        for s in $seeds; do
+            runs+=("learned_s$s|--scale learned --seed $s")
+            runs+=("learnedfromnone_s$s|--scale learned --learned-init none --seed $s")
+        done ;;
     *) usage ;;
 esac
 

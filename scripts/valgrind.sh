@@ -32,7 +32,12 @@ check() {   # check NAME WANT_RC CMD...: valgrind's own errors exit 99
     fi
 }
 cd "$build/tests"
+# test_op_flash_attention is left to the ASan + UBSan run: its gradient checks
+# at T = 262 (across the 256-key tile) take over 15 minutes under memcheck in
+# this Debug build. The flash op itself still runs here: attn_scale_fused below
+# trains with it (forward, backward, stats) across two key tiles.
 for t in test_core test_optim test_checkpoint test_experiment test_seed_figures test_op_*; do
+    [ "$t" = test_op_flash_attention ] && continue
     [ -x "$t" ] && check "$t" 0 "./$t"
 done
 for t in fuzz_checkpoint fuzz_cli fuzz_runlog; do
@@ -47,5 +52,8 @@ check attn_scale_save 0 "$bin" "${T[@]}" --steps 20 --stop-at 10 --save "$tmp/ck
 check attn_scale_resume 0 "$bin" "${T[@]}" --steps 20 --resume "$tmp/ck.st" --save "$tmp/ck.st" --log "$tmp/run.tsv"
 check attn_scale_refused 2 "$bin" "${T[@]}" --d-model 32 --steps 20 --resume "$tmp/ck.st" --log "$tmp/run.tsv"
 check attn_scale_nan 3 "$bin" "${T[@]}" --steps 20 --debug-nan 3 --optim sgd
+# the fused op, forward and backward with stats, across two key tiles (T = 300 > 256)
+check attn_scale_fused 0 "$bin" --batch 2 --seq-len 300 --vocab 16 --alphabet 4 --d-model 16 --heads 2 \
+    --d-head 8 --log-every 2 --warmup 1 --steps 4 --attn fused --scale learned
 [ "$fails" -eq 0 ] && echo "valgrind: no errors, no leaks" >&2
 exit "$fails"
