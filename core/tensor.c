@@ -15,6 +15,13 @@ int tg_same_shape(const tg_tensor *a, const tg_tensor *b) {
     return 1;
 }
 
+int tg_is_trailing_shape(const tg_tensor *a, const tg_tensor *b) {
+    if (b->ndim > a->ndim) return 0;
+    for (int i = 0; i < b->ndim; i++)
+        if (b->shape[i] != a->shape[a->ndim - b->ndim + i]) return 0;
+    return 1;
+}
+
 const char *tg_shape_str(const tg_tensor *t, char *buf) {
     int k = snprintf(buf, TG_SHAPE_BUF, "[");
     for (int i = 0; i < t->ndim && k < TG_SHAPE_BUF; i++)

@@ -48,6 +48,9 @@ typedef struct tg_tensor {
 
 int64_t tg_numel_of(int ndim, const int *shape);
 int tg_same_shape(const tg_tensor *a, const tg_tensor *b);
+/* 1 if b's shape equals a's last b->ndim dimensions (a bias row, a per-head
+ * gain): the broadcast rule of tg_add, tg_mul and tg_rmsnorm's gain. */
+int tg_is_trailing_shape(const tg_tensor *a, const tg_tensor *b);
 /* "[8,16]" into buf (at least TG_SHAPE_BUF bytes); returns buf. */
 #define TG_SHAPE_BUF 64
 const char *tg_shape_str(const tg_tensor *t, char *buf);

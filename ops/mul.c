@@ -14,9 +14,7 @@ static void mul_backward(tg_ctx *ctx, const tg_node *n) {
 }
 
 tg_tensor *tg_mul(tg_ctx *ctx, tg_tensor *a, tg_tensor *b) {
-    int fits = b->ndim <= a->ndim;
-    for (int i = 0; fits && i < b->ndim; i++) fits = b->shape[i] == a->shape[a->ndim - b->ndim + i];
-    if (!fits)
+    if (!tg_is_trailing_shape(a, b))
         tg_fail(ctx, "tg_mul: %s * %s: b must have a's shape or a's trailing dimensions", TG_SHAPE(a),
                 TG_SHAPE(b));
     tg_tensor *out = tg_new_like(ctx, a);

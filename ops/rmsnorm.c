@@ -31,13 +31,9 @@ static void rmsnorm_backward(tg_ctx *ctx, const tg_node *n) {
 
 tg_tensor *tg_rmsnorm(tg_ctx *ctx, tg_tensor *x, tg_tensor *gain, float eps) {
     int D = x->shape[x->ndim - 1];
-    if (gain) {
-        int fits = gain->ndim <= x->ndim;
-        for (int i = 0; fits && i < gain->ndim; i++) fits = gain->shape[i] == x->shape[x->ndim - gain->ndim + i];
-        if (!fits)
-            tg_fail(ctx, "tg_rmsnorm: gain %s does not match x %s: it must have x's trailing dimensions",
-                    TG_SHAPE(gain), TG_SHAPE(x));
-    }
+    if (gain && !tg_is_trailing_shape(x, gain))
+        tg_fail(ctx, "tg_rmsnorm: gain %s does not match x %s: it must have x's trailing dimensions",
+                TG_SHAPE(gain), TG_SHAPE(x));
     if (!(eps >= 0))
         tg_fail(ctx, "tg_rmsnorm: eps is %g for x %s; it must be >= 0", (double)eps, TG_SHAPE(x));
     int64_t rows = x->numel / D;

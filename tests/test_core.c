@@ -19,6 +19,13 @@ static void test_shape_helpers(void **s) {
     tg_tensor *v = tg_view(&ctx, t, 2, (int[]){6, 4});
     assert_ptr_equal(v->data, t->data);
     assert_true(!tg_same_shape(t, v));
+    tg_tensor *row = tg_new(&ctx, 1, (int[]){4}), *mat = tg_new(&ctx, 2, (int[]){3, 4});
+    tg_tensor *other = tg_new(&ctx, 2, (int[]){2, 4});
+    assert_true(tg_is_trailing_shape(t, row));
+    assert_true(tg_is_trailing_shape(t, mat));
+    assert_true(tg_is_trailing_shape(t, t));
+    assert_false(tg_is_trailing_shape(t, other));
+    assert_false(tg_is_trailing_shape(row, mat));   /* b longer than a */
     tg_ctx_free(&ctx);
 }
 
