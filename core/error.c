@@ -25,3 +25,11 @@ _Noreturn void tg_fail(tg_ctx *ctx, const char *fmt, ...) {
     va_end(ap);
     tg_fail_h(ctx ? &ctx->err : NULL, "%s", msg);
 }
+
+int tg_errf(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}

@@ -1,6 +1,7 @@
 /* safetensors writer (atomic) and validating reader. See safetensors.h. */
 #define _POSIX_C_SOURCE 200809L   /* fsync, mkstemp, fchmod */
 #include "safetensors.h"
+#include "tg_core.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,17 +29,6 @@ uint64_t tg_fnv1a64(uint64_t h, const void *p, size_t n) {
         h *= 0x100000001b3ULL;
     }
     return h;
-}
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
 }
 
 /* Length of the valid UTF-8 sequence at s (at most n bytes), 0 if invalid:
@@ -208,42 +198,42 @@ static int stream_data(const tg_st_tensor *t, int n, int fd, uint64_t *h, unsign
 
 int tg_st_write(const char *path, const tg_st_tensor *t, int n, const tg_st_kv *meta, int n_meta,
                 char *err, size_t errlen) {
-    if (n < 0 || n_meta < 0) return fail(err, errlen, "tg_st_write %s: negative count", path);
+    if (n < 0 || n_meta < 0) return tg_errf(err, errlen, "tg_st_write %s: negative count", path);
     uint64_t total = 0;
     for (int j = 0; j < n; j++) {
         const tg_st_tensor *x = &t[j];
         if (!x->name || !*x->name || !utf8_valid(x->name) || strcmp(x->name, "__metadata__") == 0)
-            return fail(err, errlen, "tg_st_write %s: tensor %d has an empty, reserved or non-UTF-8 name", path, j);
+            return tg_errf(err, errlen, "tg_st_write %s: tensor %d has an empty, reserved or non-UTF-8 name", path, j);
         for (int k = 0; k < j; k++)
             if (strcmp(t[k].name, x->name) == 0)
-                return fail(err, errlen, "tg_st_write %s: two tensors named '%s'", path, x->name);
+                return tg_errf(err, errlen, "tg_st_write %s: two tensors named '%s'", path, x->name);
         if (x->dtype != TG_ST_F32 && x->dtype != TG_ST_F64 && x->dtype != TG_ST_I64)
-            return fail(err, errlen, "tg_st_write %s: tensor '%s': only F32, F64 and I64 can be written", path, x->name);
+            return tg_errf(err, errlen, "tg_st_write %s: tensor '%s': only F32, F64 and I64 can be written", path, x->name);
         if (x->ndim < 0 || x->ndim > TG_ST_MAX_DIMS)
-            return fail(err, errlen, "tg_st_write %s: tensor '%s' has %d dimensions", path, x->name, x->ndim);
+            return tg_errf(err, errlen, "tg_st_write %s: tensor '%s' has %d dimensions", path, x->name, x->ndim);
         uint64_t bytes = tg_st_dtype_size(x->dtype);
         for (int d = 0; d < x->ndim; d++) {
             if (x->shape[d] < 0 || (x->shape[d] && bytes > (UINT64_MAX >> 2) / (uint64_t)x->shape[d]))
-                return fail(err, errlen, "tg_st_write %s: tensor '%s' has a bad dimension %lld", path, x->name,
+                return tg_errf(err, errlen, "tg_st_write %s: tensor '%s' has a bad dimension %lld", path, x->name,
                             (long long)x->shape[d]);
             bytes *= (uint64_t)x->shape[d];
         }
-        if (bytes && !x->data) return fail(err, errlen, "tg_st_write %s: tensor '%s' has no data", path, x->name);
-        if (total > (UINT64_MAX >> 2) - bytes) return fail(err, errlen, "tg_st_write %s: too much data", path);
+        if (bytes && !x->data) return tg_errf(err, errlen, "tg_st_write %s: tensor '%s' has no data", path, x->name);
+        if (total > (UINT64_MAX >> 2) - bytes) return tg_errf(err, errlen, "tg_st_write %s: too much data", path);
         total += bytes;
     }
     for (int j = 0; j < n_meta; j++) {
         if (!meta[j].key || !meta[j].value || !utf8_valid(meta[j].key) || !utf8_valid(meta[j].value))
-            return fail(err, errlen, "tg_st_write %s: metadata entry %d is missing or not UTF-8", path, j);
+            return tg_errf(err, errlen, "tg_st_write %s: metadata entry %d is missing or not UTF-8", path, j);
         if (strcmp(meta[j].key, TG_ST_CHECKSUM_KEY) == 0)
-            return fail(err, errlen, "tg_st_write %s: metadata key '%s' is reserved", path, TG_ST_CHECKSUM_KEY);
+            return tg_errf(err, errlen, "tg_st_write %s: metadata key '%s' is reserved", path, TG_ST_CHECKSUM_KEY);
         for (int k = 0; k < j; k++)
             if (strcmp(meta[k].key, meta[j].key) == 0)
-                return fail(err, errlen, "tg_st_write %s: metadata key '%s' twice", path, meta[j].key);
+                return tg_errf(err, errlen, "tg_st_write %s: metadata key '%s' twice", path, meta[j].key);
     }
 
     unsigned char *chunk = malloc(CHUNK);
-    if (!chunk) return fail(err, errlen, "tg_st_write %s: out of memory", path);
+    if (!chunk) return tg_errf(err, errlen, "tg_st_write %s: out of memory", path);
     uint64_t h = TG_FNV1A64_INIT;
     stream_data(t, n, -1, &h, chunk);
 
@@ -273,7 +263,7 @@ int tg_st_write(const char *path, const tg_st_tensor *t, int n, const tg_st_kv *
     if (b.oom) {
         free(chunk);
         free(b.s);
-        return fail(err, errlen, "tg_st_write %s: out of memory", path);
+        return tg_errf(err, errlen, "tg_st_write %s: out of memory", path);
     }
 
     /* temporary file beside the target, so rename() is atomic */
@@ -283,7 +273,7 @@ int tg_st_write(const char *path, const tg_st_tensor *t, int n, const tg_st_kv *
     if (!tmp) {
         free(chunk);
         free(b.s);
-        return fail(err, errlen, "tg_st_write %s: out of memory", path);
+        return tg_errf(err, errlen, "tg_st_write %s: out of memory", path);
     }
     sprintf(tmp, "%.*s.%s.XXXXXX", (int)dirlen, path, path + dirlen);
     int fd = mkstemp(tmp), rc = 0, e = 0;
@@ -315,7 +305,7 @@ int tg_st_write(const char *path, const tg_st_tensor *t, int n, const tg_st_kv *
         }
         if (rc) unlink(tmp);
     }
-    if (rc) fail(err, errlen, "%s: cannot %s (%s)", path, what, strerror(e));
+    if (rc) tg_errf(err, errlen, "%s: cannot %s (%s)", path, what, strerror(e));
     else {
         /* make the rename itself durable; a folder that cannot be fsynced is no error */
         char *dir = malloc(dirlen + 2);
@@ -344,7 +334,7 @@ typedef struct {
 } jp;
 
 static int jfail(jp *j, const char *what) {
-    return fail(j->err, j->errlen, "header JSON: %s at byte %ld", what, (long)(j->p - j->start));
+    return tg_errf(j->err, j->errlen, "header JSON: %s at byte %ld", what, (long)(j->p - j->start));
 }
 static void jws(jp *j) {
     while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
@@ -569,7 +559,7 @@ static int parse_metadata(jp *j, tg_st_file *f) {
 static int parse_tensor(jp *j, tg_st_entry *e) {
     int have_dtype = 0, have_shape = 0, have_off = 0;
     if (jexpect(j, '{')) return -1;
-    if (jpeek(j, '}')) return fail(j->err, j->errlen, "tensor '%s': no dtype, shape or data_offsets", e->name);
+    if (jpeek(j, '}')) return tg_errf(j->err, j->errlen, "tensor '%s': no dtype, shape or data_offsets", e->name);
     for (;;) {
         char *k;
         if (jstring(j, &k)) return -1;
@@ -587,7 +577,7 @@ static int parse_tensor(jp *j, tg_st_entry *e) {
             for (int i = 0; i < TG_ST_NDTYPES; i++)
                 if (strcmp(dtypes[i].name, d) == 0) found = i;
             if (found < 0) {
-                fail(j->err, j->errlen, "tensor '%s': unknown dtype '%.32s'", e->name, d);
+                tg_errf(j->err, j->errlen, "tensor '%s': unknown dtype '%.32s'", e->name, d);
                 free(d);
                 free(k);
                 return -1;
@@ -600,7 +590,7 @@ static int parse_tensor(jp *j, tg_st_entry *e) {
             int rc = juint_array(j, s, TG_ST_MAX_DIMS, &e->ndim);
             if (rc) {
                 if (rc == -2)
-                    fail(j->err, j->errlen, "tensor '%s': shape has more than %d dimensions", e->name, TG_ST_MAX_DIMS);
+                    tg_errf(j->err, j->errlen, "tensor '%s': shape has more than %d dimensions", e->name, TG_ST_MAX_DIMS);
                 free(k);
                 return -1;
             }
@@ -610,7 +600,7 @@ static int parse_tensor(jp *j, tg_st_entry *e) {
             uint64_t o[2];
             int no, rc = juint_array(j, o, 2, &no);
             if (rc || no != 2) {
-                if (rc != -1) fail(j->err, j->errlen, "tensor '%s': data_offsets needs 2 numbers", e->name);
+                if (rc != -1) tg_errf(j->err, j->errlen, "tensor '%s': data_offsets needs 2 numbers", e->name);
                 free(k);
                 return -1;
             }
@@ -619,7 +609,7 @@ static int parse_tensor(jp *j, tg_st_entry *e) {
             have_off = 1;
         } else {
             int dup = !strcmp(k, "dtype") || !strcmp(k, "shape") || !strcmp(k, "data_offsets");
-            fail(j->err, j->errlen, "tensor '%s': %s field '%.32s'", e->name, dup ? "repeated" : "unknown", k);
+            tg_errf(j->err, j->errlen, "tensor '%s': %s field '%.32s'", e->name, dup ? "repeated" : "unknown", k);
             free(k);
             return -1;
         }
@@ -632,7 +622,7 @@ static int parse_tensor(jp *j, tg_st_entry *e) {
         break;
     }
     if (!have_dtype || !have_shape || !have_off)
-        return fail(j->err, j->errlen, "tensor '%s': missing %s", e->name,
+        return tg_errf(j->err, j->errlen, "tensor '%s': missing %s", e->name,
                     !have_dtype ? "dtype" : !have_shape ? "shape" : "data_offsets");
     return 0;
 }
@@ -657,29 +647,29 @@ static int check_layout(tg_st_file *f, char *err, size_t errlen) {
         }
         uint64_t esz = tg_st_dtype_size(e->dtype);
         if (overflow || numel > (UINT64_MAX >> 4) / esz)
-            return fail(err, errlen, "tensor '%s': shape too large", e->name);
+            return tg_errf(err, errlen, "tensor '%s': shape too large", e->name);
         if (e->begin > e->end)
-            return fail(err, errlen, "tensor '%s': data_offsets [%zu, %zu] end before they begin", e->name,
+            return tg_errf(err, errlen, "tensor '%s': data_offsets [%zu, %zu] end before they begin", e->name,
                         e->begin, e->end);
         if (e->end > f->data_size)
-            return fail(err, errlen, "tensor '%s': data_offsets [%zu, %zu] go past the data section (%zu bytes)",
+            return tg_errf(err, errlen, "tensor '%s': data_offsets [%zu, %zu] go past the data section (%zu bytes)",
                         e->name, e->begin, e->end, f->data_size);
         if (numel * esz != e->end - e->begin)
-            return fail(err, errlen, "tensor '%s': %llu elements of %s need %llu bytes, data_offsets give %zu",
+            return tg_errf(err, errlen, "tensor '%s': %llu elements of %s need %llu bytes, data_offsets give %zu",
                         e->name, (unsigned long long)numel, dtypes[e->dtype].name,
                         (unsigned long long)(numel * esz), e->end - e->begin);
         e->numel = (int64_t)numel;
         e->bytes = f->data + e->begin;
     }
     tg_st_entry **order = malloc((f->n > 0 ? (size_t)f->n : 1) * sizeof *order);
-    if (!order) return fail(err, errlen, "out of memory");
+    if (!order) return tg_errf(err, errlen, "out of memory");
     for (int i = 0; i < f->n; i++) order[i] = &f->t[i];
     qsort(order, (size_t)f->n, sizeof *order, by_begin);
     size_t at = 0;
     for (int i = 0; i < f->n; i++) {
         if (order[i]->begin != at) {
             int gap = order[i]->begin > at;
-            fail(err, errlen, "tensor '%s': data_offsets begin at %zu, %s", order[i]->name, order[i]->begin,
+            tg_errf(err, errlen, "tensor '%s': data_offsets begin at %zu, %s", order[i]->name, order[i]->begin,
                  gap ? "leaving a gap before it" : "overlapping the tensor before it");
             free(order);
             return -1;
@@ -688,16 +678,16 @@ static int check_layout(tg_st_file *f, char *err, size_t errlen) {
     }
     free(order);
     if (at != f->data_size)
-        return fail(err, errlen, "the tensors cover %zu bytes of a %zu-byte data section", at, f->data_size);
+        return tg_errf(err, errlen, "the tensors cover %zu bytes of a %zu-byte data section", at, f->data_size);
     return 0;
 }
 
 static int parse_owned(tg_st_file *f, char *err, size_t errlen) {
-    if (f->size < 8) return fail(err, errlen, "%zu bytes: too short for a safetensors file", f->size);
+    if (f->size < 8) return tg_errf(err, errlen, "%zu bytes: too short for a safetensors file", f->size);
     uint64_t hn = get_u64(f->buf);
     if (hn > MAX_HEADER || hn > f->size - 8)
-        return fail(err, errlen, "header size %llu does not fit the %zu-byte file", (unsigned long long)hn, f->size);
-    if (hn < 2) return fail(err, errlen, "header size %llu: too short", (unsigned long long)hn);
+        return tg_errf(err, errlen, "header size %llu does not fit the %zu-byte file", (unsigned long long)hn, f->size);
+    if (hn < 2) return tg_errf(err, errlen, "header size %llu: too short", (unsigned long long)hn);
     f->data = f->buf + 8 + hn;
     f->data_size = f->size - 8 - (size_t)hn;
     jp j = {(const char *)f->buf + 8, (const char *)f->buf + 8, (const char *)f->buf + 8 + hn, err, errlen};
@@ -719,7 +709,7 @@ static int parse_owned(tg_st_file *f, char *err, size_t errlen) {
             } else {
                 for (int i = 0; i < f->n; i++)
                     if (strcmp(f->t[i].name, name) == 0) {
-                        fail(err, errlen, "tensor '%s' appears twice", name);
+                        tg_errf(err, errlen, "tensor '%s' appears twice", name);
                         free(name);
                         return -1;
                     }
@@ -765,10 +755,10 @@ static int parse_owned(tg_st_file *f, char *err, size_t errlen) {
             if (hex4(h4, &v)) len = 0;
             want = want << 4 | v;
         }
-        if (len != 16) return fail(err, errlen, "metadata %s '%.20s' is not 16 hex digits", TG_ST_CHECKSUM_KEY, sum);
+        if (len != 16) return tg_errf(err, errlen, "metadata %s '%.20s' is not 16 hex digits", TG_ST_CHECKSUM_KEY, sum);
         uint64_t got = tg_fnv1a64(TG_FNV1A64_INIT, f->data, f->data_size);
         if (got != want)
-            return fail(err, errlen, "checksum mismatch: the data section hashes to %016llx, the header says %s "
+            return tg_errf(err, errlen, "checksum mismatch: the data section hashes to %016llx, the header says %s "
                         "(the file is damaged)", (unsigned long long)got, sum);
         f->has_checksum = 1;
     }
@@ -778,7 +768,7 @@ static int parse_owned(tg_st_file *f, char *err, size_t errlen) {
 int tg_st_parse(const void *bytes, size_t size, tg_st_file *f, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     f->buf = malloc(size ? size : 1);
-    if (!f->buf) return fail(err, errlen, "out of memory for %zu bytes", size);
+    if (!f->buf) return tg_errf(err, errlen, "out of memory for %zu bytes", size);
     if (size) memcpy(f->buf, bytes, size);
     f->size = size;
     if (parse_owned(f, err, errlen)) {
@@ -791,17 +781,17 @@ int tg_st_parse(const void *bytes, size_t size, tg_st_file *f, char *err, size_t
 int tg_st_read(const char *path, tg_st_file *f, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     int fd = open(path, O_RDONLY);
-    if (fd < 0) return fail(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
+    if (fd < 0) return tg_errf(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(err, errlen, "%s: not a regular file", path);
+        return tg_errf(err, errlen, "%s: not a regular file", path);
     }
     size_t size = (size_t)st.st_size;
     f->buf = malloc(size ? size : 1);
     if (!f->buf) {
         close(fd);
-        return fail(err, errlen, "%s: out of memory for %zu bytes", path, size);
+        return tg_errf(err, errlen, "%s: out of memory for %zu bytes", path, size);
     }
     size_t got = 0;
     while (got < size) {
@@ -813,7 +803,7 @@ int tg_st_read(const char *path, tg_st_file *f, char *err, size_t errlen) {
     close(fd);
     if (got != size) {
         file_clear(f);
-        return fail(err, errlen, "%s: short read (%zu of %zu bytes)", path, got, size);
+        return tg_errf(err, errlen, "%s: short read (%zu of %zu bytes)", path, got, size);
     }
     f->size = size;
     if (parse_owned(f, err, errlen)) {

@@ -33,6 +33,9 @@ typedef void (*tg_error_fn)(const char *msg, void *user);
 typedef struct tg_errh { tg_error_fn fn; void *user; } tg_errh;
 _Noreturn void tg_fail_h(const tg_errh *h, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Bad *input* (a file, a flag) is not misuse: it is reported to the caller.
+ * Writes the message into err (errlen bytes) and returns -1. */
+int tg_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ---- tensors ------------------------------------------------------------ */
 typedef struct tg_tensor {

@@ -13,15 +13,6 @@
 
 #include "safetensors.h"
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 int train_state_reserve(train_state *s, int rows) {
     if (rows <= s->cap_logged) return 0;
     double *p = realloc(s->logged, (size_t)rows * 2 * sizeof *p);
@@ -50,7 +41,7 @@ int ckpt_save(const char *path, const train_state *s, const cli_opt *opts, int n
         free(t);
         free(kv);
         free(meta);
-        return fail(err, errlen, "%s: out of memory", path);
+        return tg_errf(err, errlen, "%s: out of memory", path);
     }
     for (int i = 0; i < P->n; i++) {
         const tg_tensor *p = P->list[i];
@@ -131,11 +122,11 @@ static const tg_st_entry *need(const tg_st_file *f, const char *name, tg_st_dtyp
                                char *err, size_t errlen) {
     const tg_st_entry *e = tg_st_find(f, name);
     if (!e) {
-        fail(err, errlen, "tensor '%s' is missing", name);
+        tg_errf(err, errlen, "tensor '%s' is missing", name);
         return NULL;
     }
     if (e->dtype != dt) {
-        fail(err, errlen, "tensor '%s' is %s, expected %s", name, tg_st_dtype_name(e->dtype), tg_st_dtype_name(dt));
+        tg_errf(err, errlen, "tensor '%s' is %s, expected %s", name, tg_st_dtype_name(e->dtype), tg_st_dtype_name(dt));
         return NULL;
     }
     int same = e->ndim == ndim;
@@ -144,7 +135,7 @@ static const tg_st_entry *need(const tg_st_file *f, const char *name, tg_st_dtyp
         char a[160] = "[", b[160] = "[";
         for (int d = 0; d < e->ndim; d++) append(a, sizeof a, "%s%lld", d ? "," : "", (long long)e->shape[d]);
         for (int d = 0; d < ndim; d++) append(b, sizeof b, "%s%lld", d ? "," : "", (long long)shape[d]);
-        fail(err, errlen, "tensor '%s' has shape %s], the model needs %s]", name, a, b);
+        tg_errf(err, errlen, "tensor '%s' has shape %s], the model needs %s]", name, a, b);
         return NULL;
     }
     return e;
@@ -160,7 +151,7 @@ static int check_values(const tg_st_entry *e, int nonneg, char *err, size_t errl
             x = v;
         } else tg_st_get_f64(&(tg_st_entry){.numel = 1, .bytes = e->bytes + 8 * i}, &x);
         if (!isfinite(x) || (nonneg && x < 0))
-            return fail(err, errlen, "tensor '%s': element %lld is %g%s", e->name, (long long)i, x,
+            return tg_errf(err, errlen, "tensor '%s': element %lld is %g%s", e->name, (long long)i, x,
                         isfinite(x) ? " (must be >= 0)" : " (a checkpoint holds finite values)");
     }
     return 0;
@@ -169,12 +160,12 @@ static int check_values(const tg_st_entry *e, int nonneg, char *err, size_t errl
 static int load_parsed(const tg_st_file *f, train_state *s, const cli_opt *opts, int n_opts,
                        const char *const *may_differ, char *changed, size_t changed_len, char *err, size_t errlen) {
     const tg_params *P = &s->m->P;
-    if (!f->has_checksum) return fail(err, errlen, "no %s in its metadata (not a tapegrad checkpoint?)", TG_ST_CHECKSUM_KEY);
+    if (!f->has_checksum) return tg_errf(err, errlen, "no %s in its metadata (not a tapegrad checkpoint?)", TG_ST_CHECKSUM_KEY);
     const char *fmt = tg_st_meta(f, "format"), *ver = tg_st_meta(f, "format_version");
     if (!fmt || strcmp(fmt, CKPT_FORMAT) != 0)
-        return fail(err, errlen, "metadata format is '%.40s', expected '%s'", fmt ? fmt : "(none)", CKPT_FORMAT);
+        return tg_errf(err, errlen, "metadata format is '%.40s', expected '%s'", fmt ? fmt : "(none)", CKPT_FORMAT);
     if (!ver || strcmp(ver, CKPT_VERSION) != 0)
-        return fail(err, errlen, "format_version '%.20s' (this program reads %s)", ver ? ver : "(none)", CKPT_VERSION);
+        return tg_errf(err, errlen, "format_version '%.20s' (this program reads %s)", ver ? ver : "(none)", CKPT_VERSION);
 
     /* the settings, before any tensor: a different model is best said as a flag */
     if (changed && changed_len) changed[0] = 0;
@@ -187,13 +178,13 @@ static int load_parsed(const tg_st_file *f, train_state *s, const cli_opt *opts,
         int free_flag = in_list(may_differ, opts[i].name);
         if (!then) {
             if (free_flag) continue;
-            return fail(err, errlen, "it records no --%s (made by another version of the program?)", opts[i].name);
+            return tg_errf(err, errlen, "it records no --%s (made by another version of the program?)", opts[i].name);
         }
         if (strcmp(then, now) == 0) continue;
         if (!free_flag) {
             char list[256] = "";
             for (const char *const *m = may_differ; m && *m; m++) append(list, sizeof list, "%s--%s", list[0] ? ", " : "", *m);
-            return fail(err, errlen, "setting differs: --%s is %.40s in the checkpoint, %s in this run (a resumed run "
+            return tg_errf(err, errlen, "setting differs: --%s is %.40s in the checkpoint, %s in this run (a resumed run "
                         "keeps every setting but %s)", opts[i].name, then, now, list);
         }
         append(changed, changed_len, "%s--%s %.40s -> %s", changed && changed[0] ? ", " : "", opts[i].name, then, now);
@@ -203,23 +194,23 @@ static int load_parsed(const tg_st_file *f, train_state *s, const cli_opt *opts,
         if (strncmp(k, "config.", 7) != 0) continue;
         const cli_opt *o = cli_find(opts, n_opts, k + 7);
         if (!o || o->kind == CLI_STR)
-            return fail(err, errlen, "it has a setting --%.40s that this program does not know", k + 7);
+            return tg_errf(err, errlen, "it has a setting --%.40s that this program does not know", k + 7);
     }
 
     uint64_t step, state, inc, n_params, adam_t = 0;
     if (parse_u64(tg_st_meta(f, "step"), &step) || step > 2147483647u)
-        return fail(err, errlen, "metadata 'step' is missing or not a step number");
+        return tg_errf(err, errlen, "metadata 'step' is missing or not a step number");
     if (parse_u64(tg_st_meta(f, "rng.data.state"), &state) || parse_u64(tg_st_meta(f, "rng.data.inc"), &inc) || !(inc & 1))
-        return fail(err, errlen, "metadata 'rng.data.state'/'rng.data.inc' missing or not a PCG32 state (inc must be odd)");
+        return tg_errf(err, errlen, "metadata 'rng.data.state'/'rng.data.inc' missing or not a PCG32 state (inc must be odd)");
     if (parse_u64(tg_st_meta(f, "n_params"), &n_params) || n_params != P->numel)
-        return fail(err, errlen, "metadata 'n_params' is %.30s, the model has %zu", tg_st_meta(f, "n_params") ?
+        return tg_errf(err, errlen, "metadata 'n_params' is %.30s, the model has %zu", tg_st_meta(f, "n_params") ?
                     tg_st_meta(f, "n_params") : "(none)", P->numel);
     const char *optim = tg_st_meta(f, "optim");
     if (!optim || strcmp(optim, s->adam ? "adam" : "sgd") != 0)
-        return fail(err, errlen, "metadata 'optim' is '%.20s', this run uses %s", optim ? optim : "(none)",
+        return tg_errf(err, errlen, "metadata 'optim' is '%.20s', this run uses %s", optim ? optim : "(none)",
                     s->adam ? "adam" : "sgd");
     if (s->adam && (parse_u64(tg_st_meta(f, "optim.adam.t"), &adam_t) || adam_t > step))
-        return fail(err, errlen, "metadata 'optim.adam.t' is missing or above the step %" PRIu64, step);
+        return tg_errf(err, errlen, "metadata 'optim.adam.t' is missing or above the step %" PRIu64, step);
 
     /* the tensors: every one the state needs, with its dtype and shape, and no other */
     int used = 0;
@@ -243,9 +234,9 @@ static int load_parsed(const tg_st_file *f, train_state *s, const cli_opt *opts,
         used++;
     }
     const tg_st_entry *lg = tg_st_find(f, "run.logged");
-    if (!lg) return fail(err, errlen, "tensor 'run.logged' is missing");
+    if (!lg) return tg_errf(err, errlen, "tensor 'run.logged' is missing");
     if (lg->dtype != TG_ST_F64 || lg->ndim != 2 || lg->shape[1] != 2 || lg->shape[0] > (int64_t)step + 1)
-        return fail(err, errlen, "tensor 'run.logged' must be F64 [rows, 2] with rows <= step + 1");
+        return tg_errf(err, errlen, "tensor 'run.logged' must be F64 [rows, 2] with rows <= step + 1");
     used++;
     if (used != f->n)
         for (int i = 0; i < f->n; i++) {
@@ -253,9 +244,9 @@ static int load_parsed(const tg_st_file *f, train_state *s, const cli_opt *opts,
             int known = tg_params_find(P, name) || strcmp(name, "run.logged") == 0 ||
                         (m && (strcmp(name, "optim.adam.m") == 0 || strcmp(name, "optim.adam.v") == 0)) ||
                         (buf && strcmp(name, "optim.sgd.buf") == 0);
-            if (!known) return fail(err, errlen, "tensor '%s' is not part of this run's state", name);
+            if (!known) return tg_errf(err, errlen, "tensor '%s' is not part of this run's state", name);
         }
-    if (train_state_reserve(s, (int)lg->shape[0])) return fail(err, errlen, "out of memory");
+    if (train_state_reserve(s, (int)lg->shape[0])) return tg_errf(err, errlen, "out of memory");
 
     /* all checked: now change the state */
     for (int i = 0; i < P->n; i++) tg_st_get_f32(tg_st_find(f, P->list[i]->name), P->list[i]->data);
@@ -300,17 +291,17 @@ int ckpt_load(const char *path, train_state *s, const cli_opt *opts, int n_opts,
 
 int ckpt_check_writable(const char *path, char *err, size_t errlen) {
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return fail(err, errlen, "%s is a folder", path);
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return tg_errf(err, errlen, "%s is a folder", path);
     const char *slash = strrchr(path, '/');
     size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
     char *tmp = malloc(dirlen + 32);
-    if (!tmp) return fail(err, errlen, "out of memory");
+    if (!tmp) return tg_errf(err, errlen, "out of memory");
     snprintf(tmp, dirlen + 32, "%.*s.tg_write_test.XXXXXX", (int)dirlen, path);
     int fd = mkstemp(tmp);
     if (fd < 0) {
         int e = errno;
         free(tmp);
-        return fail(err, errlen, "%s: cannot create a file in its folder (%s)", path, strerror(e));
+        return tg_errf(err, errlen, "%s: cannot create a file in its folder (%s)", path, strerror(e));
     }
     close(fd);
     unlink(tmp);

@@ -1,5 +1,6 @@
 #define _POSIX_C_SOURCE 200809L   /* fsync, mkstemp, fchmod */
 #include "runlog.h"
+#include "tg_core.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,15 +10,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static int write_all(int fd, const char *p, size_t n) {
     while (n) {
@@ -39,17 +31,17 @@ static int replace_with(runlog *L, const char *path, const char *a, size_t na, c
     memset(L, 0, sizeof *L);
     L->fd = -1;
     struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return fail(err, errlen, "%s: not a regular file", path);
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return tg_errf(err, errlen, "%s: not a regular file", path);
     const char *slash = strrchr(path, '/');
     size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
     char *tmp = malloc(strlen(path) + 16);
-    if (!tmp) return fail(err, errlen, "%s: out of memory", path);
+    if (!tmp) return tg_errf(err, errlen, "%s: out of memory", path);
     sprintf(tmp, "%.*s.%s.XXXXXX", (int)dirlen, path, path + dirlen);
     int fd = mkstemp(tmp);
     if (fd < 0) {
         int e = errno;
         free(tmp);
-        return fail(err, errlen, "%s: cannot create a file in its folder (%s)", path, strerror(e));
+        return tg_errf(err, errlen, "%s: cannot create a file in its folder (%s)", path, strerror(e));
     }
     fchmod(fd, 0644);
     if (write_all(fd, a, na) || write_all(fd, b, nb) || fsync(fd) || rename(tmp, path)) {
@@ -57,7 +49,7 @@ static int replace_with(runlog *L, const char *path, const char *a, size_t na, c
         close(fd);
         unlink(tmp);
         free(tmp);
-        return fail(err, errlen, "%s: cannot write (%s)", path, strerror(e));
+        return tg_errf(err, errlen, "%s: cannot write (%s)", path, strerror(e));
     }
     free(tmp);
     L->fd = fd;
@@ -122,7 +114,7 @@ int runlog_plan(const char *old, size_t n, const char *header, const char *const
                 runlog_keep *k, char *err, size_t errlen) {
     memset(k, 0, sizeof *k);
     hkv *okv = malloc(2 * MAX_KEYS * sizeof *okv), *nkv = okv + MAX_KEYS;
-    if (!okv) return fail(err, errlen, "out of memory");
+    if (!okv) return tg_errf(err, errlen, "out of memory");
     const char *ocol, *ncol, *orows, *nend;
     int on = header_kv(old, old + n, okv, MAX_KEYS, &ocol, &orows);
     int nn = header_kv(header, header + strlen(header), nkv, MAX_KEYS, &ncol, &nend);
@@ -132,20 +124,20 @@ int runlog_plan(const char *old, size_t n, const char *header, const char *const
         if (free_key(&nkv[i], may_differ)) continue;
         const hkv *o = find_key(okv, on, &nkv[i]);
         if (!o)
-            rc = fail(err, errlen, "its header has no %.*s (not this run's log?); refusing to append to it",
+            rc = tg_errf(err, errlen, "its header has no %.*s (not this run's log?); refusing to append to it",
                       (int)nkv[i].klen, nkv[i].key);
         else if (o->vlen != nkv[i].vlen || memcmp(o->val, nkv[i].val, o->vlen) != 0)
-            rc = fail(err, errlen, "its header says %.*s=%.*s, this run has %.*s (not this run's log?); refusing "
+            rc = tg_errf(err, errlen, "its header says %.*s=%.*s, this run has %.*s (not this run's log?); refusing "
                       "to append to it", (int)o->klen, o->key, (int)(o->vlen < 60 ? o->vlen : 60), o->val,
                       (int)(nkv[i].vlen < 60 ? nkv[i].vlen : 60), nkv[i].val);
     }
     for (int i = 0; i < on && !rc; i++)
         if (!free_key(&okv[i], may_differ) && !find_key(nkv, nn, &okv[i]))
-            rc = fail(err, errlen, "its header has a setting %.*s this run does not (not this run's log?)",
+            rc = tg_errf(err, errlen, "its header has a setting %.*s this run does not (not this run's log?)",
                       (int)(okv[i].klen < 60 ? okv[i].klen : 60), okv[i].key);
     size_t ncol_len = ncol ? (size_t)(nend - ncol) : 0;
     if (!rc && ocol && ((size_t)(orows - ocol) != ncol_len || memcmp(ocol, ncol, ncol_len) != 0))
-        rc = fail(err, errlen, "its columns differ from this run's (not this run's log?)");
+        rc = tg_errf(err, errlen, "its columns differ from this run's (not this run's log?)");
     long old_every = 1;   /* digits inside the value only: the buffer has no NUL */
     for (int i = 0; i < on; i++)
         if (key_is(&okv[i], "log_every")) {
@@ -169,7 +161,7 @@ int runlog_plan(const char *old, size_t n, const char *header, const char *const
             while (e < nl && *e >= '0' && *e <= '9' && st <= 999999999) st = st * 10 + (*e++ - '0');
             if (e == s || *e != '\t' || st <= last) {
                 int show = nl - s < 20 ? (int)(nl - s) : 20;
-                return fail(err, errlen, "line '%.*s...' is not a row after step %ld", show, s, last);
+                return tg_errf(err, errlen, "line '%.*s...' is not a row after step %ld", show, s, last);
             }
             if (st >= step) break;
             last = st;
@@ -179,7 +171,7 @@ int runlog_plan(const char *old, size_t n, const char *header, const char *const
         s = nl + 1;
     }
     if (step > 0 && (last < 0 || last + (old_every > 0 ? old_every : 1) < step))
-        return fail(err, errlen, "its rows end at step %ld but the checkpoint is at step %d: rows are missing "
+        return tg_errf(err, errlen, "its rows end at step %ld but the checkpoint is at step %d: rows are missing "
                     "(not this run's log?); refusing to append to it", last, step);
     for (const char *p = keep_end; p < end; p++) dropped += *p == '\n';
     if (end > keep_end && end[-1] != '\n') dropped++;   /* a partial last line */
@@ -195,7 +187,7 @@ int runlog_resume(runlog *L, const char *path, const char *header, const char *c
     L->fd = -1;
     FILE *f = fopen(path, "rb");
     if (!f) {
-        if (errno != ENOENT) return fail(err, errlen, "%s: cannot read (%s)", path, strerror(errno));
+        if (errno != ENOENT) return tg_errf(err, errlen, "%s: cannot read (%s)", path, strerror(errno));
         snprintf(info, infolen, "%s did not exist: started it at step %d, without the earlier rows", path, step);
         return runlog_open(L, path, header, err, errlen);
     }
@@ -208,7 +200,7 @@ int runlog_resume(runlog *L, const char *path, const char *header, const char *c
             if (!p) {
                 free(old);
                 fclose(f);
-                return fail(err, errlen, "%s: out of memory", path);
+                return tg_errf(err, errlen, "%s: out of memory", path);
             }
             old = p;
         }
@@ -220,7 +212,7 @@ int runlog_resume(runlog *L, const char *path, const char *header, const char *c
     fclose(f);
     if (read_err) {
         free(old);
-        return fail(err, errlen, "%s: read error", path);
+        return tg_errf(err, errlen, "%s: read error", path);
     }
     if (n == 0) {
         free(old);
