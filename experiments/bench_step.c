@@ -28,15 +28,21 @@ static const int sizes[][7] = {
     {256, 256, 256, 8, 32, 2, 16},
 };
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+static double clock_ms(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+static double now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
+
+static double median(double *x, int n) {
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
 /* Forward matrix-product FLOPs (attention counted over the full T×T, as
@@ -157,12 +163,14 @@ int main(int argc, char **argv) {
     }
     tg_ctx ctx;
     tg_ctx_init(&ctx, 0);
-    double *ms = malloc(sizeof(double) * (size_t)steps);
+    /* wall time, and the CPU time of all threads (on a busy machine it leaves
+     * out the time the process waited for a core) */
+    double *ms = malloc(sizeof(double) * (size_t)steps), *cpu = malloc(sizeof(double) * (size_t)steps);
     size_t allocs = 0;
     float loss = 0;
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup) malloc_count_start();
-        double t0 = now_ms();
+        double t0 = now_ms(), c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
         tg_ctx_reset(&ctx);
         tg_tensor *l = model_forward(&m, &ctx, tokens, targets, B, 0);
         tg_params_zero_grad(&m.P);
@@ -170,25 +178,28 @@ int main(int argc, char **argv) {
         tg_clip_grad_norm(&m.P, 1.0f);
         tg_adamw_step(&opt, &m.P, 1e-3f);
         loss = l->data[0];
-        if (s >= warmup) ms[s - warmup] = now_ms() - t0;
+        if (s >= warmup) {
+            ms[s - warmup] = now_ms() - t0;
+            cpu[s - warmup] = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        }
     }
     allocs = malloc_count_stop();
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak_mb = ru.ru_maxrss / 1024.0;   /* before the sgemm timing allocates its own buffers */
-    qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
-    double med = steps % 2 ? ms[steps / 2] : 0.5 * (ms[steps / 2 - 1] + ms[steps / 2]);
+    double med = median(ms, steps), cpu_med = median(cpu, steps);
     double gflop = 3 * forward_flops(&mc, B) / 1e9;
     printf("size=%s threads=%d attn=%s T=%d median_ms=%.3f min_ms=%.3f max_ms=%.3f gflops=%.1f peak_rss_mb=%.1f "
-           "allocs_per_step=%.2f",
+           "allocs_per_step=%.2f cpu_ms=%.3f",
            size_names[size], threads, attn_names[attn], T, med, ms[0], ms[steps - 1], gflop / (med / 1e3), peak_mb,
-           (double)allocs / steps);
+           (double)allocs / steps, cpu_med);
     if (sgemm) {
         double g = sgemm_ms(&mc, B, threads, 5);
         printf(" sgemm_ms=%.3f sgemm_gflops=%.1f sgemm_share=%.2f", g, gflop / (g / 1e3), g / med);
     }
     printf(" loss=%.4f\n", loss);
     free(ms);
+    free(cpu);
     free(tokens);
     free(targets);
     tg_ctx_free(&ctx);

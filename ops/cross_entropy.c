@@ -15,6 +15,7 @@ typedef struct {
     const int *targets;
     float *dlogits, *lse, g;
     double *loss_parts;
+    int first;   /* nothing wrote dlogits yet: write, not add */
 } ce_job;
 
 enum { ROWS = 64 };   /* rows a part */
@@ -27,10 +28,16 @@ TG_VEC_CLONES static void backward_part(void *arg, int part, int thread) {
     int64_t lo = (int64_t)part * ROWS, hi = lo + ROWS < r->rows ? lo + ROWS : r->rows;
     for (int64_t p = lo; p < hi; p++) {
         int t = r->targets[p];
-        if (t == -1) continue;
         const float *l = j->logits + p * V;
         float *dl = j->dlogits + p * V, L = r->lse[p];
-        for (int c = 0; c < V; c++) dl[c] += j->g * expf(l[c] - L);
+        if (t == -1) {
+            if (j->first) memset(dl, 0, (size_t)V * sizeof(float));
+            continue;
+        }
+        if (j->first)
+            for (int c = 0; c < V; c++) dl[c] = j->g * expf(l[c] - L);
+        else
+            for (int c = 0; c < V; c++) dl[c] += j->g * expf(l[c] - L);
         dl[t] -= j->g;
     }
 }
@@ -41,7 +48,7 @@ static void ce_backward(tg_ctx *ctx, const tg_node *n) {
     tg_tensor *logits = n->in[0];
     if (!logits->grad) return;
     ce_job j = { .r = r, .logits = logits->data, .dlogits = logits->grad,
-                 .g = (float)(n->out->grad[0] / r->count) };
+                 .g = (float)(n->out->grad[0] / r->count), .first = tg_grad_first(logits) };
     tg_parallel_for(tg_parts(r->rows, ROWS), r->rows * r->V, backward_part, &j);
 }
 
@@ -92,6 +99,7 @@ tg_tensor *tg_cross_entropy(tg_ctx *ctx, tg_tensor *logits, const int *targets) 
     out->data[0] = (float)(loss / count);
     tg_node *n = tg_record(ctx, "tg_cross_entropy", ce_backward, out, 1, (tg_tensor *[]){logits}, sizeof(ce_rec));
     if (n) {
+        n->own_grads = 1;
         ce_rec *r = n->saved;
         *r = (ce_rec){ .rows = rows, .V = V, .count = count, .lse = lse };
         r->targets = tg_arena_alloc(ctx, (size_t)rows * sizeof(int));

@@ -45,9 +45,16 @@ static inline float tanh_vec(float u) {
     return copysignf((1.0f - e) / (1.0f + e), u);
 }
 
+/* gelu'(v) of the tanh form */
+static inline float dgelu(float v) {
+    float t = tanh_vec(GELU_C * (v + GELU_K * v * v * v));
+    float du = GELU_C * (1.0f + 3.0f * GELU_K * v * v);
+    return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+}
+
 enum { CHUNK = 1 << 14 };   /* elements per parallel work item */
 
-typedef struct { const float *x, *g; float *y; int64_t n; } gelu_job;
+typedef struct { const float *x, *g; float *y; int64_t n; int first; } gelu_job;
 
 /* backward recomputes tanh from x rather than saving it: cheaper than numel
  * more floats of arena per gelu */
@@ -57,12 +64,12 @@ TG_VEC_CLONES static void backward_part(void *arg, int part, int thread) {
     int64_t lo = (int64_t)part * CHUNK, hi = lo + CHUNK < j->n ? lo + CHUNK : j->n;
     const float *x = j->x, *g = j->g;
     float *dx = j->y;
+    if (j->first) {   /* nothing wrote dx yet: write, not add */
 #pragma omp simd
-    for (int64_t i = lo; i < hi; i++) {
-        float v = x[i];
-        float t = tanh_vec(GELU_C * (v + GELU_K * v * v * v));
-        float du = GELU_C * (1.0f + 3.0f * GELU_K * v * v);
-        dx[i] += g[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+        for (int64_t i = lo; i < hi; i++) dx[i] = g[i] * dgelu(x[i]);
+    } else {
+#pragma omp simd
+        for (int64_t i = lo; i < hi; i++) dx[i] += g[i] * dgelu(x[i]);
     }
 }
 
@@ -85,14 +92,15 @@ static void gelu_backward(tg_ctx *ctx, const tg_node *n) {
     (void)ctx;
     tg_tensor *x = n->in[0];
     if (!x->grad) return;
-    gelu_job j = { x->data, n->out->grad, x->grad, x->numel };
+    gelu_job j = { x->data, n->out->grad, x->grad, x->numel, tg_grad_first(x) };
     tg_parallel_for(parts(x->numel), 16 * x->numel, backward_part, &j);
 }
 
 tg_tensor *tg_gelu(tg_ctx *ctx, tg_tensor *x) {
     tg_tensor *y = tg_new_like(ctx, x);
-    gelu_job j = { x->data, NULL, y->data, x->numel };
+    gelu_job j = { x->data, NULL, y->data, x->numel, 0 };
     tg_parallel_for(parts(x->numel), 16 * x->numel, forward_part, &j);
-    tg_record(ctx, "tg_gelu", gelu_backward, y, 1, (tg_tensor *[]){x}, 0);
+    tg_node *n = tg_record(ctx, "tg_gelu", gelu_backward, y, 1, (tg_tensor *[]){x}, 0);
+    if (n) n->own_grads = 1;
     return y;
 }
