@@ -48,6 +48,8 @@ typedef struct {
     size_t n;
 } adam_job;
 
+/* Vectorised only because this file is built with -fno-math-errno
+ * (optim/CMakeLists.txt): with errno, GCC keeps every sqrtf a call. */
 TG_VEC_CLONES static void adam_part(void *arg, int part, int thread) {
     (void)thread;
     const adam_job *j = arg;
