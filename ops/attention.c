@@ -1,6 +1,7 @@
 #include "attention.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "gemm.h"
 #include "parallel.h"
@@ -20,18 +21,22 @@ static float head_mult(const attn_rec *r, const tg_tensor *head_scale, int h) {
 /* In place: the first nv scores of a row become the softmax weights of the
  * logits s·score, the masked tail becomes 0 without being read. Returns the
  * row's largest logit. */
-static float softmax_row(float *row, int nv, int T, float s) {
-    for (int j = 0; j < nv; j++) row[j] *= s;
-    float mx = row[0];
-    for (int j = 1; j < nv; j++) mx = row[j] > mx ? row[j] : mx;
+static inline float softmax_row(float *row, int nv, int T, float s) {
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int j = 0; j < nv; j++) {
+        row[j] *= s;
+        mx = row[j] > mx ? row[j] : mx;
+    }
     double sum = 0;
     for (int j = 0; j < nv; j++) {
         row[j] = expf(row[j] - mx);   /* <= 1: no overflow however large the logits */
         sum += row[j];
     }
     float inv = (float)(1.0 / sum);
+#pragma omp simd
     for (int j = 0; j < nv; j++) row[j] *= inv;
-    for (int j = nv; j < T; j++) row[j] = 0.0f;
+    if (nv < T) memset(row + nv, 0, (size_t)(T - nv) * sizeof(float));
     return mx;
 }
 
@@ -39,8 +44,9 @@ static float softmax_row(float *row, int nv, int T, float s) {
 typedef struct { tg_gemm_plan dV, dP, G, dK; } bwd_plans;
 
 /* One (b, h) of the backward; returns its Σ Q ⊙ (dLogits K) for the head-scale grad. */
-static double backward_head(const attn_rec *r, const bwd_plans *pl, const tg_tensor *q, const tg_tensor *k,
-                            const tg_tensor *v, const tg_tensor *out, int b, int h, float s, int need_G, int dq_first,
+TG_VEC_CLONES static double backward_head(const attn_rec *r, const bwd_plans *pl, const tg_tensor *q, const tg_tensor *k,
+                            const tg_tensor *v, const tg_tensor *out, int b, int h, float s, int need_G, int want_hs,
+                            int dq_first,
                             float *dL, float *G) {
     const int T = r->T, H = r->H, d = r->d, dv = r->dv;
     const int ldq = H * d, ldv = H * dv;   /* row strides of a head's [T,d] / [T,dv] view */
@@ -62,9 +68,12 @@ static double backward_head(const attn_rec *r, const bwd_plans *pl, const tg_ten
         float *g = dL + (int64_t)i * T;
         int nv = r->causal ? i + 1 : T;
         double dot = 0;
+#pragma omp simd reduction(+ : dot)
         for (int j = 0; j < nv; j++) dot += (double)g[j] * p[j];
-        for (int j = 0; j < nv; j++) g[j] = p[j] * (g[j] - (float)dot);
-        for (int j = nv; j < T; j++) g[j] = 0.0f;
+        const float fdot = (float)dot;
+#pragma omp simd
+        for (int j = 0; j < nv; j++) g[j] = p[j] * (g[j] - fdot);
+        if (nv < T) memset(g + nv, 0, (size_t)(T - nv) * sizeof(float));
     }
     /* logits = s · Q Kᵀ  =>  dQ = s · dLogits K,  ds = Σ dLogits ⊙ Q Kᵀ = Σ Q ⊙ (dLogits K).
      * G = dLogits K serves both, so the head-scale grad never divides by s. */
@@ -73,15 +82,20 @@ static double backward_head(const attn_rec *r, const bwd_plans *pl, const tg_ten
         for (int i = 0; i < T; i++) {
             const float *gi = G + (int64_t)i * d, *qi = Q + (int64_t)i * ldq;
             float *dq = q->grad ? q->grad + oq + (int64_t)i * ldq : NULL;
-            if (dq && dq_first)
+            if (dq && dq_first) {
+#pragma omp simd
                 for (int c = 0; c < d; c++) dq[c] = s * gi[c];
-            else if (dq)
+            } else if (dq) {
+#pragma omp simd
                 for (int c = 0; c < d; c++) dq[c] += s * gi[c];
-            for (int c = 0; c < d; c++) dhs += (double)qi[c] * gi[c];
+            }
+            if (want_hs)
+                for (int c = 0; c < d; c++) dhs += (double)qi[c] * gi[c];
         }
     }
     /* logits = s · Q Kᵀ  =>  dK += (s · dLogits)ᵀ Q */
     if (k->grad) {
+#pragma omp simd
         for (int64_t i = 0; i < (int64_t)T * T; i++) dL[i] *= s;
         tg_gemm_run(&pl->dK, dL, Q, k->grad + oq);
     }
@@ -92,7 +106,7 @@ typedef struct {
     const attn_rec *r;
     const bwd_plans *pl;
     const tg_tensor *q, *k, *v, *hs, *out;
-    int need_G, dq_first;
+    int need_G, want_hs, dq_first;
     float *dL, *G;   /* per-thread scratch */
     double *dhs;     /* per (b, h) */
 } bwd_job;
@@ -101,7 +115,7 @@ static void backward_item(void *arg, int bh, int t) {
     const bwd_job *j = arg;
     const int T = j->r->T, H = j->r->H, d = j->r->d, h = bh % H;
     j->dhs[bh] = backward_head(j->r, j->pl, j->q, j->k, j->v, j->out, bh / H, h, head_mult(j->r, j->hs, h),
-                               j->need_G, j->dq_first, j->dL + (int64_t)t * T * T,
+                               j->need_G, j->want_hs, j->dq_first, j->dL + (int64_t)t * T * T,
                                j->G ? j->G + (int64_t)t * T * d : NULL);
 }
 
@@ -126,7 +140,7 @@ static void attention_backward(tg_ctx *ctx, const tg_node *n) {
     if (k->grad) tg_gemm_plan_init(&pl.dK, 1, 0, T, d, T, 1.0f, T, ldq, tg_grad_first(k) ? 0.0f : 1.0f, ldq);
     int dq_first = q->grad && tg_grad_first(q);
     if (hs && hs->grad) tg_grad_acc(hs);
-    bwd_job job = { r, &pl, q, k, v, hs, out, need_G, dq_first, dL, G, dhs };
+    bwd_job job = { r, &pl, q, k, v, hs, out, need_G, hs && hs->grad, dq_first, dL, G, dhs };
     int blas = tg_blas_serial_begin();
     /* each (b, h) owns its slices of dQ, dK, dV: no two threads write one float */
     tg_parallel_for(B * H, (int64_t)B * H * T * T * (2 * d + 2 * dv), backward_item, &job);
@@ -150,7 +164,7 @@ typedef struct {
     int64_t *sat;
 } fwd_job;
 
-static void forward_item(void *arg, int bh, int thread) {
+TG_VEC_CLONES static void forward_item(void *arg, int bh, int thread) {
     (void)thread;
     const fwd_job *j = arg;
     const attn_rec *r = j->r;
