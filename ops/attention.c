@@ -5,6 +5,7 @@
 
 #include "gemm.h"
 #include "parallel.h"
+#include "vmath.h"
 
 typedef struct {
     int B, T, H, d, dv;
@@ -29,8 +30,9 @@ static inline float softmax_row(float *row, int nv, int T, float s) {
         mx = row[j] > mx ? row[j] : mx;
     }
     double sum = 0;
+#pragma omp simd reduction(+ : sum)
     for (int j = 0; j < nv; j++) {
-        row[j] = expf(row[j] - mx);   /* <= 1: no overflow however large the logits */
+        row[j] = tg_exp_neg(row[j] - mx);   /* <= 1: no overflow however large the logits */
         sum += row[j];
     }
     float inv = (float)(1.0 / sum);

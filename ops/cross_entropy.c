@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "parallel.h"
+#include "vmath.h"
 
 /* lse[p] = log Σ exp(logits[p, :]) lets backward rebuild softmax as exp(l − lse)
  * from one float a row instead of saving all the probabilities. */
@@ -34,10 +35,14 @@ TG_VEC_CLONES static void backward_part(void *arg, int part, int thread) {
             if (j->first) memset(dl, 0, (size_t)V * sizeof(float));
             continue;
         }
-        if (j->first)
-            for (int c = 0; c < V; c++) dl[c] = j->g * expf(l[c] - L);
-        else
-            for (int c = 0; c < V; c++) dl[c] += j->g * expf(l[c] - L);
+        const float g = j->g;
+        if (j->first) {
+#pragma omp simd
+            for (int c = 0; c < V; c++) dl[c] = g * tg_exp_neg(l[c] - L);
+        } else {
+#pragma omp simd
+            for (int c = 0; c < V; c++) dl[c] += g * tg_exp_neg(l[c] - L);
+        }
         dl[t] -= j->g;
     }
 }
@@ -52,7 +57,7 @@ static void ce_backward(tg_ctx *ctx, const tg_node *n) {
     tg_parallel_for(tg_parts(r->rows, ROWS), r->rows * r->V, backward_part, &j);
 }
 
-static void forward_part(void *arg, int part, int thread) {
+TG_VEC_CLONES static void forward_part(void *arg, int part, int thread) {
     (void)thread;
     const ce_job *j = arg;
     int V = j->r->V;
@@ -61,10 +66,12 @@ static void forward_part(void *arg, int part, int thread) {
     for (int64_t p = lo; p < hi; p++) {
         if (j->targets[p] == -1) continue;
         const float *l = j->logits + p * V;
-        float mx = l[0];
-        for (int c = 1; c < V; c++) mx = l[c] > mx ? l[c] : mx;
-        double s = 0;
-        for (int c = 0; c < V; c++) s += exp((double)l[c] - mx);
+        float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+        for (int c = 0; c < V; c++) mx = l[c] > mx ? l[c] : mx;
+        double s = 0;   /* terms in (0, 1]: a double sum of them loses nothing */
+#pragma omp simd reduction(+ : s)
+        for (int c = 0; c < V; c++) s += tg_exp_neg(l[c] - mx);
         double lp = mx + log(s);
         j->lse[p] = (float)lp;
         loss += lp - l[j->targets[p]];

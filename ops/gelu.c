@@ -4,31 +4,10 @@
 #include <string.h>
 
 #include "parallel.h"
+#include "vmath.h"
 
 #define GELU_C 0.7978845608028654f   /* √(2/π) */
 #define GELU_K 0.044715f
-
-/* e^x for x in [-87, 0], within about 2 ulp, in plain arithmetic the compiler
- * vectorises (glibc's tanhf calls do not, and they were a quarter of a
- * training step). x = n ln2 + r, |r| <= ln2/2; e^r by its Taylor series to r⁷
- * (truncation < 1e-8 relative); 2^n built in the exponent bits. */
-static inline float exp_neg(float x) {
-    const float shift = 12582912.0f;   /* 1.5·2²³: adding it rounds to an integer */
-    float n = (x * 1.44269504f + shift) - shift;
-    float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;   /* ln2 in two parts: n·hi exact */
-    float p = 1.0f / 5040;
-    p = p * r + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
 
 /* tanh u = sign(u) (1 − e)/(1 + e), e = e^{−2|u|}; |u| is capped at 20, where
  * tanh is 1 in float, so e never underflows. Absolute error ~1e-7, which is
@@ -41,7 +20,7 @@ static inline float tanh_vec(float u) {
     memcpy(&ab, &a, sizeof ab);
     ab = ab < 0x41a00000 ? ab : 0x41a00000;   /* 20.0f */
     memcpy(&a, &ab, sizeof a);
-    float e = exp_neg(-2.0f * a);
+    float e = tg_exp_neg(-2.0f * a);
     return copysignf((1.0f - e) / (1.0f + e), u);
 }
 
