@@ -22,7 +22,7 @@ static float head_mult(const attn_rec *r, const tg_tensor *head_scale, int h) {
 /* In place: the first nv scores of a row become the softmax weights of the
  * logits s·score, the masked tail becomes 0 without being read. Returns the
  * row's largest logit. */
-static inline float softmax_row(float *row, int nv, int T, float s) {
+__attribute__((always_inline)) static inline float softmax_row(float *row, int nv, int T, float s) {
     float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
     for (int j = 0; j < nv; j++) {
