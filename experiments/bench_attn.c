@@ -1,6 +1,9 @@
 /* bench_attn: one attention op alone, forward + backward, at a long sequence:
- * milliseconds and the process's peak resident memory.
+ * milliseconds, the process's peak resident memory, and the op's rate against
+ * one 2048³ sgemm on as many threads.
  *   bench_attn --attn fused --seq-len 4096      (B = 1, H = 4, d_head = 64)
+ * The rate counts the T×T×d products the op performs (fused: 7, QKᵀ again in
+ * backward; composed: 6), 2·T²·d FLOPs each, half of it when causal.
  * Run one process per configuration: peak RSS is the process's. */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
@@ -11,18 +14,13 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "benchutil.h"
 #include "cli.h"
 #include "model.h"
 #include "tg_ops.h"
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
-
 int main(int argc, char **argv) {
-    int attn = ATTN_FUSED, T = 4096, B = 1, H = 4, dh = 64, threads = 1, reps = 2, causal = 1;
+    int attn = ATTN_FUSED, T = 4096, B = 1, H = 4, dh = 64, threads = 1, reps = 2, causal = 1, sgemm = 1;
     const cli_opt opts[] = {
         {"attn", CLI_CHOICE, &attn, 0, 0, attn_names, "attention op"},
         {"seq-len", CLI_INT, &T, 1, 1 << 20, NULL, "T"},
@@ -32,6 +30,7 @@ int main(int argc, char **argv) {
         {"causal", CLI_INT, &causal, 0, 1, NULL, "causal mask"},
         {"threads", CLI_INT, &threads, 1, 256, NULL, "OpenMP threads"},
         {"reps", CLI_INT, &reps, 1, 1000, NULL, "forward+backward repetitions (the best is reported)"},
+        {"sgemm", CLI_INT, &sgemm, 0, 1, NULL, "1: also the rate of a 2048³ sgemm on --threads threads"},
     };
     const int nopt = (int)(sizeof opts / sizeof opts[0]);
     char err[256];
@@ -60,20 +59,26 @@ int main(int argc, char **argv) {
     tg_ctx_init(&ctx, 1 << 20);   /* small blocks: the arena holds about what the op asks for */
     double best = 1e300;
     for (int i = 0; i < reps; i++) {
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         tg_ctx_reset(&ctx);
         tg_params_zero_grad(&P);
         tg_tensor *out = (attn == ATTN_FUSED ? tg_flash_attention : tg_attention)(&ctx, q, k, v, NULL,
                                                                                    1.0f / sqrtf((float)dh), causal, NULL);
         tg_backward_seed(&ctx, out, dout);
-        double t = now_ms() - t0;
+        double t = bench_now_ms() - t0;
         best = t < best ? t : best;
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("attn=%s B=%d T=%d H=%d d_head=%d causal=%d threads=%d ms=%.1f peak_rss_mb=%.1f arena_mb=%.1f\n",
-           attn_names[attn], B, T, H, dh, causal, threads, best, ru.ru_maxrss / 1024.0,
+    double gflop = (attn == ATTN_FUSED ? 7 : 6) * (causal ? 1.0 : 2.0) * T * (double)T * dh * B * H / 1e9;
+    printf("attn=%s B=%d T=%d H=%d d_head=%d causal=%d threads=%d ms=%.1f gflops=%.1f peak_rss_mb=%.1f arena_mb=%.1f",
+           attn_names[attn], B, T, H, dh, causal, threads, best, gflop / (best / 1e3), ru.ru_maxrss / 1024.0,
            (double)ctx.arena_peak / (1 << 20));
+    if (sgemm) {
+        double peak = bench_sgemm_gflops(2048, threads, 3);
+        printf(" sgemm_gflops=%.1f of_sgemm=%.0f%%", peak, 100 * gflop / (best / 1e3) / peak);
+    }
+    printf("\n");
     free(dout);
     tg_ctx_free(&ctx);
     tg_params_free(&P);

@@ -1,6 +1,7 @@
 /* bench_step: milliseconds per full training step (forward, backward, clip,
- * AdamW) of the toy transformer at a named size, and what the same step's
- * matrix products alone take in OpenBLAS.
+ * AdamW) of the toy transformer at a named size, what the same step's matrix
+ * products alone take in OpenBLAS, and the rate of one 2048³ sgemm on as many
+ * threads (the machine's practical peak: of_peak is the step's share of it).
  *   bench_step --size seed --threads 2 --attn fused
  * prints one line of key=value pairs (README.md: "Speed"). Tokens and targets
  * are uniform random: speed does not depend on the task. */
@@ -14,6 +15,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "benchutil.h"
 #include "cli.h"
 #include "malloc_count.h"
 #include "model.h"
@@ -27,23 +29,6 @@ static const int sizes[][7] = {
     {64, 64, 128, 4, 128, 1, 32},
     {256, 256, 256, 8, 32, 2, 16},
 };
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double clock_ms(clockid_t id) {
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
-static double now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
-
-static double median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
 
 /* Forward matrix-product FLOPs (attention counted over the full T×T, as
  * PyTorch's reference does); a training step is taken as 3× this. */
@@ -91,7 +76,7 @@ static double sgemm_ms(const model_cfg *c, int B, int threads, int reps) {
     tg_fill_uniform(&(tg_rng){2, 3}, Bm, (int64_t)big, -1, 1);
     double best = INFINITY;
     for (int r = 0; r < reps; r++) {
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         openblas_set_num_threads(threads);
         for (int l = 0; l < c->layers; l++) {
             /* attention, per (b, h): S = Q Kᵀ, O = P V; backward dV = Pᵀ dO, dP = dO Vᵀ,
@@ -113,7 +98,7 @@ static double sgemm_ms(const model_cfg *c, int B, int threads, int reps) {
             openblas_set_num_threads(threads);
         }
         for (int i = 0; i < n; i++) run_gemm(&shapes[i], A, Bm, C);
-        double t = now_ms() - t0;
+        double t = bench_now_ms() - t0;
         best = t < best ? t : best;
     }
     openblas_set_num_threads(1);
@@ -170,7 +155,7 @@ int main(int argc, char **argv) {
     float loss = 0;
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup) malloc_count_start();
-        double t0 = now_ms(), c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
+        double t0 = bench_now_ms(), c0 = bench_clock_ms(CLOCK_PROCESS_CPUTIME_ID);
         tg_ctx_reset(&ctx);
         tg_tensor *l = model_forward(&m, &ctx, tokens, targets, B, 0);
         tg_params_zero_grad(&m.P);
@@ -179,23 +164,24 @@ int main(int argc, char **argv) {
         tg_adamw_step(&opt, &m.P, 1e-3f);
         loss = l->data[0];
         if (s >= warmup) {
-            ms[s - warmup] = now_ms() - t0;
-            cpu[s - warmup] = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
+            ms[s - warmup] = bench_now_ms() - t0;
+            cpu[s - warmup] = bench_clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
         }
     }
     allocs = malloc_count_stop();
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak_mb = ru.ru_maxrss / 1024.0;   /* before the sgemm timing allocates its own buffers */
-    double med = median(ms, steps), cpu_med = median(cpu, steps);
+    double med = bench_median(ms, steps), cpu_med = bench_median(cpu, steps);
     double gflop = 3 * forward_flops(&mc, B) / 1e9;
     printf("size=%s threads=%d attn=%s T=%d median_ms=%.3f min_ms=%.3f max_ms=%.3f gflops=%.1f peak_rss_mb=%.1f "
            "allocs_per_step=%.2f cpu_ms=%.3f",
            size_names[size], threads, attn_names[attn], T, med, ms[0], ms[steps - 1], gflop / (med / 1e3), peak_mb,
            (double)allocs / steps, cpu_med);
     if (sgemm) {
-        double g = sgemm_ms(&mc, B, threads, 5);
-        printf(" sgemm_ms=%.3f sgemm_gflops=%.1f sgemm_share=%.2f", g, gflop / (g / 1e3), g / med);
+        double g = sgemm_ms(&mc, B, threads, 5), peak = bench_sgemm_gflops(2048, threads, 3);
+        printf(" sgemm_ms=%.3f sgemm_gflops=%.1f sgemm_share=%.2f peak_gflops=%.1f of_peak=%.2f", g,
+               gflop / (g / 1e3), g / med, peak, gflop / (med / 1e3) / peak);
     }
     printf(" loss=%.4f\n", loss);
     free(ms);
