@@ -25,10 +25,11 @@
  * whose forward is itself noisier (say so where you do), never until it passes.
  *
  * Reading its report (stderr). For the first 5 failing elements:
- *     rope: d/d x[17]: analytic 0.5123, numeric 0.4987 (|diff| 0.0136 > 0.000599)
- * `x[17]` is the flat element 17 of the parameter named "x" (row-major). Then,
+ *     rope: d/d x[18]: analytic 0.90056, numeric -0.53144 (|diff| 1.43 > 0.000843)
+ * `x[18]` is the flat element 18 of the parameter named "x" (row-major). Then,
  * when anything failed or when verbose:
- *     rope: 240 elements, 3 outside tolerance, worst error/limit 22.7
+ *     rope: 180 elements, 144 outside tolerance, worst error/limit 4449.498
+ * (examples/custom_op with its backward rotating the wrong way.)
  * worst error/limit is the largest |analytic − numeric| / limit over P: under 1
  * passes; a wrong backward is usually far above 1 (inf for a NaN). A few
  * failures at isolated elements usually mean a kink in the forward (relu, max,
