@@ -63,6 +63,7 @@ foreach(lib IN LISTS OpenMP_C_LIB_NAMES ITEMS m)
   string(APPEND TG_PC_LIBS_PRIVATE " -l${lib}")
 endforeach()
 string(STRIP "${TG_PC_LIBS_PRIVATE}" TG_PC_LIBS_PRIVATE)
-file(RELATIVE_PATH TG_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
+file(RELATIVE_PATH TG_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)   # ../..
+string(REGEX REPLACE "/$" "" TG_PC_TO_PREFIX "${TG_PC_TO_PREFIX}")
 configure_file(cmake/tapegrad.pc.in tapegrad.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/tapegrad.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
