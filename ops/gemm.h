@@ -22,6 +22,10 @@
 #define TG_GEMM_H
 #include <stdint.h>
 
+/* Internal to the library: not exported from libtapegrad.so (its API is the
+ * public headers), though named tg_ like the rest of tapegrad. */
+#define TG_GEMM_API __attribute__((visibility("hidden")))
+
 #define TG_GEMM_TILE 64          /* rows and columns of C a libxsmm kernel call makes */
 #define TG_GEMM_KCHUNK 256       /* K a libxsmm kernel call sums at most */
 #define TG_GEMM_XSMM_MAX_N 512   /* wider products: OpenBLAS (measured faster) */
@@ -40,33 +44,33 @@ typedef struct tg_gemm_plan {
 } tg_gemm_plan;
 
 /* Picks the library and dispatches its kernels for one product shape. */
-void tg_gemm_plan_init(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
+TG_GEMM_API void tg_gemm_plan_init(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
                        float beta, int ldc);
 
 /* Makes p run on libxsmm whatever its width, if libxsmm can do it at all;
  * returns p->xsmm (benchmarks: setting p->xsmm = 0 makes it OpenBLAS). */
-int tg_gemm_plan_xsmm(tg_gemm_plan *p);
+TG_GEMM_API int tg_gemm_plan_xsmm(tg_gemm_plan *p);
 
 /* The whole product on the calling thread. */
-void tg_gemm_run(const tg_gemm_plan *p, const float *A, const float *B, float *C);
+TG_GEMM_API void tg_gemm_run(const tg_gemm_plan *p, const float *A, const float *B, float *C);
 
 /* Plan and run on the calling thread (a libxsmm look-up, ~20 ns, per call). */
-void tg_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+TG_GEMM_API void tg_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
              float beta, float *C, int ldc);
 
 /* The product split over tapegrad's threads (ops/parallel.h) in blocks of C
  * when it is worth it; call it outside any parallel region. */
-void tg_gemm_run_threads(const tg_gemm_plan *p, const float *A, const float *B, float *C);
+TG_GEMM_API void tg_gemm_run_threads(const tg_gemm_plan *p, const float *A, const float *B, float *C);
 
 /* Plan and run split over tapegrad's threads (ops/parallel.h) in blocks of C
  * when the product is worth it; call it outside any parallel region. */
-void tg_gemm_threads(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+TG_GEMM_API void tg_gemm_threads(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                      int ldb, float beta, float *C, int ldc);
 
 /* "libxsmm" or "openblas": which library the plan runs on (benchmarks). */
-const char *tg_gemm_backend(const tg_gemm_plan *p);
+TG_GEMM_API const char *tg_gemm_backend(const tg_gemm_plan *p);
 
 /* The instruction set libxsmm compiles for ("cpx", "skx", "hsw", ...). */
-const char *tg_gemm_target(void);
+TG_GEMM_API const char *tg_gemm_target(void);
 
 #endif
