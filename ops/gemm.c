@@ -100,10 +100,13 @@ void tg_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, i
     tg_gemm_run(&p, A, B, C);
 }
 
-/* Split over threads. libxsmm: one item a tile. OpenBLAS: blocks of C's rows
- * or columns (whichever is longer), a multiple of 16 long (whole micro-kernel
- * tiles), each a single-threaded call: OpenBLAS's own threaded sgemm mallocs
- * a job array on every call, and a step must not allocate. */
+/* Split over threads. libxsmm: one item a tile. OpenBLAS: blocks of
+ * TG_GEMM_BLAS_BLOCK of C's rows or columns (whichever is longer), each a
+ * single-threaded call: OpenBLAS's own threaded sgemm mallocs a job array on
+ * every call, and a step must not allocate. The blocks do not depend on the
+ * thread count: OpenBLAS's result for an element can depend on the shape of
+ * the call (measured: its Haswell kernels, 512×64×256 with B transposed, as
+ * one call or as two of 256 rows), so the split must not. */
 typedef struct {
     const tg_gemm_plan *p;
     const float *A, *B;
@@ -137,8 +140,8 @@ void tg_gemm_run_threads(const tg_gemm_plan *p, const float *A, const float *B, 
         tg_parallel_for(p->mt * p->nt, work, tile_item, &g);
         return;
     }
-    int nt = tg_threads(), len = g.by_rows ? p->M : p->N;
-    g.chunk = ((len + nt - 1) / nt + 15) / 16 * 16;
+    int len = g.by_rows ? p->M : p->N;
+    g.chunk = TG_GEMM_BLAS_BLOCK;
     int blas_threads = tg_blas_serial_begin();
     tg_parallel_for((len + g.chunk - 1) / g.chunk, work, blas_item, &g);
     tg_blas_serial_end(blas_threads);

@@ -17,7 +17,8 @@
  * shapes every time, so only the first step compiles or allocates.
  *
  * Each element of C is computed by one kernel sequence over the whole K
- * whatever the thread count, so results do not depend on it. */
+ * whatever the thread count (tiles and blocks follow from the shape alone),
+ * so results do not depend on it. */
 #ifndef TG_GEMM_H
 #define TG_GEMM_H
 #include <stdint.h>
@@ -29,6 +30,7 @@
 #define TG_GEMM_TILE 64          /* rows and columns of C a libxsmm kernel call makes */
 #define TG_GEMM_KCHUNK 256       /* K a libxsmm kernel call sums at most */
 #define TG_GEMM_XSMM_MAX_N 512   /* wider products: OpenBLAS (measured faster) */
+#define TG_GEMM_BLAS_BLOCK 128   /* rows or columns of C an OpenBLAS call makes in tg_gemm_run_threads */
 
 /* A libxsmm kernel: c (+)= a·b in column-major terms (libxsmm_smmfunction). */
 typedef void (*tg_gemm_kernel)(const float *a, const float *b, float *c, ...);
