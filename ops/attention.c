@@ -42,14 +42,20 @@ __attribute__((always_inline)) static inline float softmax_row(float *row, int n
     return mx;
 }
 
+/* Q Kᵀ and dO Vᵀ: libxsmm has no kernel for a transposed B, OpenBLAS has,
+ * but for short rows it is slow. Measured (bench_attn --attn composed, one
+ * thread): a head's K transposed first and the product on libxsmm is 4-15%
+ * faster from T = 4·d on (T 128-512, d 32-64), 3-20% slower below (T 32,
+ * d 16; T 64-256, d 128). */
+static int transpose_first(int T, int d) { return T >= 4 * d; }
+
 /* The backward's products, planned once a call (ops/gemm.h). */
 typedef struct { tg_gemm_plan dV, dP, G, dK; } bwd_plans;
 
 /* One (b, h) of the backward; returns its Σ Q ⊙ (dLogits K) for the head-scale grad. */
 TG_VEC_CLONES static double backward_head(const attn_rec *r, const bwd_plans *pl, const tg_tensor *q, const tg_tensor *k,
                             const tg_tensor *v, const tg_tensor *out, int b, int h, float s, int need_G, int want_hs,
-                            int dq_first,
-                            float *dL, float *G) {
+                            int dq_first, float *dL, float *G, float *Vt) {
     const int T = r->T, H = r->H, d = r->d, dv = r->dv;
     const int ldq = H * d, ldv = H * dv;   /* row strides of a head's [T,d] / [T,dv] view */
     /* Q, K are (T,d), V, dO are (T,dv), all with row stride H·d or H·dv; P is (T,T) */
@@ -62,8 +68,13 @@ TG_VEC_CLONES static double backward_head(const attn_rec *r, const bwd_plans *pl
     if (v->grad) tg_gemm_run(&pl->dV, P, dO, v->grad + ov);
     if (!need_G && !k->grad) return 0;
 
-    /* O = P V  =>  dP = dO Vᵀ */
-    tg_gemm_run(&pl->dP, dO, V, dL);
+    /* O = P V  =>  dP = dO Vᵀ (see transpose_first) */
+    if (pl->dP.tb) {
+        tg_gemm_run(&pl->dP, dO, V, dL);
+    } else {
+        tg_transpose(V, ldv, T, dv, Vt);
+        tg_gemm_run(&pl->dP, dO, Vt, dL);
+    }
     /* P = softmax(logits)  =>  dLogits = P ⊙ (dP − <dP, P>) per row, 0 where masked */
     for (int i = 0; i < T; i++) {
         const float *p = P + (int64_t)i * T;
@@ -109,7 +120,7 @@ typedef struct {
     const bwd_plans *pl;
     const tg_tensor *q, *k, *v, *hs, *out;
     int need_G, want_hs, dq_first;
-    float *dL, *G;   /* per-thread scratch */
+    float *dL, *G, *Vt;   /* per-thread scratch */
     double *dhs;     /* per (b, h) */
 } bwd_job;
 
@@ -118,7 +129,7 @@ static void backward_item(void *arg, int bh, int t) {
     const int T = j->r->T, H = j->r->H, d = j->r->d, h = bh % H;
     j->dhs[bh] = backward_head(j->r, j->pl, j->q, j->k, j->v, j->out, bh / H, h, head_mult(j->r, j->hs, h),
                                j->need_G, j->want_hs, j->dq_first, j->dL + (int64_t)t * T * T,
-                               j->G ? j->G + (int64_t)t * T * d : NULL);
+                               j->G ? j->G + (int64_t)t * T * d : NULL, j->Vt + (int64_t)t * j->r->dv * T);
 }
 
 static void attention_backward(tg_ctx *ctx, const tg_node *n) {
@@ -137,12 +148,16 @@ static void attention_backward(tg_ctx *ctx, const tg_node *n) {
     const int ldq = H * d, ldv = H * dv;
     bwd_plans pl;
     if (v->grad) tg_gemm_plan_init(&pl.dV, 1, 0, T, dv, T, 1.0f, T, ldv, tg_grad_first(v) ? 0.0f : 1.0f, ldv);
-    tg_gemm_plan_init(&pl.dP, 0, 1, T, T, dv, 1.0f, ldv, ldv, 0.0f, T);
+    if (transpose_first(T, dv))
+        tg_gemm_plan_init(&pl.dP, 0, 0, T, T, dv, 1.0f, ldv, T, 0.0f, T);
+    else
+        tg_gemm_plan_init(&pl.dP, 0, 1, T, T, dv, 1.0f, ldv, ldv, 0.0f, T);
     tg_gemm_plan_init(&pl.G, 0, 0, T, d, T, 1.0f, T, ldq, 0.0f, d);
     if (k->grad) tg_gemm_plan_init(&pl.dK, 1, 0, T, d, T, 1.0f, T, ldq, tg_grad_first(k) ? 0.0f : 1.0f, ldq);
     int dq_first = q->grad && tg_grad_first(q);
     if (hs && hs->grad) tg_grad_acc(hs);
-    bwd_job job = { r, &pl, q, k, v, hs, out, need_G, hs && hs->grad, dq_first, dL, G, dhs };
+    float *Vt = tg_arena_alloc(ctx, (size_t)nt * dv * T * sizeof(float));
+    bwd_job job = { r, &pl, q, k, v, hs, out, need_G, hs && hs->grad, dq_first, dL, G, Vt, dhs };
     int blas = tg_blas_serial_begin();
     /* each (b, h) owns its slices of dQ, dK, dV: no two threads write one float */
     tg_parallel_for(B * H, (int64_t)B * H * T * T * (2 * d + 2 * dv), backward_item, &job);
@@ -164,10 +179,10 @@ typedef struct {
     double *ent;   /* per (b, h) stats */
     float *mxl;
     int64_t *sat;
+    float *Kt;     /* per-thread scratch: a head's Kᵀ */
 } fwd_job;
 
 TG_VEC_CLONES static void forward_item(void *arg, int bh, int thread) {
-    (void)thread;
     const fwd_job *j = arg;
     const attn_rec *r = j->r;
     const int T = r->T, H = r->H, d = r->d, dv = r->dv, ldq = H * d, ldv = H * dv, b = bh / H, h = bh % H;
@@ -181,7 +196,13 @@ TG_VEC_CLONES static void forward_item(void *arg, int bh, int thread) {
     float *P = r->P + ((int64_t)b * H + h) * T * T, *O = j->out->data + ov;
 
     /* scores Q Kᵀ, logits s·Q Kᵀ (the masked upper triangle is computed but never read) */
-    tg_gemm_run(j->S, Q, K, P);
+    if (j->S->tb) {
+        tg_gemm_run(j->S, Q, K, P);
+    } else {   /* see transpose_first */
+        float *Kt = j->Kt + (int64_t)thread * d * T;
+        tg_transpose(K, ldq, T, d, Kt);
+        tg_gemm_run(j->S, Q, Kt, P);
+    }
     for (int i = 0; i < T; i++) {
         float *p = P + (int64_t)i * T;
         int nv = r->causal ? i + 1 : T;
@@ -236,9 +257,13 @@ tg_tensor *tg_attention(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, t
     float *mxl = tg_arena_alloc(ctx, (size_t)B * H * sizeof(float));
     int64_t *sat = tg_arena_alloc(ctx, (size_t)B * H * sizeof(int64_t));
     tg_gemm_plan pS, pO;
-    tg_gemm_plan_init(&pS, 0, 1, T, T, d, 1.0f, H * d, H * d, 0.0f, T);
+    if (transpose_first(T, d))
+        tg_gemm_plan_init(&pS, 0, 0, T, T, d, 1.0f, H * d, T, 0.0f, T);
+    else
+        tg_gemm_plan_init(&pS, 0, 1, T, T, d, 1.0f, H * d, H * d, 0.0f, T);
     tg_gemm_plan_init(&pO, 0, 0, T, dv, T, 1.0f, T, H * dv, 0.0f, H * dv);
-    fwd_job job = { &r, &pS, &pO, q, k, v, head_scale, out, stats != NULL, ent, mxl, sat };
+    float *Kt = tg_arena_alloc(ctx, (size_t)tg_threads() * d * T * sizeof(float));   /* per thread */
+    fwd_job job = { &r, &pS, &pO, q, k, v, head_scale, out, stats != NULL, ent, mxl, sat, Kt };
     int blas = tg_blas_serial_begin();
     tg_parallel_for(B * H, (int64_t)B * H * T * T * (d + dv), forward_item, &job);
     tg_blas_serial_end(blas);

@@ -154,6 +154,16 @@ void tg_gemm_threads(int ta, int tb, int M, int N, int K, float alpha, const flo
     tg_gemm_run_threads(&p, A, B, C);
 }
 
+void tg_transpose(const float *X, int ld, int rows, int cols, float *Y) {
+    enum { BLK = 16 };   /* 16×16 blocks: both sides stay in cache lines */
+    for (int r0 = 0; r0 < rows; r0 += BLK)
+        for (int c0 = 0; c0 < cols; c0 += BLK) {
+            int r1 = min_int(r0 + BLK, rows), c1 = min_int(c0 + BLK, cols);
+            for (int c = c0; c < c1; c++)
+                for (int r = r0; r < r1; r++) Y[(int64_t)c * rows + r] = X[(int64_t)r * ld + c];
+        }
+}
+
 const char *tg_gemm_backend(const tg_gemm_plan *p) { return p->xsmm ? "libxsmm" : "openblas"; }
 
 const char *tg_gemm_target(void) { return libxsmm_get_target_arch(); }

@@ -69,6 +69,10 @@ TG_GEMM_API void tg_gemm_run_threads(const tg_gemm_plan *p, const float *A, cons
 TG_GEMM_API void tg_gemm_threads(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                      int ldb, float beta, float *C, int ldc);
 
+/* Y[cols, rows] = X[rows, cols]ᵀ, X's row stride ld: for products whose B
+ * would be transposed (libxsmm 1.17 has no kernel for that), done once. */
+TG_GEMM_API void tg_transpose(const float *X, int ld, int rows, int cols, float *Y);
+
 /* "libxsmm" or "openblas": which library the plan runs on (benchmarks). */
 TG_GEMM_API const char *tg_gemm_backend(const tg_gemm_plan *p);
 
