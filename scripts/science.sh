@@ -52,7 +52,9 @@ for f in $forms; do case $f in log|linear) ;; *) echo "scripts/science.sh: --for
 for i in $inits; do case $i in none|sqrt) ;; *) echo "scripts/science.sh: --inits: '$i' is not none or sqrt" >&2; exit 2 ;; esac; done
 bin="$top/build/experiments/attn_scale"
 [ -x "$bin" ] || { echo "scripts/science.sh: $bin is missing: run scripts/test.sh first" >&2; exit 2; }
-command -v gnuplot >/dev/null || { echo "scripts/science.sh: gnuplot is not installed (apt-get install gnuplot-nox)" >&2; exit 2; }
+. "$top/scripts/setup.sh"
+tg_need "${TG_PLOT_PACKAGES[@]}"
+[ "$grid" = torch ] && tg_need "${TG_TORCH_PACKAGES[@]}"
 dir="$out/science-$grid"
 figs=${figures:-$dir}
 mkdir -p "$dir" "$figs"
@@ -233,10 +235,10 @@ EOF
 
 # ---- the learned scale ----------------------------------------------------------------
 learned_grid() {
-    local dh f i s lrflag=""
-    [ "$scale_lr" != 0 ] && lrflag="--scale-lr $scale_lr"
+    local dh f i s lrflag="" tag=""
+    [ "$scale_lr" != 0 ] && { lrflag="--scale-lr $scale_lr"; tag="_slr$scale_lr"; }
     for dh in $dheads; do for f in $forms; do for i in $inits; do for s in $seeds; do
-        add "learned_${f}_from${i}_dh${dh}_s$s" attn_scale \
+        add "learned_${f}_from${i}${tag}_dh${dh}_s$s" attn_scale \
             "$common --d-head $dh --scale learned --learned-param $f --learned-init $i $lrflag --seed $s"
     done; done; done; done
 }
@@ -270,12 +272,13 @@ learned_tables() {
 }
 
 learned_figures() {
-    local dh
+    local dh tag=""
+    [ "$scale_lr" != 0 ] && tag="-slr$scale_lr"
     for dh in $dheads; do
         local files=() f
         for f in $(logs_of); do case $f in *_dh${dh}_s*) files+=("$f") ;; esac; done
         # the logs as one argument: gnuplot -c takes at most 9
-        gnuplot -c /dev/stdin "$figs/learned-dh$dh.png" "$dh" "$band" "$out/science-map/map-band.tsv" "${files[*]}" <<'EOF'
+        gnuplot -c /dev/stdin "$figs/learned-dh$dh$tag.png" "$dh" "$band" "$out/science-map/map-band.tsv" "${files[*]}" <<'EOF'
 out = ARG1; dh = ARG2 + 0; r = sqrt(dh)
 set terminal pngcairo size 1300,520 font ",10" noenhanced
 set output out
@@ -289,10 +292,11 @@ if (strlen(ARG3) > 0) {
     b = system(sprintf("awk -F'\\t' '$1 == \"adam\" && $2 == %d && $3 != \"none\" && $3 != \"n/a\" { print $3, $4 }' '%s' 2>/dev/null", dh, ARG4))
     if (strlen(b) > 0) { lo = real(word(b, 1)); hi = real(word(b, 2)) }
 }
-set multiplot layout 1,2 title sprintf("learned per-head scale, d_head %d: s_h against the step (every head) and the loss", dh)
+set multiplot layout 1,2 title sprintf("learned per-head scale, d_head %d: s_h against the step (every head) and the loss%s", dh, \
+    strstrt(ARG5, "_slr") ? " (_slr: --scale-lr)" : "")
 label(f) = system(sprintf("basename '%s' .tsv | sed 's/^learned_//'", f))
 form(f) = (strstrt(f, "_log_") ? 0 : 2) + (strstrt(f, "fromnone") ? 0 : 1)
-colour(f) = word("#c0392b #2471a3 #7f8c8d #27ae60", form(f) + 1)
+colour(f) = word(strstrt(f, "_slr") ? "#8e44ad #16a085 #5d6d7e #1e8449" : "#c0392b #2471a3 #7f8c8d #27ae60", form(f) + 1)
 heads(f) = system(sprintf("awk '!/^#/ { print; exit }' '%s' | tr '\\t' '\\n' | grep -c '^scale_l'", f)) + 0
 set logscale y
 set xlabel "step"; set ylabel "c = s_h (multiplier of q.k / (1/sqrt(d_head)))"; set grid
@@ -312,14 +316,14 @@ set ylabel "training loss (nats)"
 plot for [i=1:n] word(F, i) using "step":"loss" with lines lw 1.5 lc rgb colour(word(F, i)) title label(word(F, i))
 unset multiplot
 EOF
-        echo "figure: $figs/learned-dh$dh.png"
+        echo "figure: $figs/learned-dh$dh$tag.png"
     done
 }
 
 # ---- tapegrad against PyTorch -----------------------------------------------------------
 torch_grid() {
     local sc s dh=${dheads%% *}
-    /usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "scripts/science.sh: torch: /usr/bin/python3 cannot import torch (apt-get install python3-torch)" >&2; exit 2; }
+    /usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "scripts/science.sh: torch: /usr/bin/python3 cannot import torch" >&2; exit 2; }
     for sc in none sqrt; do for s in $seeds; do
         add "tapegrad_${sc}_s$s" attn_scale "$common --d-head $dh --scale $sc --seed $s"
         add "torch_${sc}_s$s" torch "$common --d-head $dh --scale $sc --seed $s"

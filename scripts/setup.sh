@@ -16,3 +16,7 @@ TG_BUILD_PACKAGES=(cmake build-essential pkg-config libopenblas-dev libcmocka-de
 # CI only: clang's libFuzzer (scripts/fuzz.sh) and valgrind (scripts/valgrind.sh).
 TG_FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 TG_VALGRIND_PACKAGES=(valgrind)
+# Plots (scripts/plot.sh, plot_attn.sh, science.sh) and the PyTorch references (bench_torch.py,
+# torch_attn_scale.py, scripts/science.sh torch): installed by the scripts that need them.
+TG_PLOT_PACKAGES=(gnuplot-nox)
+TG_TORCH_PACKAGES=(python3-torch)

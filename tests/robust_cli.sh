@@ -12,20 +12,8 @@
 #   before training, and leave existing files as they were.
 set -u
 bin=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
-fails=0
-no() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/cli_util.sh"
 T="--batch 4 --seq-len 8 --vocab 16 --alphabet 4 --d-model 16 --heads 2 --d-head 8 --log-every 5 --warmup 10"
-rows() { grep -v '^#' "$1"; }                       # the header row and the data rows
-summary() { sed 's/ seconds=.*//' "$1"; }            # the summary line without the time
-run() {   # run WANT_RC NAME ARGS...: stdout in NAME.out, stderr in NAME.err
-    want=$1; name=$2; shift 2
-    "$bin" "$@" >"$name.out" 2>"$name.err"
-    rc=$?
-    [ "$rc" -eq "$want" ] || { no "$name: exit $rc, want $want"; sed 's/^/  | /' "$name.err" | head -5; }
-}
 
 # ---- determinism ------------------------------------------------------------
 for th in 1 2; do

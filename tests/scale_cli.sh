@@ -12,19 +12,8 @@
 set -u
 bin=$1
 maps=$2
-tmp=$(mktemp -d)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
-fails=0
-no() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/cli_util.sh"
 T="--batch 4 --seq-len 8 --vocab 16 --alphabet 4 --d-model 16 --heads 2 --d-head 8 --log-every 5 --warmup 10 --steps 40"
-rows() { grep -v '^#' "$1"; }
-run() {   # run WANT_RC NAME ARGS...
-    want=$1; name=$2; shift 2
-    "$bin" "$@" >"$name.out" 2>"$name.err"
-    rc=$?
-    [ "$rc" -eq "$want" ] || { no "$name: exit $rc, want $want"; sed 's/^/  | /' "$name.err" | head -5; }
-}
 
 # ---- --scale mult is the same code path -----------------------------------------
 run 0 sqrt $T --scale sqrt --log sqrt.tsv
@@ -62,8 +51,7 @@ for attn in composed fused; do
     grep -v '^# dump_attn\|^# log=' dump_$attn.tsv >b.txt
     cmp -s a.txt b.txt || no "--attn $attn: the log changes with --dump-attn"
     [ "$(grep -c '^# dump_attn' dump_$attn.tsv)" -eq 2 ] || no "--attn $attn: the header should differ only by the dump flags"
-    cmp -s plain_$attn.out dump_$attn.out || [ "$(sed 's/ seconds=.*//' plain_$attn.out)" = "$(sed 's/ seconds=.*//' dump_$attn.out)" ] ||
-        no "--attn $attn: the summary changes with --dump-attn"
+    [ "$(summary plain_$attn.out)" = "$(summary dump_$attn.out)" ] || no "--attn $attn: the summary changes with --dump-attn"
     "$maps" maps_$attn.st >maps_$attn.txt || no "attn_maps cannot read the --attn $attn dump"
     [ "$(grep -c '^# block=' maps_$attn.txt)" -eq 6 ] || no "--attn $attn: want 6 maps (2 heads x 3 steps)"
     [ "$(grep -c '^[0-9]' maps_$attn.txt)" -eq $((6 * 64)) ] || no "--attn $attn: want 8x8 entries a map"

@@ -326,20 +326,25 @@ static void run_steps(run *r, int k) {
     tg_ctx_free(&ctx);
 }
 
+/* Both optimizers, and each with the learned scale in its log form (its own
+ * rate through --scale-lr). */
 static void test_ckpt_roundtrip(void **s) {
     (void)s;
-    for (int opt = 0; opt < 2; opt++) {
-        char *extra[] = {"--optim", opt ? "sgd" : "adam"};
+    for (int k = 0; k < 4; k++) {
+        int opt = k % 2, n_extra = k < 2 ? 2 : 10;
+        char *extra[] = {"--optim", opt ? "sgd" : "adam", "--scale", "learned", "--learned-param", "log",
+                         "--learned-init", "none", "--scale-lr", "0.03"};
         run a, b;
-        run_init(&a, 2, extra);
+        run_init(&a, n_extra, extra);
         run_steps(&a, 4);
         char err[512], changed[256];
         const char *p = path_of("state.st");
         assert_int_equal(ckpt_save(p, &a.st, a.opts, a.nopt, err, sizeof err), 0);
-        run_init(&b, 2, extra);
+        run_init(&b, n_extra, extra);
         assert_int_equal(ckpt_load(p, &b.st, b.opts, b.nopt, attn_run_options, changed, sizeof changed, err,
                                    sizeof err), 0);
         assert_string_equal(changed, "");
+        if (k >= 2) assert_true(b.m.layer[0].hscale->data[0] != logf(2.0f));   /* θ moved, and came back */
         assert_int_equal(b.st.step, 4);
         assert_memory_equal(a.m.P.data, b.m.P.data, a.m.P.numel * sizeof(float));
         if (opt == 0) {
@@ -359,43 +364,31 @@ static void test_ckpt_roundtrip(void **s) {
     }
 }
 
-/* The learned scale in its log form: θ saved and restored bit for bit (both
- * optimizers), the head scales' rate from --scale-lr, and a checkpoint of the
- * other form refused by name. */
+/* The learned scale's log form (saved and restored in test_ckpt_roundtrip):
+ * θ starts at ln s_h, the head scales' rate comes from --scale-lr, and a
+ * checkpoint of the other form is refused by its flag, the state untouched. */
 static void test_ckpt_learned_log(void **s) {
     (void)s;
-    for (int opt = 0; opt < 2; opt++) {
-        char *lg[] = {"--optim", opt ? "sgd" : "adam", "--scale", "learned", "--learned-param", "log",
-                      "--learned-init", "none", "--scale-lr", "0.03"};
-        run a, b, c;
-        run_init(&a, 10, lg);
-        assert_float_equal(a.m.layer[0].hscale->lr_mult, 10.0f, 1e-6f);   /* 0.03 / the default lr 0.003 */
-        assert_float_equal(a.m.layer[0].hscale->data[1], logf(2.0f), 0);   /* θ = ln √4 */
-        run_steps(&a, 4);
-        char err[512], changed[256];
-        const char *p = path_of("log.st");
-        assert_int_equal(ckpt_save(p, &a.st, a.opts, a.nopt, err, sizeof err), 0);
-        run_init(&b, 10, lg);
-        assert_int_equal(ckpt_load(p, &b.st, b.opts, b.nopt, attn_run_options, changed, sizeof changed, err,
-                                   sizeof err), 0);
-        assert_memory_equal(a.m.P.data, b.m.P.data, a.m.P.numel * sizeof(float));
-        assert_true(b.m.layer[0].hscale->data[0] != logf(2.0f));   /* it moved, and came back as it was */
-        run_steps(&a, 2);
-        run_steps(&b, 2);
-        assert_memory_equal(a.m.P.data, b.m.P.data, a.m.P.numel * sizeof(float));
-        char *lin[] = {"--optim", opt ? "sgd" : "adam", "--scale", "learned", "--learned-init", "none",
-                       "--scale-lr", "0.03"};
-        run_init(&c, 8, lin);
-        float *snap = malloc(c.m.P.numel * sizeof(float));
-        memcpy(snap, c.m.P.data, c.m.P.numel * sizeof(float));
-        assert_int_not_equal(ckpt_load(p, &c.st, c.opts, c.nopt, attn_run_options, NULL, 0, err, sizeof err), 0);
-        EXPECT_MSG(err, "setting differs: --learned-param is log in the checkpoint, linear in this run");
-        assert_memory_equal(snap, c.m.P.data, c.m.P.numel * sizeof(float));
-        free(snap);
-        run_free(&a);
-        run_free(&b);
-        run_free(&c);
-    }
+    char *lg[] = {"--scale", "learned", "--learned-param", "log", "--learned-init", "none", "--scale-lr", "0.03"};
+    run a, c;
+    run_init(&a, 8, lg);
+    assert_string_equal(a.m.layer[0].hscale->name, "l0.hscale_log");
+    assert_float_equal(a.m.layer[0].hscale->lr_mult, 10.0f, 1e-6f);   /* 0.03 / the default lr 0.003 */
+    assert_float_equal(a.m.layer[0].hscale->data[1], logf(2.0f), 0);   /* θ = ln √4 */
+    run_steps(&a, 2);
+    char err[512];
+    const char *p = path_of("log.st");
+    assert_int_equal(ckpt_save(p, &a.st, a.opts, a.nopt, err, sizeof err), 0);
+    char *lin[] = {"--scale", "learned", "--learned-init", "none", "--scale-lr", "0.03"};
+    run_init(&c, 6, lin);
+    float *snap = malloc(c.m.P.numel * sizeof(float));
+    memcpy(snap, c.m.P.data, c.m.P.numel * sizeof(float));
+    assert_int_not_equal(ckpt_load(p, &c.st, c.opts, c.nopt, attn_run_options, NULL, 0, err, sizeof err), 0);
+    EXPECT_MSG(err, "setting differs: --learned-param is log in the checkpoint, linear in this run");
+    assert_memory_equal(snap, c.m.P.data, c.m.P.numel * sizeof(float));
+    free(snap);
+    run_free(&a);
+    run_free(&c);
 }
 
 /* Rewrites the checkpoint at src into dst with one change: tensor `name`
