@@ -144,7 +144,7 @@ static int write_file(attn_dump *d, char *err, size_t errlen) {
     } while (0)
     META("format", "%s", DUMP_FORMAT);
     META("format_version", "1");
-    META("steps", "%s", steps);
+    META("steps", "%s", "");   /* the list may be longer than a value: pointed to below */
     META("probe_seed", "%u", ATTN_PROBE_SEED);
     META("probe_stream", "0x%x", ATTN_PROBE_STREAM);
 #undef META
@@ -154,7 +154,7 @@ static int write_file(attn_dump *d, char *err, size_t errlen) {
         cli_value(&d->opts[i], kv[nm][1], sizeof kv[nm][1]);
         nm++;
     }
-    for (int i = 0; i < nm; i++) meta[i] = (tg_st_kv){kv[i][0], kv[i][1]};
+    for (int i = 0; i < nm; i++) meta[i] = (tg_st_kv){kv[i][0], i == 2 ? steps : kv[i][1]};
     rc = tg_st_write(d->path, t, nt, meta, nm, err, errlen);
 out:
     free(t);
