@@ -5,8 +5,8 @@
 #   logs (the rows; the header names the flags);
 # - --learned-param log: the logged multiplier starts at the start value and
 #   moves; a checkpoint of the other form is refused; --scale-lr moves it faster;
-# - --dump-attn: the log is the same with and without it (all but the two header
-#   lines that record the dump flags), with either attention op; the file has
+# - --dump-attn: the log is the same with and without it (all but the header
+#   lines that record the dump flags and the log's path), with either attention op; the file has
 #   every map; a run stopped and resumed writes the same file as a straight run;
 #   bad dump flags and paths (a FIFO, a folder) exit 2 and leave files as they were.
 set -u

@@ -197,11 +197,16 @@ static void test_scale_mult_floats(void **s) {
                   dk_exact);
 }
 
-static void tiny_model(model *m, int scale_mode, int learned_param, int learned_init, int attn) {
-    model_cfg mc = {.vocab = 8, .seq_len = 6, .d_model = 8, .heads = 2, .d_head = 4, .layers = 2,
-                    .scale_mode = scale_mode, .init = INIT_FANIN, .attn = attn, .learned_init = learned_init,
-                    .learned_param = learned_param, .mult = 1.0f};
+/* layers 2: D 8, H 2, dh 4; layers 1 (the gradient checks, cheap enough for
+ * valgrind): D 6, H 2, dh 4 */
+static void tiny_model_l(model *m, int layers, int scale_mode, int learned_param, int learned_init, int attn) {
+    model_cfg mc = {.vocab = 8, .seq_len = 6, .d_model = layers > 1 ? 8 : 6, .heads = 2, .d_head = 4,
+                    .layers = layers, .scale_mode = scale_mode, .init = INIT_FANIN, .attn = attn,
+                    .learned_init = learned_init, .learned_param = learned_param, .mult = 1.0f};
     model_init(m, &mc, 11);
+}
+static void tiny_model(model *m, int scale_mode, int learned_param, int learned_init, int attn) {
+    tiny_model_l(m, 2, scale_mode, learned_param, learned_init, attn);
 }
 
 static void tiny_batch(int B, int *x, int *y) {
@@ -217,25 +222,27 @@ static tg_tensor *f_model(tg_ctx *ctx, void *u) {
     return model_forward(c->m, ctx, c->x, c->y, 3, 0);
 }
 
-/* The whole model's gradient against finite differences, with the learned
- * scale in both forms, started at the forgotten scale (s_h = √dh), through both
- * attention ops; and the chain rule through exp checked directly: with the same
- * other weights, d/dθ_h = s_h · d/ds_h. */
+/* The whole model's gradient against finite differences with the learned
+ * scale in its log form, started at the forgotten scale (s_h = √dh), through
+ * both attention ops, and in the linear form through the composed op; and the
+ * chain rule through exp checked directly: with the same other weights,
+ * d/dθ_h = s_h · d/ds_h. */
 static void test_learned_scale_gradients(void **s) {
     (void)s;
     for (int attn = 0; attn < 2; attn++) {
         model lin, lg;
         model_case cl, cg;
-        tiny_model(&lin, SCALE_LEARNED, LEARNED_LINEAR, LEARNED_FROM_NONE, attn);
-        tiny_model(&lg, SCALE_LEARNED, LEARNED_LOG, LEARNED_FROM_NONE, attn);
+        tiny_model_l(&lin, 1, SCALE_LEARNED, LEARNED_LINEAR, LEARNED_FROM_NONE, attn);
+        tiny_model_l(&lg, 1, SCALE_LEARNED, LEARNED_LOG, LEARNED_FROM_NONE, attn);
         assert_string_equal(lg.layer[0].hscale->name, "l0.hscale_log");
-        assert_float_equal(lg.layer[1].hscale->data[1], logf(2.0f), 0);
+        assert_float_equal(lg.layer[0].hscale->data[1], logf(2.0f), 0);
         cl.m = &lin;
         cg.m = &lg;
         tiny_batch(3, cl.x, cl.y);
         tiny_batch(3, cg.x, cg.y);
         assert_int_equal(tg_gradcheck("model, learned log scale", &lg.P, f_model, &cg, NULL), 0);
-        assert_int_equal(tg_gradcheck("model, learned linear scale", &lin.P, f_model, &cl, NULL), 0);
+        if (attn == ATTN_COMPOSED)
+            assert_int_equal(tg_gradcheck("model, learned linear scale", &lin.P, f_model, &cl, NULL), 0);
         /* one backward each at the same point: dθ = e^θ · ds */
         tg_ctx ctx;
         tg_ctx_init(&ctx, 0);
@@ -244,12 +251,12 @@ static void test_learned_scale_gradients(void **s) {
         tg_ctx_reset(&ctx);
         tg_params_zero_grad(&lg.P);
         tg_backward(&ctx, f_model(&ctx, &cg));
-        for (int l = 0; l < 2; l++)
-            for (int h = 0; h < 2; h++) {
-                float ds = lin.layer[l].hscale->grad[h], dth = lg.layer[l].hscale->grad[h];
-                float sh = expf(lg.layer[l].hscale->data[h]);
-                assert_float_equal(dth, sh * ds, 1e-4f * fabsf(sh * ds) + 1e-7f);
-            }
+        for (int h = 0; h < 2; h++) {
+            float ds = lin.layer[0].hscale->grad[h], dth = lg.layer[0].hscale->grad[h];
+            float sh = expf(lg.layer[0].hscale->data[h]);
+            assert_true(fabsf(ds) > 1e-6f);   /* a gradient there is to compare */
+            assert_float_equal(dth, sh * ds, 1e-4f * fabsf(sh * ds) + 1e-7f);
+        }
         tg_ctx_free(&ctx);
         model_free(&lin);
         model_free(&lg);
