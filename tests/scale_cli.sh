@@ -72,17 +72,9 @@ grep -q 'is not this run.s maps: nothing kept' other_resume.err || no "another r
 "$maps" o_maps.st | grep -q '^# steps=40$' || no "after refusing another run's maps the file should hold step 40 only"
 
 # ---- bad dump flags and paths: exit 2, nothing written ---------------------------
-cp dump_composed.tsv keep.tsv
-cp maps_composed.st keep.st
+guard dump_composed.tsv maps_composed.st
 mkfifo fifo
 mkdir folder
-bad() {   # bad NAME EXPECTED_MESSAGE ARGS...
-    name=$1; msg=$2; shift 2
-    run 2 "$name" "$@"
-    grep -q -- "$msg" "$name.err" || { no "$name: message lacks '$msg'"; sed 's/^/  | /' "$name.err" | head -3; }
-    cmp -s keep.tsv dump_composed.tsv || { no "$name: an existing log changed"; cp dump_composed.tsv keep.tsv; }
-    cmp -s keep.st maps_composed.st || { no "$name: an existing maps file changed"; cp maps_composed.st keep.st; }
-}
 bad beyond "step 41 is beyond --steps 40" $T --dump-attn 0,41 --dump-attn-file keep.st --log keep.tsv
 bad order "steps must increase" $T --dump-attn 20,0 --dump-attn-file keep.st --log keep.tsv
 bad nofile "--dump-attn needs --dump-attn-file" $T --dump-attn 0 --log keep.tsv
