@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "attn_cfg.h"
+#include "attn_dump.h"
 #include "checkpoint.h"
 #include "guard.h"
 #include "model.h"
@@ -104,8 +105,8 @@ static void log_note(runlog *L, const char *fmt, ...) {
 }
 
 /* Trains from st (fresh or resumed) to c->steps; returns the exit status. */
-static int train(const attn_cfg *c, const cli_opt *opts, int nopt, train_state *st, runlog *L, double uniform,
-                 task_refs refs) {
+static int train(const attn_cfg *c, const cli_opt *opts, int nopt, train_state *st, runlog *L, attn_dump *dump,
+                 double uniform, task_refs refs) {
     model *m = st->m;
     const model_cfg *mc = &m->cfg;
     task_cfg tc = attn_cfg_task(c);
@@ -151,6 +152,14 @@ static int train(const attn_cfg *c, const cli_opt *opts, int nopt, train_state *
             fprintf(stderr, "attn_scale: stopped before step %d of %d (--stop-at); continue with --resume %s\n", step,
                     c->steps, c->save);
             stopped = 1;
+            break;
+        }
+
+        /* the probe's maps of the model that logs this row, on their own context */
+        if (dump && attn_dump_step(dump, m, step, err, sizeof err)) {
+            fprintf(stderr, "attn_scale: step %d: --dump-attn-file not written, stopping: %s\n", step, err);
+            log_note(L, "stopped before step %d: attention maps not written: %s", step, err);
+            status = 1;
             break;
         }
 
@@ -281,6 +290,7 @@ int main(int argc, char **argv) {
     train_state st = {.m = &m, .adam = c.optim == OPT_ADAM ? &adam : NULL, .sgd = c.optim == OPT_SGD ? &sgd : NULL,
                       .data_rng = &data_rng};
     runlog L = {.fd = -1};
+    attn_dump dump = {0};
     char *hdr = NULL;
     int status = 0;
     if (train_state_reserve(&st, c.steps / c.log_every + 2)) {
@@ -313,6 +323,15 @@ int main(int argc, char **argv) {
             fprintf(stderr, "attn_scale: note: the learning-rate schedule now ends at step %d, so from here on this "
                     "is not the run a straight --steps %d would have been\n", c.steps, c.steps);
     }
+    if (c.dump_attn) {
+        char info[600];
+        if (attn_dump_init(&dump, &c, opts, nopt, st.step, info, sizeof info, err, sizeof err)) {
+            fprintf(stderr, "attn_scale: %s\n", err);
+            status = 2;
+            goto done;
+        }
+        if (info[0]) fprintf(stderr, "attn_scale: %s\n", info);
+    }
     hdr = make_header(opts, nopt, &mc, &m, refs, uniform);
     if (!hdr) {
         fprintf(stderr, "attn_scale: out of memory\n");
@@ -332,13 +351,14 @@ int main(int argc, char **argv) {
     }
 
     guard_install();
-    status = train(&c, opts, nopt, &st, &L, uniform, refs);
+    status = train(&c, opts, nopt, &st, &L, c.dump_attn ? &dump : NULL, uniform, refs);
     if (L.fd >= 0 && runlog_close(&L)) {
         fprintf(stderr, "attn_scale: --log %s: write failed\n", c.log);
         status = status ? status : 1;
     }
 done:
     runlog_close(&L);
+    attn_dump_free(&dump);
     free(hdr);
     train_state_free_logged(&st);
     if (c.optim == OPT_ADAM) tg_adamw_free(&adam);

@@ -18,3 +18,7 @@ TG_FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 TG_VALGRIND_PACKAGES=(valgrind)
 # CI only (scripts/test_install.sh): `pkg-config --static` of OpenBLAS asks for -lgfortran.
 TG_INSTALL_PACKAGES=(libgfortran-12-dev)
+# Plots (scripts/plot.sh, plot_attn.sh, science.sh) and the PyTorch references (bench_torch.py,
+# torch_attn_scale.py, scripts/science.sh torch): installed by the scripts that need them.
+TG_PLOT_PACKAGES=(gnuplot-nox)
+TG_TORCH_PACKAGES=(python3-torch)

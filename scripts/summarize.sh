@@ -5,6 +5,7 @@
 # ent/unif: mean attention entropy over heads / uniform entropy of the causal
 #   rows (1 = uniform, 0 = one token), at the end (last 10%) and at 10% of the
 #   steps (ent@10%) and at step 0 (ent@0); heads<0.1@10%: how many heads are below 10% of uniform there.
+# Verdicts pair runs of one framework only (scripts/torch_attn_scale.py's logs say framework=torch).
 set -euo pipefail
 [ $# -gt 0 ] || { echo "usage: scripts/summarize.sh LOG.tsv ..." >&2; exit 2; }
 for f in "$@"; do [ -r "$f" ] || { echo "scripts/summarize.sh: cannot read '$f'" >&2; exit 2; }; done
@@ -15,7 +16,7 @@ function flush(   n, k, i, fl, fe, h) {
     k = int((n + 9) / 10); fl = 0; fe = 0
     for (i = n - k + 1; i <= n; i++) { fl += loss[i]; fe += ent[i] }
     fl /= k; fe /= k * unif
-    key = cfg["task"] "|" cfg["optim"] "|" cfg["d_head"] "|" cfg["scale"] "|" cfg["steps"] "|" cfg["lr"] "|" cfg["init"]
+    key = cfg["task"] "|" cfg["optim"] "|" cfg["d_head"] "|" cfg["scale"] "|" cfg["steps"] "|" cfg["lr"] "|" cfg["init"] "|" cfg["framework"]
     printf "%-7s %-5s %-7s %6s %5s %6s %11.4f %9.3f %9.3f %9.3f %14s  %s\n", cfg["task"], cfg["optim"], cfg["scale"], cfg["d_head"], cfg["seed"], cfg["steps"], fl, fe, e0 / unif, e10 / unif, low10 "/" nh, run
     runs[++nruns] = key; rseed[nruns] = cfg["seed"]; rloss[nruns] = fl; rlow[nruns] = low10; rnh[nruns] = nh; re10[nruns] = e10 / unif
     rhmin[nruns] = hmin10
@@ -40,11 +41,11 @@ END {
         split(runs[i], p, "|"); if (p[4] != "none") continue
         for (j = 1; j <= nruns; j++) {
             split(runs[j], q, "|")
-            if (q[4] != "sqrt" || q[1] != p[1] || q[2] != p[2] || q[3] != p[3] || q[5] != p[5] || q[6] != p[6] || q[7] != p[7] || rseed[j] != rseed[i]) continue
+            if (q[4] != "sqrt" || q[1] != p[1] || q[2] != p[2] || q[3] != p[3] || q[5] != p[5] || q[6] != p[6] || q[7] != p[7] || q[8] != p[8] || rseed[j] != rseed[i]) continue
             ratio = rloss[j] > 0 ? rloss[i] / rloss[j] : 0; gap = rloss[i] - rloss[j]
             ok = ratio >= 3 && gap >= 0.25
-            printf "none vs sqrt, %s %s d_head=%s seed=%s: loss %.4f vs %.4f, ratio %.1fx, gap %.3f nats: %s; unscaled heads below 10%% of uniform at 10%% of steps: %s/%s, scaled: %s/%s\n",
-                p[1], p[2], p[3], rseed[i], rloss[i], rloss[j], ratio, gap, ok ? "failure reproduced" : "NOT reproduced", rlow[i], rnh[i], rlow[j], rnh[j]
+            printf "none vs sqrt, %s%s %s d_head=%s seed=%s: loss %.4f vs %.4f, ratio %.1fx, gap %.3f nats: %s; unscaled heads below 10%% of uniform at 10%% of steps: %s/%s, scaled: %s/%s\n",
+                p[8] != "" ? p[8] " " : "", p[1], p[2], p[3], rseed[i], rloss[i], rloss[j], ratio, gap, ok ? "failure reproduced" : "NOT reproduced", rlow[i], rnh[i], rlow[j], rnh[j]
         }
     }
     exit bad
