@@ -6,6 +6,8 @@
 #   scripts/bench.sh                      sizes small seed large, 2 threads, 3 rounds
 #   THREADS=1 ROUNDS=5 SIZES="seed" scripts/bench.sh
 #   ATTN=composed scripts/bench.sh        tapegrad's other attention op
+#   BASE=/path/to/other/build scripts/bench.sh
+#                                         also that build's bench_step in each round (before/after)
 # Needs a Release build in build/ and Debian's python3-torch (/usr/bin/python3).
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -13,6 +15,8 @@ threads=${THREADS:-2}; rounds=${ROUNDS:-3}; sizes=${SIZES:-small seed large}
 steps=${STEPS:-20}; attn=${ATTN:-}
 bench="$top/build/experiments/bench_step"
 [ -x "$bench" ] || { echo "bench.sh: build first (cmake -S . -B build && cmake --build build)" >&2; exit 2; }
+base=${BASE:+$BASE/experiments/bench_step}
+[ -z "$base" ] || [ -x "$base" ] || { echo "bench.sh: BASE=$BASE has no experiments/bench_step" >&2; exit 2; }
 /usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "bench.sh: needs python3-torch for /usr/bin/python3" >&2; exit 2; }
 tuned=(env MALLOC_TRIM_THRESHOLD_=1000000000000 MALLOC_MMAP_THRESHOLD_=1000000000000 MALLOC_TOP_PAD_=268435456)
 raw=$(mktemp); trap 'rm -f "$raw"' EXIT
@@ -24,6 +28,8 @@ for size in $sizes; do
         sg=1; [ "$r" -gt 1 ] && sg=0   # the sgemm reference once a size
         "$bench" --size "$size" --threads "$threads" --steps "$steps" --sgemm "$sg" ${attn:+--attn "$attn"} \
             | sed 's/^/impl=tapegrad /' | tee -a "$raw"
+        [ -z "$base" ] || "$base" --size "$size" --threads "$threads" --steps "$steps" --sgemm 0 ${attn:+--attn "$attn"} \
+            | sed 's/^/impl=base /' | tee -a "$raw"
         /usr/bin/python3 "$top/scripts/bench_torch.py" --size "$size" --threads "$threads" --steps "$steps" \
             | sed 's/^/impl=torch /' | tee -a "$raw"
         "${tuned[@]}" /usr/bin/python3 "$top/scripts/bench_torch.py" --size "$size" --threads "$threads" \
@@ -61,4 +67,14 @@ END {
     print "ratio: tapegrad median over the better PyTorch median; of_sgemm: tapegrad GFLOP/s over the"
     print "sgemm-only rate of the same products (OpenBLAS, same threads); of_peak: over one 2048^3 sgemm"
     print "(OpenBLAS, same threads: the sgemm rate of the speed targets); medians over the rounds."
+    hdr = 0
+    for (s = 1; s <= ns; s++) {
+        z = order[s]
+        if (!((z SUBSEP "base") in ms)) continue
+        if (!hdr++) printf "\n%-6s %10s %10s %8s %10s %10s\n", "size", "base", "tapegrad", "speedup", "base_ratio", "ratio"
+        b = med(ms[z SUBSEP "base"]); t = med(ms[z SUBSEP "tapegrad"])
+        p = med(ms[z SUBSEP "torch"]); q = med(ms[z SUBSEP "torch_tuned"]); best = p < q ? p : q
+        printf "%-6s %8.2fms %8.2fms %7.2fx %9.2fx %9.2fx\n", z, b, t, b / t, b / best, t / best
+    }
+    if (hdr) print "base: bench_step of BASE in the same rounds; speedup = base / tapegrad; ratios over the better PyTorch."
 }' "$raw"
