@@ -51,6 +51,14 @@ if [ "$best" != Prescott ]; then
     grep -q "^# blas=OpenBLAS [^ ]* core=$best chosen_by=tapegrad threads=1 omp_threads=1\$" "a 'b'.tsv" ||
         no "the log's blas line: $(grep '^# blas' "a 'b'.tsv")"
     [ "$(lines up_run.err restarting)" -eq 1 ] || no "a tiny run: want one restart line: $(cat up_run.err)"
+    # --resume with another core: accepted, with a note
+    tiny="--steps 6 --batch 2 --seq-len 8 --vocab 16 --alphabet 4 --d-model 16 --heads 2 --d-head 8 --log-every 1 --warmup 1"
+    run 0 res_a env OPENBLAS_CORETYPE=Prescott "$as" $tiny --stop-at 3 --save ck.st --log res.tsv
+    run 0 res_b env OPENBLAS_CORETYPE="$best" "$as" $tiny --resume ck.st --log res.tsv
+    grep -q "note: the log was started with OpenBLAS [^ ]* core=Prescott .* this run has OpenBLAS [^ ]* core=$best .*may not be bit-identical" \
+        res_b.err || no "resume with another core: no note: $(cat res_b.err)"
+    run 0 res_c env OPENBLAS_CORETYPE="$best" "$as" $tiny --resume ck.st --log res.tsv
+    grep -q "bit-identical" res_c.err && no "resume with the same core: a note anyway"
 fi
 
 # ---- the user's variable is never overridden ------------------------------------
