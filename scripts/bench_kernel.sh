@@ -35,10 +35,15 @@ echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-printf "%-10s %-12s %14s %14s\n" kernel core_used sgemm_GFLOP/s step_ms
+# against Prescott in the same round: time speed-ups, robust to a load that changes between rounds
+ratios() { paste -d' ' <(grep "^kernel=$1 " "$raw" | field "$2") <(grep "^kernel=Prescott " "$raw" | field "$2") |
+           awk -v inv="$3" '{ print inv ? $2 / $1 : $1 / $2 }' | median; }
+printf "%-10s %-12s %14s %10s %14s %10s\n" kernel core_used sgemm_GFLOP/s speedup step_ms speedup
 for k in "${kernels[@]}"; do
     rows=$(grep "^kernel=$k " "$raw")
-    printf "%-10s %-12s %14.1f %14.2f\n" "$k" "$(field core <<<"$rows" | sort -u | tr '\n' ' ')" \
-        "$(field sgemm_gflops <<<"$rows" | median)" "$(field median_ms <<<"$rows" | median)"
+    printf "%-10s %-12s %14.1f %10.2f %14.2f %10.2f\n" "$k" "$(field core <<<"$rows" | sort -u | tr '\n' ' ')" \
+        "$(field sgemm_gflops <<<"$rows" | median)" "$(ratios "$k" sgemm_gflops 0)" \
+        "$(field median_ms <<<"$rows" | median)" "$(ratios "$k" median_ms 1)"
 done
-echo "medians over the rounds; core_used: the core OpenBLAS ran after the programs' start-up"
+echo "medians over the rounds; speedup: the median over rounds of the speed-up over Prescott in the same round;"
+echo "core_used: the core OpenBLAS ran after the programs' start-up"
