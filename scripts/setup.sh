@@ -16,3 +16,5 @@ TG_BUILD_PACKAGES=(cmake build-essential pkg-config libopenblas-dev libcmocka-de
 # CI only: clang's libFuzzer (scripts/fuzz.sh) and valgrind (scripts/valgrind.sh).
 TG_FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 TG_VALGRIND_PACKAGES=(valgrind)
+# CI only (scripts/test_install.sh): `pkg-config --static` of OpenBLAS asks for -lgfortran.
+TG_INSTALL_PACKAGES=(libgfortran-12-dev)
