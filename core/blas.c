@@ -57,6 +57,9 @@ int tg_cpu_tier(const tg_cpu_features *c) {
 const char *tg_blas_best_core(const tg_cpu_features *cpu) { return tg_blas_tier_core(tg_cpu_tier(cpu)); }
 
 tg_cpu_features tg_cpu_detect(void) {
+#if !defined(__x86_64__) && !defined(__i386__)
+    return (tg_cpu_features){0};   /* no x86 core fits: nothing is upgraded, the self-check still runs */
+#else
     /* libgcc's answer includes the OS's consent (XCR0) for the AVX and AVX-512 registers */
     __builtin_cpu_init();
     return (tg_cpu_features){
@@ -66,6 +69,7 @@ tg_cpu_features tg_cpu_detect(void) {
         .avx512bw = !!__builtin_cpu_supports("avx512bw"), .avx512dq = !!__builtin_cpu_supports("avx512dq"),
         .avx512vl = !!__builtin_cpu_supports("avx512vl"),
     };
+#endif
 }
 
 /* ---- the decision --------------------------------------------------------------- */
