@@ -21,6 +21,7 @@
 #include "model.h"
 #include "runlog.h"
 #include "tasks.h"
+#include "tg_blas.h"
 #include "tg_ops.h"
 #include "tg_optim.h"
 
@@ -81,6 +82,10 @@ static char *make_header(const cli_opt *opts, int nopt, const model_cfg *mc, con
     fprintf(f, "# n_params=%zu\n", m->P.numel);
     fprintf(f, "# ref_loss_optimal=%.6f\n# ref_loss_context_free=%.6f\n", refs.optimal, refs.context_free);
     fprintf(f, "# ref_entropy_uniform=%.6f\n", uniform);
+    tg_blas_info bi;
+    char blas[256];
+    tg_blas_info_get(&bi);
+    fprintf(f, "# blas=%s\n", tg_blas_info_str(&bi, blas, sizeof blas));
     log_header(f, mc);
     if (fclose(f)) {
         free(hdr);
@@ -247,6 +252,7 @@ static int train(const attn_cfg *c, const cli_opt *opts, int nopt, train_state *
 }
 
 int main(int argc, char **argv) {
+    if (tg_blas_ensure("attn_scale", argv)) return 1;   /* first: it may restart the program */
     attn_cfg c;
     attn_cfg_defaults(&c);
     cli_opt opts[ATTN_MAX_OPTS];
@@ -339,8 +345,14 @@ int main(int argc, char **argv) {
         goto done;
     }
     if (c.log) {
-        char info[1024] = "";
-        int r = c.resume ? runlog_resume(&L, c.log, hdr, attn_run_options, st.step, info, sizeof info, err, sizeof err)
+        char info[1024] = "", old_blas[256] = "", blas[256];
+        const char *log_free[32];   /* what a resumed log's header may change: those flags, and the BLAS line */
+        int nf = 0;
+        for (const char *const *o = attn_run_options; *o && nf < 30; o++) log_free[nf++] = *o;
+        log_free[nf++] = "blas";
+        log_free[nf] = NULL;
+        if (c.resume) runlog_header_value(c.log, "blas", old_blas, sizeof old_blas);
+        int r = c.resume ? runlog_resume(&L, c.log, hdr, log_free, st.step, info, sizeof info, err, sizeof err)
                          : runlog_open(&L, c.log, hdr, err, sizeof err);
         if (r) {
             fprintf(stderr, "attn_scale: --log %s\n", err);
@@ -348,6 +360,11 @@ int main(int argc, char **argv) {
             goto done;
         }
         if (info[0]) fprintf(stderr, "attn_scale: %s\n", info);
+        tg_blas_info bi;
+        tg_blas_info_get(&bi);
+        if (old_blas[0] && !tg_blas_same_kernel(old_blas, tg_blas_info_str(&bi, blas, sizeof blas)))
+            fprintf(stderr, "attn_scale: note: the log was started with %s, this run has %s: the resumed run may not "
+                    "be bit-identical to one made in one go\n", old_blas, blas);
     }
 
     guard_install();

@@ -5,21 +5,21 @@
  * The rate counts the T×T×d products the op performs (fused: 7, QKᵀ again in
  * backward; composed: 6), 2·T²·d FLOPs each, half of it when causal.
  * Run one process per configuration: peak RSS is the process's. */
-#define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
 #include <omp.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
-#include <time.h>
 
-#include "benchutil.h"
 #include "cli.h"
 #include "model.h"
 #include "tg_ops.h"
+#include "tg_blas.h"
+#include "timing.h"
 
 int main(int argc, char **argv) {
+    if (tg_blas_ensure("bench_attn", argv)) return 1;   /* first: it may restart the program */
     int attn = ATTN_FUSED, T = 4096, B = 1, H = 4, dh = 64, threads = 1, reps = 2, causal = 1, sgemm = 1;
     const cli_opt opts[] = {
         {"attn", CLI_CHOICE, &attn, 0, 0, attn_names, "attention op"},
@@ -59,13 +59,13 @@ int main(int argc, char **argv) {
     tg_ctx_init(&ctx, 1 << 20);   /* small blocks: the arena holds about what the op asks for */
     double best = 1e300;
     for (int i = 0; i < reps; i++) {
-        double t0 = bench_now_ms();
+        double t0 = timing_now_ms();
         tg_ctx_reset(&ctx);
         tg_params_zero_grad(&P);
         tg_tensor *out = (attn == ATTN_FUSED ? tg_flash_attention : tg_attention)(&ctx, q, k, v, NULL,
                                                                                    1.0f / sqrtf((float)dh), causal, NULL);
         tg_backward_seed(&ctx, out, dout);
-        double t = bench_now_ms() - t0;
+        double t = timing_now_ms() - t0;
         best = t < best ? t : best;
     }
     struct rusage ru;
@@ -75,7 +75,7 @@ int main(int argc, char **argv) {
            attn_names[attn], B, T, H, dh, causal, threads, best, gflop / (best / 1e3), ru.ru_maxrss / 1024.0,
            (double)ctx.arena_peak / (1 << 20));
     if (sgemm) {
-        double peak = bench_sgemm_gflops(2048, threads, 3);
+        double peak = timing_sgemm_gflops(2048, threads, 3);
         printf(" sgemm_gflops=%.1f of_sgemm=%.0f%%", peak, 100 * gflop / (best / 1e3) / peak);
     }
     printf("\n");

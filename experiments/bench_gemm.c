@@ -7,17 +7,17 @@
  * the threads); per-head attention products as the attention op runs them
  * (one head a thread, strided [T, d] views of [B·T, H·d]). Times: the best of
  * --reps runs, µs. */
-#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "gemm.h"
 #include "parallel.h"
+#include "tg_blas.h"
 #include "tg_core.h"
+#include "timing.h"
 
 static const char *const size_names[] = {"small", "seed", "large", NULL};
 /* V T D H d_head L B, as bench_step's sizes */
@@ -26,12 +26,6 @@ static const int sizes[][7] = {
     {64, 64, 128, 4, 128, 1, 32},
     {256, 256, 256, 8, 32, 2, 16},
 };
-
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e6 * (double)ts.tv_sec + 1e-3 * (double)ts.tv_nsec;
-}
 
 enum { WHOLE, HEAD, SCRATCH };   /* where an operand lives: a whole matrix, a head's view, per-thread scratch */
 
@@ -90,7 +84,7 @@ static double time_plan(const product *pr, const tg_gemm_plan *p, float **buf, i
     head_job j = { pr, p, {buf[0], buf[1], buf[2]}, T, HD, d, H };
     double best = INFINITY;
     for (int r = 0; r < reps; r++) {
-        double t0 = now_us();
+        double t0 = 1e3 * timing_now_ms();
         if (heads) {
             int blas = tg_blas_serial_begin();
             tg_parallel_for(heads, (int64_t)heads * pr->M * pr->N * pr->K, head_item, &j);
@@ -98,13 +92,14 @@ static double time_plan(const product *pr, const tg_gemm_plan *p, float **buf, i
         } else {
             tg_gemm_run_threads(p, buf[0], buf[1], buf[2]);
         }
-        double t = now_us() - t0;
+        double t = 1e3 * timing_now_ms() - t0;
         best = t < best ? t : best;
     }
     return best;
 }
 
 int main(int argc, char **argv) {
+    if (tg_blas_ensure("bench_gemm", argv)) return 1;   /* first: it may restart the program */
     int size = 1, threads = 1, reps = 20;
     const cli_opt opts[] = {
         {"size", CLI_CHOICE, &size, 0, 0, size_names, "model size, as bench_step's"},
@@ -157,8 +152,11 @@ int main(int argc, char **argv) {
         tg_fill_uniform(&rng, buf[i], (int64_t)need, -1.0f, 1.0f);
     }
 
-    printf("# size=%s threads=%d reps=%d libxsmm_target=%s; us = best run of one product (heads: all B*H of them)\n",
-           size_names[size], threads, reps, tg_gemm_target());
+    tg_blas_info bi;
+    char blas[160];
+    tg_blas_info_get(&bi);
+    printf("# size=%s threads=%d reps=%d blas=%s libxsmm_target=%s; us = best run of one product (heads: all B*H)\n",
+           size_names[size], threads, reps, tg_blas_info_str(&bi, blas, sizeof blas), tg_gemm_target());
     printf("%-10s %2s %2s %5s %5s %5s %5s %10s %10s %9s %9s %s\n", "product", "ta", "tb", "M", "N", "K", "count",
            "openblas_us", "libxsmm_us", "oblas_GF/s", "xsmm_GF/s", "pick");
     double tot_blas = 0, tot_xsmm = 0, tot_pick = 0;

@@ -5,7 +5,6 @@
  *   bench_step --size seed --threads 2 --attn fused
  * prints one line of key=value pairs (README.md: "Speed"). Tokens and targets
  * are uniform random: speed does not depend on the task. */
-#define _POSIX_C_SOURCE 200809L   /* clock_gettime */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -13,14 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
-#include "benchutil.h"
 #include "cli.h"
 #include "malloc_count.h"
 #include "model.h"
 #include "tg_ops.h"
 #include "tg_optim.h"
+#include "tg_blas.h"
+#include "timing.h"
 
 static const char *const size_names[] = {"small", "seed", "large", NULL};
 /* V T D H d_head L B, as in the issue (and scripts/bench_torch.py) */
@@ -76,7 +75,7 @@ static double sgemm_ms(const model_cfg *c, int B, int threads, int reps) {
     tg_fill_uniform(&(tg_rng){2, 3}, Bm, (int64_t)big, -1, 1);
     double best = INFINITY;
     for (int r = 0; r < reps; r++) {
-        double t0 = bench_now_ms();
+        double t0 = timing_now_ms();
         openblas_set_num_threads(threads);
         for (int l = 0; l < c->layers; l++) {
             /* attention, per (b, h): S = Q Kᵀ, O = P V; backward dV = Pᵀ dO, dP = dO Vᵀ,
@@ -98,7 +97,7 @@ static double sgemm_ms(const model_cfg *c, int B, int threads, int reps) {
             openblas_set_num_threads(threads);
         }
         for (int i = 0; i < n; i++) run_gemm(&shapes[i], A, Bm, C);
-        double t = bench_now_ms() - t0;
+        double t = timing_now_ms() - t0;
         best = t < best ? t : best;
     }
     openblas_set_num_threads(1);
@@ -107,6 +106,7 @@ static double sgemm_ms(const model_cfg *c, int B, int threads, int reps) {
 }
 
 int main(int argc, char **argv) {
+    if (tg_blas_ensure("bench_step", argv)) return 1;   /* first: it may restart the program */
     int size = 1, threads = 1, steps = 20, warmup = 3, attn = ATTN_COMPOSED, seq_len = 0, sgemm = 1;
     const cli_opt opts[] = {
         {"size", CLI_CHOICE, &size, 0, 0, size_names, "small: V64 T32 D64 H4 dh16 L1 B16; seed: V64 T64 D128 H4 dh128 L1 B32; large: V256 T256 D256 H8 dh32 L2 B16"},
@@ -155,7 +155,7 @@ int main(int argc, char **argv) {
     float loss = 0;
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup) malloc_count_start();
-        double t0 = bench_now_ms(), c0 = bench_clock_ms(CLOCK_PROCESS_CPUTIME_ID);
+        double t0 = timing_now_ms(), c0 = timing_cpu_ms();
         tg_ctx_reset(&ctx);
         tg_tensor *l = model_forward(&m, &ctx, tokens, targets, B, 0);
         tg_params_zero_grad(&m.P);
@@ -164,26 +164,28 @@ int main(int argc, char **argv) {
         tg_adamw_step(&opt, &m.P, 1e-3f);
         loss = l->data[0];
         if (s >= warmup) {
-            ms[s - warmup] = bench_now_ms() - t0;
-            cpu[s - warmup] = bench_clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
+            ms[s - warmup] = timing_now_ms() - t0;
+            cpu[s - warmup] = timing_cpu_ms() - c0;
         }
     }
     allocs = malloc_count_stop();
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak_mb = ru.ru_maxrss / 1024.0;   /* before the sgemm timing allocates its own buffers */
-    double med = bench_median(ms, steps), cpu_med = bench_median(cpu, steps);
+    double med = timing_median(ms, steps), cpu_med = timing_median(cpu, steps);   /* sorts: ms[0] is the min */
     double gflop = 3 * forward_flops(&mc, B) / 1e9;
     printf("size=%s threads=%d attn=%s T=%d median_ms=%.3f min_ms=%.3f max_ms=%.3f gflops=%.1f peak_rss_mb=%.1f "
            "allocs_per_step=%.2f cpu_ms=%.3f",
            size_names[size], threads, attn_names[attn], T, med, ms[0], ms[steps - 1], gflop / (med / 1e3), peak_mb,
            (double)allocs / steps, cpu_med);
     if (sgemm) {
-        double g = sgemm_ms(&mc, B, threads, 5), peak = bench_sgemm_gflops(2048, threads, 3);
+        double g = sgemm_ms(&mc, B, threads, 5), peak = timing_sgemm_gflops(2048, threads, 3);
         printf(" sgemm_ms=%.3f sgemm_gflops=%.1f sgemm_share=%.2f peak_gflops=%.1f of_peak=%.2f", g,
                gflop / (g / 1e3), g / med, peak, gflop / (med / 1e3) / peak);
     }
-    printf(" loss=%.4f\n", loss);
+    tg_blas_info bi;
+    tg_blas_info_get(&bi);
+    printf(" loss=%.4f blas_core=%s\n", loss, bi.core);
     free(ms);
     free(cpu);
     free(tokens);
