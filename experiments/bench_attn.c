@@ -78,7 +78,9 @@ int main(int argc, char **argv) {
         double peak = timing_sgemm_gflops(2048, threads, 3);
         printf(" sgemm_gflops=%.1f of_sgemm=%.0f%%", peak, 100 * gflop / (best / 1e3) / peak);
     }
-    printf("\n");
+    tg_blas_info bi;
+    tg_blas_info_get(&bi);
+    printf(" blas_core=%s libxsmm=%s\n", bi.core, bi.xsmm);
     free(dout);
     tg_ctx_free(&ctx);
     tg_params_free(&P);

@@ -185,7 +185,7 @@ int main(int argc, char **argv) {
     }
     tg_blas_info bi;
     tg_blas_info_get(&bi);
-    printf(" loss=%.4f blas_core=%s\n", loss, bi.core);
+    printf(" loss=%.4f blas_core=%s libxsmm=%s\n", loss, bi.core, bi.xsmm);
     free(ms);
     free(cpu);
     free(tokens);

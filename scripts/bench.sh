@@ -33,9 +33,9 @@ for size in $sizes; do
         sg=1; [ "$r" -gt 1 ] && sg=0   # the sgemm reference once a size
         env -u OPENBLAS_CORETYPE "$bench" --size "$size" --threads "$threads" --steps "$steps" --sgemm "$sg" ${attn:+--attn "$attn"} \
             | sed 's/^/impl=tapegrad /' | tee -a "$raw"
-        [ -z "$base" ] || "$base" --size "$size" --threads "$threads" --steps "$steps" --sgemm 0 ${attn:+--attn "$attn"} \
-            | sed 's/^/impl=base /' | tee -a "$raw"
-                OPENBLAS_CORETYPE=$best /usr/bin/python3 "$top/scripts/bench_torch.py" --size "$size" --threads "$threads" --steps "$steps" \
+        [ -z "$base" ] || env -u OPENBLAS_CORETYPE "$base" --size "$size" --threads "$threads" --steps "$steps" \
+            --sgemm 0 ${attn:+--attn "$attn"} | sed 's/^/impl=base /' | tee -a "$raw"
+        OPENBLAS_CORETYPE=$best /usr/bin/python3 "$top/scripts/bench_torch.py" --size "$size" --threads "$threads" --steps "$steps" \
             | sed 's/^/impl=torch /' | tee -a "$raw"
         "${tuned[@]}" OPENBLAS_CORETYPE="$best" /usr/bin/python3 "$top/scripts/bench_torch.py" --size "$size" --threads "$threads" \
             --steps "$steps" --label torch-tuned | sed 's/^/impl=torch_tuned /' | tee -a "$raw"
@@ -43,7 +43,7 @@ for size in $sizes; do
 done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# kernels: tapegrad (OPENBLAS_CORETYPE unset) ran OpenBLAS core=$(sed -n 's/.* blas_core=\([^ ]*\).*/\1/p' "$raw" |
-    sort -u | tr '\n' ' ')- PyTorch (OPENBLAS_CORETYPE=$best) ran core=${torch_core:-unknown} (OPENBLAS_VERBOSE=2)"
+    sort -u | tr '\n' ' ')and libxsmm=$(sed -n 's/.* libxsmm=\([^ ]*\).*/\1/p' "$raw" | sort -u | tr '\n' ' ')- PyTorch (OPENBLAS_CORETYPE=$best) ran core=${torch_core:-unknown} (OPENBLAS_VERBOSE=2)"
 echo
 awk '
 function med(list,   n, a, i, j, t) {
