@@ -52,7 +52,7 @@ void tg_gemm_plan_init(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, flo
                        float beta, int ldc) {
     *p = (tg_gemm_plan){ .ta = !!ta, .tb = !!tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc,
                          .alpha = alpha, .beta = beta };
-    if (N <= TG_GEMM_XSMM_MAX_N) tg_gemm_plan_xsmm(p);
+    if (ta ? (int64_t)M * N <= TG_GEMM_XSMM_MAX_MN_TA : N <= TG_GEMM_XSMM_MAX_N) tg_gemm_plan_xsmm(p);
 }
 
 int tg_gemm_plan_xsmm(tg_gemm_plan *p) {

@@ -5,12 +5,13 @@
  * library per product, once, from its shape (README "Speed" has the figures):
  *   - libxsmm (JIT kernels for the CPU it runs on) when it can and is faster:
  *     B not transposed (libxsmm 1.17 cannot JIT that layout), alpha = 1,
- *     beta 0 or 1, N <= TG_GEMM_XSMM_MAX_N. C is done in tiles of
- *     TG_GEMM_TILE × TG_GEMM_TILE, each over the whole K in chunks of at most
- *     TG_GEMM_KCHUNK (the kernels load C and go on adding: chunks change no
- *     rounding, and long-K products stay fast);
- *   - OpenBLAS's cblas_sgemm for the rest (transposed B, other alphas, wide
- *     products, and whenever libxsmm returns no kernel).
+ *     beta 0 or 1, and a shape where it measured faster (below). C is made
+ *     in tiles of TG_GEMM_TILE × TG_GEMM_TILE, each over the whole K in
+ *     chunks of at most TG_GEMM_KCHUNK (unchunked, long-K weight grads ran at
+ *     a third of the speed); each chunk's sum is added to C, so the chunking
+ *     is part of the rounding, and it follows from K alone;
+ *   - OpenBLAS's cblas_sgemm for the rest (transposed B, other alphas, shapes
+ *     where it measured faster, and whenever libxsmm returns no kernel).
  * Kernels are dispatched when the plan is made, on the calling thread: the
  * first time a shape is seen libxsmm compiles it (tens of µs, and mallocs),
  * later it is a look-up in libxsmm's registry. A training step has the same
@@ -29,7 +30,13 @@
 
 #define TG_GEMM_TILE 64          /* rows and columns of C a libxsmm kernel call makes */
 #define TG_GEMM_KCHUNK 256       /* K a libxsmm kernel call sums at most */
-#define TG_GEMM_XSMM_MAX_N 512   /* wider products: OpenBLAS (measured faster) */
+/* Which products go to libxsmm (bench_gemm, one thread, README "Speed"): with
+ * A as stored (ta = 0) it was 2-25% faster up to the widest measured, N = 1024;
+ * with A transposed (weight grads, K = the batch's rows, long) only while C is
+ * small, M·N <= 256·512: at 256×1024 and 1024×256 (K = 4096) OpenBLAS was
+ * 8-20% faster. */
+#define TG_GEMM_XSMM_MAX_N 1024
+#define TG_GEMM_XSMM_MAX_MN_TA (256 * 512)
 #define TG_GEMM_BLAS_BLOCK 128   /* rows or columns of C an OpenBLAS call makes in tg_gemm_run_threads */
 
 /* A libxsmm kernel: c (+)= a·b in column-major terms (libxsmm_smmfunction). */
