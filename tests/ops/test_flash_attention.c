@@ -223,11 +223,12 @@ static double compare(attn_case *c, tg_params *P, int H, errs e[3]) {
  * accumulation's growth small). A softmax weight turns a logit error δ into a
  * relative error δ_j − Σ P δ, up to 2κ, and outputs, gradients and entropies
  * inherit that. So every tensor of each op must be within 2κ of the float64
- * reference; measured on OpenBLAS's Prescott, Haswell and SkylakeX kernels: at
- * most 0.99κ. And the fused op may add at most κ/2 to the composed op's error
+ * reference (composed_hs·κ for tg_attention's head-scale grad); measured on
+ * OpenBLAS's Prescott, Haswell and SkylakeX kernels: at most 1.02κ, that grad
+ * aside. And the fused op may add at most κ/2 to the composed op's error
  * (measured: at most 0.19κ; before the centring in flash_attention.c's
  * backward its head-scale grad added 1.5κ to 3κ, depending on the kernel). */
-static void check_errs(const char *what, const errs e[3], double cond) {
+static void check_errs(const char *what, const errs e[3], double cond, double composed_hs) {
     const char *names[] = {"composed vs f64", "fused vs f64", "fused vs composed"};
     const double kappa = 0x1p-24 * cond;
     print_message("%s: kappa %.2e, max error / max |value|:\n", what, kappa);
@@ -237,7 +238,7 @@ static void check_errs(const char *what, const errs e[3], double cond) {
                       x[0], x[1], x[2], x[3], x[4], x[5], x[6]);
     }
     for (int t = 0; t < N_ERRS; t++) {
-        assert_true(e[0].v[t] <= 2 * kappa);
+        assert_true(e[0].v[t] <= (t == E_GRAD + 3 ? composed_hs : 2) * kappa);
         assert_true(e[1].v[t] <= 2 * kappa);
         assert_true(e[1].v[t] <= e[0].v[t] + kappa / 2);
     }
@@ -263,7 +264,7 @@ static void test_matches_attention(void **s) {
                     cond = fmax(cond, compare(&c, &P, H, e));
                     tg_params_free(&P);
                 }
-    check_errs("moderate logits", e, cond);
+    check_errs("moderate logits", e, cond, 2);
 }
 
 /* Unscaled logits in the hundreds (d = 64, entries of std 3, scale 1): the
@@ -288,28 +289,53 @@ static void test_huge_logits(void **s) {
         cond = fmax(cond, compare(&c, &P, 2, e));
         tg_params_free(&P);
     }
-    check_errs("huge logits", e, cond);
+    check_errs("huge logits", e, cond, 2);
 }
 
-/* The regime of `--scale learned --learned-init none` at d_head = 128: q, k of
- * unit variance, scale 1/√128, head scale √128, so logits of std √128 and
- * mostly saturated rows; B·T as the experiments' (32 × 32), and T across tiles. */
+/* The share of rows whose top weight exceeds 0.99, over all heads (H ≤ 8). */
+static double saturation(const attn_case *c, int H) {
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    float sat[8];
+    tg_attn_stats st = { .H = H, .saturation = sat };
+    tg_flash_attention(&ctx, c->q, c->k, c->v, c->hs, c->scale, c->causal, &st);
+    tg_ctx_free(&ctx);
+    double mean = 0;
+    for (int h = 0; h < H; h++) mean += sat[h] / H;
+    return mean;
+}
+
+/* The regime of `--scale learned --learned-init none` at d_head = 128: scale
+ * 1/√128, head scale √128, so logits of std √128·σ² for q, k entries of std σ;
+ * B·T as the experiments' (32 × 32), and T across tiles. σ = 1, as at the start
+ * of training: a third to a half of the rows have a top weight above 0.99.
+ * σ = 2, heads as collapsed as training makes them: three quarters or more of
+ * the rows, entropy under 0.1 nats. There tg_attention's own head-scale grad is
+ * the less accurate one (1.9–2.4κ measured; it sums dS·QKᵀ uncentred, as the
+ * fused op did), so its bound is 3κ in that case. */
 static void test_saturated_head_scale(void **s) {
     (void)s;
     const int Ts[] = {32, TG_FLASH_BK + 44}, Bs[] = {32, 2}, H = 4, d = 128;
-    errs e[3] = {0};
-    double cond = 0;
-    for (int ti = 0; ti < 2; ti++) {
-        tg_params P;
-        attn_case c = { .scale = 1.0f / sqrtf((float)d), .causal = 1 };
-        make_params(&P, &c, Bs[ti], Ts[ti], H, d, d, 1, 500 + (uint64_t)ti, 1.0f);
-        for (int h = 0; h < H; h++) c.hs->data[h] = sqrtf((float)d);
-        cond = fmax(cond, compare(&c, &P, H, e));
-        tg_params_free(&P);
+    const float stds[] = {1.0f, 2.0f};
+    for (int si = 0; si < 2; si++) {
+        errs e[3] = {0};
+        double cond = 0, sat[2];
+        for (int ti = 0; ti < 2; ti++) {
+            tg_params P;
+            attn_case c = { .scale = 1.0f / sqrtf((float)d), .causal = 1 };
+            make_params(&P, &c, Bs[ti], Ts[ti], H, d, d, 1, 500 + (uint64_t)ti, stds[si]);
+            for (int h = 0; h < H; h++) c.hs->data[h] = sqrtf((float)d);
+            sat[ti] = saturation(&c, H);
+            assert_true(sat[ti] > (si ? 0.7 : 0.25));   /* the regime the comment claims */
+            cond = fmax(cond, compare(&c, &P, H, e));
+            tg_params_free(&P);
+        }
+        char what[96];
+        snprintf(what, sizeof what, "saturated heads, q and k of std %g (rows above 0.99: %.2f at T = %d, %.2f at T = %d)",
+                 (double)stds[si], sat[0], Ts[0], sat[1], Ts[1]);
+        check_errs(what, e, cond, si ? 3 : 2);
+        if (!si) assert_true(e[1].v[E_GRAD + 3] <= 5e-6);   /* the mark for this regime */
     }
-    check_errs("saturated heads", e, cond);
-    /* the mark for the head-scale gradient in this regime */
-    assert_true(e[1].v[E_GRAD + 3] <= 5e-6);
 }
 
 /* ---- gradient checks ------------------------------------------------------ */
