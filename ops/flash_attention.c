@@ -121,8 +121,9 @@ static void forward_item(void *arg, int bh, int thread) {
                  r->lse + (int64_t)bh * T, head_mult(r, j->hs, h), j->want_stats, &j->ws[thread], &j->parts[bh]);
 }
 
-/* Per-thread scratch of the backward: raw scores, weights, dP then dS, D. */
-typedef struct { float *S, *P, *G, *D; } bwd_scratch;
+/* Per-thread scratch of the backward: raw scores, weights, dP then dS, D, and
+ * per row Σ dS·S, Σ dS and Σ P·S for the head-scale gradient. */
+typedef struct { float *S, *P, *G, *D; double *gs, *g1, *ps; } bwd_scratch;
 
 /* Returns Σ dS ⊙ Q Kᵀ over the head (for the head-scale gradient). */
 static double backward_head(const flash_rec *r, const float *Q, const float *K, const float *V, const float *O,
@@ -140,6 +141,7 @@ static double backward_head(const flash_rec *r, const float *Q, const float *K, 
                 double D = 0;
                 for (int c = 0; c < dv; c++) D += (double)g[c] * o[c];
                 w->D[a] = (float)D;
+                w->gs[a] = w->g1[a] = w->ps[a] = 0;
             }
         for (int j0 = 0; j0 < kend; j0 += BK) {
             int nk = kend - j0 < BK ? kend - j0 : BK;
@@ -164,13 +166,18 @@ static double backward_head(const flash_rec *r, const float *Q, const float *K, 
                 const float *p = w->P + (int64_t)a * BK, *x = w->S + (int64_t)a * BK;
                 float *g = w->G + (int64_t)a * BK, D = w->D[a];
                 int nv = visible(r->causal, i0 + a, j0, nk);
-                double h = 0;
-                for (int j = 0; j < nv; j++) {
-                    g[j] = p[j] * (g[j] - D);
-                    if (want_hs) h += (double)g[j] * x[j];
-                }
+                for (int j = 0; j < nv; j++) g[j] = p[j] * (g[j] - D);
                 for (int j = nv; j < nk; j++) g[j] = 0.0f;
-                dhs += h;
+                if (!want_hs) continue;
+                double gs = 0, g1 = 0, ps = 0;
+                for (int j = 0; j < nv; j++) {
+                    gs += (double)g[j] * x[j];
+                    g1 += g[j];
+                    ps += (double)p[j] * x[j];
+                }
+                w->gs[a] += gs;
+                w->g1[a] += g1;
+                w->ps[a] += ps;
             }
             /* logits = s · Q Kᵀ  =>  dQ_i += s dS K_j,  dK_j += s dSᵀ Q_i */
             if (dQ)
@@ -180,6 +187,14 @@ static double backward_head(const flash_rec *r, const float *Q, const float *K, 
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, d, nq, s, w->G, BK,
                             Q + (int64_t)i0 * ldq, ldq, 1.0f, dK + (int64_t)j0 * ldq, ldq);
         }
+        /* Exactly, Σ_j dS_ij = 0, so Σ_j dS_ij S_ij = Σ_j dS_ij (S_ij − c_i) for any c_i.
+         * In float32, D (from O) and the recomputed P disagree by about |logit|·2^-24, so a
+         * row's dS sums to a leftover that raw scores of tens or hundreds multiply (3-10×
+         * tg_attention's error in saturated heads). Taking c_i = Σ_j P_ij S_ij gives what a
+         * D consistent with the recomputed P would (up to (Σ_j P_ij − 1)·leftover), with no
+         * second pass over the keys and nothing more saved by the forward. */
+        if (want_hs)
+            for (int a = 0; a < nq; a++) dhs += w->gs[a] - w->g1[a] * w->ps[a];
     }
     return dhs;
 }
@@ -217,6 +232,9 @@ static void flash_backward(tg_ctx *ctx, const tg_node *n) {
         ws[t].P = tg_arena_alloc(ctx, (size_t)BQ * BK * sizeof(float));
         ws[t].G = tg_arena_alloc(ctx, (size_t)BQ * BK * sizeof(float));
         ws[t].D = tg_arena_alloc(ctx, (size_t)BQ * sizeof(float));
+        ws[t].gs = tg_arena_alloc(ctx, (size_t)BQ * sizeof(double));
+        ws[t].g1 = tg_arena_alloc(ctx, (size_t)BQ * sizeof(double));
+        ws[t].ps = tg_arena_alloc(ctx, (size_t)BQ * sizeof(double));
     }
     double *dhs = tg_arena_alloc(ctx, (size_t)B * H * sizeof(double));
     bwd_job job = { r, q, k, v, hs, out, need_dS, want_hs, ws, dhs };

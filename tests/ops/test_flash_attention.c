@@ -1,5 +1,5 @@
-/* tg_flash_attention against tg_attention (itself checked against a composed
- * matmul + softmax path and finite differences), plus its own gradient checks. */
+/* tg_flash_attention and tg_attention both against a float64 reference, at
+ * moderate, huge and saturated logits, plus the fused op's own gradient checks. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -77,55 +77,172 @@ static void test_worked_example(void **s) {
     tg_params_free(&P);
 }
 
-/* ---- agreement with tg_attention ------------------------------------------ */
+/* ---- both ops against a float64 reference ---------------------------------- */
 
-static double max_abs(const float *x, size_t n) {
-    double m = 0;
-    for (size_t i = 0; i < n; i++) m = fmax(m, fabs(x[i]));
-    return m;
+/* The same attention in double from the same float inputs (s = scale · head_scale
+ * taken in double), backward from the output seed R: the output, the gradients in
+ * P->grad's layout, and per head the mean entropy and the largest logit. */
+typedef struct { double *out, *grad, ent[8], mxl[8], cond; } ref_result;
+
+static void reference(const attn_case *c, const tg_params *P, const float *R, ref_result *f) {
+    const int B = c->q->shape[0], T = c->q->shape[1], H = c->q->shape[2], d = c->q->shape[3], dv = c->v->shape[3];
+    double *dq = f->grad + (c->q->grad - P->grad), *dk = f->grad + (c->k->grad - P->grad);
+    double *dvv = f->grad + (c->v->grad - P->grad), *dhs = c->hs ? f->grad + (c->hs->grad - P->grad) : NULL;
+    double *raw = malloc((size_t)T * sizeof(double)), *p = malloc((size_t)T * sizeof(double));
+    double *dP = malloc((size_t)T * sizeof(double));
+    memset(f->grad, 0, P->numel * sizeof(double));
+    f->cond = 1;
+    for (int h = 0; h < H; h++) {
+        f->ent[h] = 0;
+        f->mxl[h] = -INFINITY;
+    }
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            double s = (double)c->scale * (c->hs ? c->hs->data[h] : 1.0);
+            for (int i = 0; i < T; i++) {
+                int nv = c->causal ? i + 1 : T;
+                int64_t qi = ((int64_t)(b * T + i) * H + h) * d, vi = ((int64_t)(b * T + i) * H + h) * dv;
+                double m = -INFINITY, z = 0, D = 0;
+                for (int j = 0; j < nv; j++) {
+                    const float *kj = c->k->data + ((int64_t)(b * T + j) * H + h) * d;
+                    double mag = 0;
+                    raw[j] = 0;
+                    for (int x = 0; x < d; x++) {
+                        raw[j] += (double)c->q->data[qi + x] * kj[x];
+                        mag += fabs((double)c->q->data[qi + x] * kj[x]);
+                    }
+                    f->cond = fmax(f->cond, fabs(s) * mag);
+                    m = fmax(m, s * raw[j]);
+                }
+                for (int j = 0; j < nv; j++) z += p[j] = exp(s * raw[j] - m);
+                for (int j = 0; j < nv; j++) {
+                    p[j] /= z;
+                    if (p[j] > 0) f->ent[h] -= p[j] * log(p[j]) / (B * T);
+                }
+                f->mxl[h] = fmax(f->mxl[h], m);
+                for (int x = 0; x < dv; x++) {
+                    double o = 0;
+                    for (int j = 0; j < nv; j++) o += p[j] * c->v->data[((int64_t)(b * T + j) * H + h) * dv + x];
+                    f->out[vi + x] = o;
+                }
+                /* dP_j = dO·V_j, dS = P ⊙ (dP − Σ P dP) */
+                for (int j = 0; j < nv; j++) {
+                    dP[j] = 0;
+                    for (int x = 0; x < dv; x++)
+                        dP[j] += (double)R[vi + x] * c->v->data[((int64_t)(b * T + j) * H + h) * dv + x];
+                    D += p[j] * dP[j];
+                }
+                for (int j = 0; j < nv; j++) {
+                    int64_t kj = ((int64_t)(b * T + j) * H + h) * d, vj = ((int64_t)(b * T + j) * H + h) * dv;
+                    double dS = p[j] * (dP[j] - D);
+                    for (int x = 0; x < dv; x++) dvv[vj + x] += p[j] * R[vi + x];
+                    for (int x = 0; x < d; x++) {
+                        dq[qi + x] += s * dS * c->k->data[kj + x];
+                        dk[kj + x] += s * dS * c->q->data[qi + x];
+                    }
+                    if (dhs) dhs[h] += (double)c->scale * dS * raw[j];
+                }
+            }
+        }
+    free(raw);
+    free(p);
+    free(dP);
 }
 
-/* max |a − b| / max |b|: the error relative to the tensor's scale */
-static double rel_err(const float *a, const float *b, size_t n) {
-    double e = 0;
-    for (size_t i = 0; i < n; i++) e = fmax(e, fabs((double)a[i] - b[i]));
-    double m = max_abs(b, n);
+/* Errors of one op against the reference: max |a − ref| / max |ref| per tensor;
+ * entropy |Δ| / max(1e-3, |ref|), largest logit |Δ| / max(1, |ref|), per head. */
+enum { E_OUT, E_GRAD, E_ENT = E_GRAD + 4, E_MXL, N_ERRS };   /* grads in param order: q, k, v, hs */
+typedef struct { double v[N_ERRS]; } errs;
+
+static double rel_err(const float *a, const double *ref, size_t n) {
+    double e = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        e = fmax(e, fabs(a[i] - ref[i]));
+        m = fmax(m, fabs(ref[i]));
+    }
     return m > 0 ? e / m : e;
 }
 
-typedef struct { double out, grad[4], ent, mxl; } errs;
+static void to_double(double *y, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = x[i];
+}
 
-/* Forward with stats and backward with a random seed through both ops. */
-static void compare(attn_case *c, tg_params *P, int H, errs *e) {
+/* Forward with stats and backward with a random seed through the composed op
+ * (e[0]) and the fused op (e[1]), each against the float64 reference; e[2] is
+ * the fused op against the composed one. Errors are maxed into e over calls.
+ * Returns the case's max |s|·Σ_c |q_ic k_jc| over (i, j). */
+static double compare(attn_case *c, tg_params *P, int H, errs e[3]) {
     tg_ctx ctx;
     tg_ctx_init(&ctx, 0);
-    float ent[2][8], mxl[2][8], sat[2][8];
-    float *out[2], *grad[2];
+    const int64_t n_out = (int64_t)c->v->shape[0] * c->v->shape[1] * H * c->v->shape[3];
+    float *R = malloc((size_t)n_out * sizeof(float)), ent[2][8], mxl[2][8], sat[2][8], *out[2], *grad[2];
+    tg_rng r;
+    tg_rng_seed(&r, 77, 3);
+    tg_fill_normal(&r, R, n_out, 0.0f, 1.0f);
+    ref_result ref = { .out = malloc((size_t)n_out * sizeof(double)), .grad = malloc(P->numel * sizeof(double)) };
+    reference(c, P, R, &ref);
+    ref_result cmp = { .out = malloc((size_t)n_out * sizeof(double)), .grad = malloc(P->numel * sizeof(double)) };
     for (int op = 0; op < 2; op++) {
         tg_attn_stats st = { .H = H, .entropy = ent[op], .max_logit = mxl[op], .saturation = sat[op] };
         tg_tensor *o = op ? tg_flash_attention(&ctx, c->q, c->k, c->v, c->hs, c->scale, c->causal, &st)
                           : tg_attention(&ctx, c->q, c->k, c->v, c->hs, c->scale, c->causal, &st);
-        float *R = tg_arena_alloc(&ctx, (size_t)o->numel * sizeof(float));
-        tg_rng r;
-        tg_rng_seed(&r, 77, 3);
-        tg_fill_normal(&r, R, o->numel, 0.0f, 1.0f);
         tg_params_zero_grad(P);
         tg_backward_seed(&ctx, o, R);
         out[op] = o->data;
         grad[op] = tg_arena_alloc(&ctx, P->numel * sizeof(float));
         memcpy(grad[op], P->grad, P->numel * sizeof(float));
-        if (op) e->out = fmax(e->out, rel_err(o->data, out[0], (size_t)o->numel));
     }
-    for (int p = 0; p < P->n; p++) {
-        size_t off = (size_t)(P->list[p]->grad - P->grad), n = (size_t)P->list[p]->numel;
-        e->grad[p] = fmax(e->grad[p], rel_err(grad[1] + off, grad[0] + off, n));
+    to_double(cmp.out, out[0], (size_t)n_out);
+    to_double(cmp.grad, grad[0], P->numel);
+    for (int k = 0; k < 3; k++) {
+        const ref_result *want = k < 2 ? &ref : &cmp;
+        const int op = k ? 1 : 0;
+        e[k].v[E_OUT] = fmax(e[k].v[E_OUT], rel_err(out[op], want->out, (size_t)n_out));
+        for (int p = 0; p < P->n; p++) {
+            size_t off = (size_t)(P->list[p]->grad - P->grad), n = (size_t)P->list[p]->numel;
+            e[k].v[E_GRAD + p] = fmax(e[k].v[E_GRAD + p], rel_err(grad[op] + off, want->grad + off, n));
+        }
+        for (int h = 0; h < H; h++) {
+            double we = k < 2 ? ref.ent[h] : ent[0][h], wm = k < 2 ? ref.mxl[h] : mxl[0][h];
+            e[k].v[E_ENT] = fmax(e[k].v[E_ENT], fabs(ent[op][h] - we) / fmax(1e-3, fabs(we)));
+            e[k].v[E_MXL] = fmax(e[k].v[E_MXL], fabs(mxl[op][h] - wm) / fmax(1.0, fabs(wm)));
+        }
     }
-    for (int h = 0; h < H; h++) {
-        e->ent = fmax(e->ent, fabs(ent[1][h] - ent[0][h]) / fmax(1e-3, fabs(ent[0][h])));
-        e->mxl = fmax(e->mxl, fabs(mxl[1][h] - mxl[0][h]) / fmax(1.0, fabs(mxl[0][h])));
-        assert_float_equal(sat[1][h], sat[0][h], 0.5 / (c->q->shape[0] * c->q->shape[1]));
-    }
+    for (int h = 0; h < H; h++) assert_float_equal(sat[1][h], sat[0][h], 0.5 / (c->q->shape[0] * c->q->shape[1]));
+    free(R);
+    free(ref.out);
+    free(ref.grad);
+    free(cmp.out);
+    free(cmp.grad);
     tg_ctx_free(&ctx);
+    return ref.cond;
+}
+
+/* Prints both ops' errors and checks them against κ = 2^-24 · max_ij |s|·Σ_c |q_ic k_jc|,
+ * how far float32 rounding can move a logit (a float dot product's error is about
+ * 2^-24 times the sum of its terms' magnitudes; blocked FMA kernels keep the
+ * accumulation's growth small). A softmax weight turns a logit error δ into a
+ * relative error δ_j − Σ P δ, up to 2κ, and outputs, gradients and entropies
+ * inherit that. So every tensor of each op must be within 2κ of the float64
+ * reference (composed_hs·κ for tg_attention's head-scale grad); measured on
+ * OpenBLAS's Prescott, Haswell and SkylakeX kernels: at most 1.02κ, that grad
+ * aside. And the fused op may add at most κ/2 to the composed op's error
+ * (measured: at most 0.19κ; before the centring in flash_attention.c's
+ * backward its head-scale grad added 1.5κ to 3κ, depending on the kernel). */
+static void check_errs(const char *what, const errs e[3], double cond, double composed_hs) {
+    const char *names[] = {"composed vs f64", "fused vs f64", "fused vs composed"};
+    const double kappa = 0x1p-24 * cond;
+    print_message("%s: kappa %.2e, max error / max |value|:\n", what, kappa);
+    for (int i = 0; i < 3; i++) {
+        const double *x = e[i].v;
+        print_message("  %-17s: out %.2e dq %.2e dk %.2e dv %.2e dhs %.2e entropy %.2e max_logit %.2e\n", names[i],
+                      x[0], x[1], x[2], x[3], x[4], x[5], x[6]);
+    }
+    for (int t = 0; t < N_ERRS; t++) {
+        assert_true(e[0].v[t] <= (t == E_GRAD + 3 ? composed_hs : 2) * kappa);
+        assert_true(e[1].v[t] <= 2 * kappa);
+        assert_true(e[1].v[t] <= e[0].v[t] + kappa / 2);
+    }
 }
 
 /* Causal and not, T below, at and across the tile sizes and not a multiple of
@@ -135,7 +252,8 @@ static void test_matches_attention(void **s) {
     const int Ts[] = {5, TG_FLASH_BQ, TG_FLASH_BQ + 36, TG_FLASH_BK + 44};
     const int d = 16, dv = 12, B = 2, H = 3;
     const float scales[] = {1.0f, 0.25f, 1.0f / 16};
-    errs e = {0};
+    errs e[3] = {0};
+    double cond = 0;
     uint64_t seed = 200;
     for (int ti = 0; ti < 4; ti++)
         for (int si = 0; si < 3; si++)
@@ -144,23 +262,18 @@ static void test_matches_attention(void **s) {
                     tg_params P;
                     attn_case c = { .scale = scales[si], .causal = causal };
                     make_params(&P, &c, B, Ts[ti], H, d, dv, with_hs, seed++, 1.0f);
-                    compare(&c, &P, H, &e);
+                    cond = fmax(cond, compare(&c, &P, H, e));
                     tg_params_free(&P);
                 }
-    print_message("flash vs composed, max error / max |value|: out %.2e dq %.2e dk %.2e dv %.2e dhs %.2e; "
-                  "entropy %.2e max_logit %.2e (relative)\n",
-                  e.out, e.grad[0], e.grad[1], e.grad[2], e.grad[3], e.ent, e.mxl);
-    assert_true(e.out < 1e-5);
-    for (int i = 0; i < 4; i++) assert_true(e.grad[i] < 1e-5);
-    assert_true(e.ent < 1e-5);
-    assert_true(e.mxl < 1e-6);
+    check_errs("moderate logits", e, cond, 2);
 }
 
-/* Unscaled logits in the hundreds (d = 64, entries of std 2.5, scale 1): the
- * online softmax and entropy work in (x − m) and stay finite and exact. */
+/* Unscaled logits in the hundreds (d = 64, entries of std 3, scale 1): the
+ * online softmax and entropy work in (x − m) and stay finite. */
 static void test_huge_logits(void **s) {
     (void)s;
-    errs e = {0};
+    errs e[3] = {0};
+    double cond = 0;
     for (int causal = 0; causal < 2; causal++) {
         tg_params P;
         attn_case c = { .scale = 1.0f, .causal = causal };
@@ -174,14 +287,56 @@ static void test_huge_logits(void **s) {
         assert_true(mxl[0] > 200);
         assert_true(ent[0] >= 0 && isfinite(ent[0]));
         tg_ctx_free(&ctx);
-        compare(&c, &P, 2, &e);
+        cond = fmax(cond, compare(&c, &P, 2, e));
         tg_params_free(&P);
     }
-    print_message("huge logits, relative: out %.2e dq %.2e dk %.2e dv %.2e entropy %.2e\n", e.out, e.grad[0],
-                  e.grad[1], e.grad[2], e.ent);
-    assert_true(e.out < 1e-5);
-    for (int i = 0; i < 3; i++) assert_true(e.grad[i] < 1e-5);
-    assert_true(e.ent < 1e-5);
+    check_errs("huge logits", e, cond, 2);
+}
+
+/* The share of rows whose top weight exceeds 0.99, over all heads (H ≤ 8). */
+static double saturation(const attn_case *c, int H) {
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    float sat[8];
+    tg_attn_stats st = { .H = H, .saturation = sat };
+    tg_flash_attention(&ctx, c->q, c->k, c->v, c->hs, c->scale, c->causal, &st);
+    tg_ctx_free(&ctx);
+    double mean = 0;
+    for (int h = 0; h < H; h++) mean += sat[h] / H;
+    return mean;
+}
+
+/* The regime of `--scale learned --learned-init none` at d_head = 128: scale
+ * 1/√128, head scale √128, so logits of std √128·σ² for q, k entries of std σ;
+ * B·T as the experiments' (32 × 32), and T across tiles. σ = 1, as at the start
+ * of training: a third to a half of the rows have a top weight above 0.99.
+ * σ = 2, heads as collapsed as training makes them: three quarters or more of
+ * the rows, entropy under 0.1 nats. There tg_attention's own head-scale grad is
+ * the less accurate one (1.9–2.4κ measured; it sums dS·QKᵀ uncentred, as the
+ * fused op did), so its bound is 3κ in that case. */
+static void test_saturated_head_scale(void **s) {
+    (void)s;
+    const int Ts[] = {32, TG_FLASH_BK + 44}, Bs[] = {32, 2}, H = 4, d = 128;
+    const float stds[] = {1.0f, 2.0f};
+    for (int si = 0; si < 2; si++) {
+        errs e[3] = {0};
+        double cond = 0, sat[2];
+        for (int ti = 0; ti < 2; ti++) {
+            tg_params P;
+            attn_case c = { .scale = 1.0f / sqrtf((float)d), .causal = 1 };
+            make_params(&P, &c, Bs[ti], Ts[ti], H, d, d, 1, 500 + (uint64_t)ti, stds[si]);
+            for (int h = 0; h < H; h++) c.hs->data[h] = sqrtf((float)d);
+            sat[ti] = saturation(&c, H);
+            assert_true(sat[ti] > (si ? 0.7 : 0.25));   /* the regime the comment claims */
+            cond = fmax(cond, compare(&c, &P, H, e));
+            tg_params_free(&P);
+        }
+        char what[96];
+        snprintf(what, sizeof what, "saturated heads, q and k of std %g (rows above 0.99: %.2f at T = %d, %.2f at T = %d)",
+                 (double)stds[si], sat[0], Ts[0], sat[1], Ts[1]);
+        check_errs(what, e, cond, si ? 3 : 2);
+        if (!si) assert_true(e[1].v[E_GRAD + 3] <= 5e-6);   /* the mark for this regime */
+    }
 }
 
 /* ---- gradient checks ------------------------------------------------------ */
@@ -421,6 +576,7 @@ int main(void) {
         cmocka_unit_test(test_worked_example),
         cmocka_unit_test(test_matches_attention),
         cmocka_unit_test(test_huge_logits),
+        cmocka_unit_test(test_saturated_head_scale),
         cmocka_unit_test(test_grad_grid),
         cmocka_unit_test(test_grad_shared_input),
         cmocka_unit_test(test_grad_partial),
