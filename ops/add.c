@@ -83,7 +83,7 @@ static void add_backward(tg_ctx *ctx, const tg_node *n) {
         tg_grad_acc(b);
         j.db_parts = tg_arena_alloc(ctx, (size_t)parts * j.nb * sizeof(float));
     }
-    tg_parallel_for(parts, j.na, backward_part, &j);
+    tg_parallel_for(parts, TG_WORK_COPY * j.na, backward_part, &j);
     if (j.db_parts)   /* the parts' sums, added in part order */
         for (int p = 0; p < parts; p++)
             for (int64_t c = 0; c < j.nb; c++) b->grad[c] += j.db_parts[p * j.nb + c];
@@ -98,7 +98,7 @@ tg_tensor *tg_add(tg_ctx *ctx, tg_tensor *a, tg_tensor *b) {
     j.a = a->data;
     j.b = b->data;
     j.out = out->data;
-    tg_parallel_for(tg_parts(j.na, j.span), j.na, forward_part, &j);
+    tg_parallel_for(tg_parts(j.na, j.span), TG_WORK_COPY * j.na, forward_part, &j);
     tg_node *n = tg_record(ctx, "tg_add", add_backward, out, 2, (tg_tensor *[]){a, b}, 0);
     if (n) n->own_grads = 1;
     return out;

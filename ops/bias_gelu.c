@@ -88,7 +88,7 @@ static void bias_gelu_backward(tg_ctx *ctx, const tg_node *n) {
         j.db_parts = tg_arena_alloc(ctx, (size_t)parts * j.D * sizeof(float));
     }
     if (!j.dx && !j.db_parts) return;
-    tg_parallel_for(parts, 16 * x->numel, backward_part, &j);
+    tg_parallel_for(parts, TG_WORK_COPY * x->numel, backward_part, &j);
     if (j.db_parts)   /* the parts' sums, added in part order */
         for (int p = 0; p < parts; p++)
             for (int c = 0; c < j.D; c++) b->grad[c] += j.db_parts[(int64_t)p * j.D + c];
@@ -103,7 +103,7 @@ tg_tensor *tg_bias_gelu(tg_ctx *ctx, tg_tensor *x, tg_tensor *b) {
     j.x = x->data;
     j.b = b->data;
     j.y = y->data;
-    tg_parallel_for(tg_parts(j.rows, j.rows_per_part), 16 * x->numel, forward_part, &j);
+    tg_parallel_for(tg_parts(j.rows, j.rows_per_part), TG_WORK_COPY * x->numel, forward_part, &j);
     tg_node *n = tg_record(ctx, "tg_bias_gelu", bias_gelu_backward, y, 2, (tg_tensor *[]){x, b}, 0);
     if (n) n->own_grads = 1;
     return y;

@@ -54,7 +54,7 @@ static void ce_backward(tg_ctx *ctx, const tg_node *n) {
     if (!logits->grad) return;
     ce_job j = { .r = r, .logits = logits->data, .dlogits = logits->grad,
                  .g = (float)(n->out->grad[0] / r->count), .first = tg_grad_first(logits) };
-    tg_parallel_for(tg_parts(r->rows, ROWS), r->rows * r->V, backward_part, &j);
+    tg_parallel_for(tg_parts(r->rows, ROWS), TG_WORK_EXP * r->rows * r->V, backward_part, &j);
 }
 
 TG_VEC_CLONES static void forward_part(void *arg, int part, int thread) {
@@ -99,7 +99,7 @@ tg_tensor *tg_cross_entropy(tg_ctx *ctx, tg_tensor *logits, const int *targets) 
     int parts = tg_parts(rows, ROWS);
     ce_job j = { .r = &rec, .logits = logits->data, .targets = targets, .lse = lse,
                  .loss_parts = tg_arena_alloc(ctx, (size_t)parts * sizeof(double)) };
-    tg_parallel_for(parts, rows * V, forward_part, &j);
+    tg_parallel_for(parts, TG_WORK_EXP * rows * V, forward_part, &j);
     double loss = 0;   /* the parts' sums in order */
     for (int p = 0; p < parts; p++) loss += j.loss_parts[p];
     tg_tensor *out = tg_new(ctx, 1, (int[]){1});

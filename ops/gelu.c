@@ -41,13 +41,13 @@ static void gelu_backward(tg_ctx *ctx, const tg_node *n) {
     tg_tensor *x = n->in[0];
     if (!x->grad) return;
     gelu_job j = { x->data, n->out->grad, x->grad, x->numel, tg_grad_first(x) };
-    tg_parallel_for(parts(x->numel), 16 * x->numel, backward_part, &j);
+    tg_parallel_for(parts(x->numel), TG_WORK_COPY * x->numel, backward_part, &j);
 }
 
 tg_tensor *tg_gelu(tg_ctx *ctx, tg_tensor *x) {
     tg_tensor *y = tg_new_like(ctx, x);
     gelu_job j = { x->data, NULL, y->data, x->numel, 0 };
-    tg_parallel_for(parts(x->numel), 16 * x->numel, forward_part, &j);
+    tg_parallel_for(parts(x->numel), TG_WORK_COPY * x->numel, forward_part, &j);
     tg_node *n = tg_record(ctx, "tg_gelu", gelu_backward, y, 1, (tg_tensor *[]){x}, 0);
     if (n) n->own_grads = 1;
     return y;

@@ -74,7 +74,7 @@ static void layernorm_backward(tg_ctx *ctx, const tg_node *n) {
     int parts = tg_parts(r->rows, jb.rows_per_part);
     jb.dg_parts = tg_arena_alloc(ctx, (size_t)parts * D * sizeof(float));
     jb.db_parts = tg_arena_alloc(ctx, (size_t)parts * D * sizeof(float));
-    tg_parallel_for(parts, r->rows * D, backward_part, &jb);
+    tg_parallel_for(parts, TG_WORK_NORM * r->rows * D, backward_part, &jb);
     for (int p = 0; p < parts; p++)
         for (int j = 0; j < D; j++) {
             if (gain && gain->grad) gain->grad[j] += jb.dg_parts[(int64_t)p * D + j];
@@ -126,7 +126,7 @@ tg_tensor *tg_layernorm(tg_ctx *ctx, tg_tensor *x, tg_tensor *gain, tg_tensor *b
     ln_job jb = { .r = &rec, .x = x->data, .gain = gain ? gain->data : filled(ctx, D, 1.0f),
                   .bias = bias ? bias->data : filled(ctx, D, 0.0f),
                   .y = y->data, .mean = mean, .rstd = rstd, .rows_per_part = rows_per_part(D), .eps = eps };
-    tg_parallel_for(tg_parts(rows, jb.rows_per_part), rows * D, forward_part, &jb);
+    tg_parallel_for(tg_parts(rows, jb.rows_per_part), TG_WORK_NORM * rows * D, forward_part, &jb);
     tg_node *n = tg_record(ctx, "tg_layernorm", layernorm_backward, y, 3, (tg_tensor *[]){x, gain, bias},
                            sizeof(layernorm_rec));
     if (n) {

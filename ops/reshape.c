@@ -25,7 +25,7 @@ static void reshape_backward(tg_ctx *ctx, const tg_node *n) {
     tg_tensor *x = n->in[0];
     if (!x->grad) return;
     reshape_job j = { n->out->grad, x->grad, x->numel, tg_grad_first(x) };
-    tg_parallel_for(tg_parts(x->numel, TG_PART), x->numel, backward_part, &j);
+    tg_parallel_for(tg_parts(x->numel, TG_PART), TG_WORK_COPY * x->numel, backward_part, &j);
 }
 
 tg_tensor *tg_reshape(tg_ctx *ctx, tg_tensor *x, int ndim, const int *shape) {

@@ -107,7 +107,7 @@ void tg_adamw_step(tg_adamw *o, tg_params *P, float lr) {
     }
     const float bc2_sqrt = (float)sqrt(1.0 - pow(b2, (double)o->t));
     adam_job j = { P, o->m, o->v, o->keep, o->step_size, b1, b2, eps, bc2_sqrt, o->n };
-    tg_parallel_for(tg_parts((int64_t)o->n, TG_PART), 8 * (int64_t)o->n, adam_part, &j);
+    tg_parallel_for(tg_parts((int64_t)o->n, TG_PART), TG_WORK_NORM * (int64_t)o->n, adam_part, &j);
 }
 
 void tg_adamw_free(tg_adamw *o) {
