@@ -34,6 +34,7 @@ typedef struct {
     int ta, tb, M, N, K, lda, ldb, ldc, count;
     float beta;
     int kind[3];   /* of A, B, C */
+    int op_transposes;   /* tb = 1 and the op makes Bᵀ first and runs B un-transposed */
 } product;
 
 typedef struct {
@@ -41,6 +42,7 @@ typedef struct {
     const tg_gemm_plan *plan;
     float *buf[3];
     int T, HD, d, H;
+    float *bt;   /* non-NULL: B transposed into here first (per thread: K·N floats each) */
 } head_job;
 
 static float *operand(const head_job *j, int which, int bh, int thread) {
@@ -51,9 +53,21 @@ static float *operand(const head_job *j, int which, int bh, int thread) {
     }
 }
 
+/* With bt: B [N,K] (row stride ldb) is transposed first, as the ops do, and
+ * the plan runs on the transposed copy. */
+static void run_one(const head_job *j, const float *A, const float *B, float *C, float *bt) {
+    const product *p = j->p;
+    if (bt) {
+        tg_transpose(B, p->ldb, p->N, p->K, bt);
+        B = bt;
+    }
+    tg_gemm_run(j->plan, A, B, C);
+}
+
 static void head_item(void *arg, int bh, int thread) {
     const head_job *j = arg;
-    tg_gemm_run(j->plan, operand(j, 0, bh, thread), operand(j, 1, bh, thread), operand(j, 2, bh, thread));
+    run_one(j, operand(j, 0, bh, thread), operand(j, 1, bh, thread), operand(j, 2, bh, thread),
+            j->bt ? j->bt + (int64_t)thread * j->p->K * j->p->N : NULL);
 }
 
 static int n_products;
@@ -74,14 +88,16 @@ static void linear(const char *name, int BT, int in, int out, int count) {
     add(w, 0, 0, BT, out, in, in, out, out, 0.0f, count, WHOLE, WHOLE, WHOLE);
     snprintf(w, sizeof w, "%s.dx", name);
     add(w, 0, 1, BT, in, out, out, out, in, 1.0f, count, WHOLE, WHOLE, WHOLE);
+    products[n_products - 1].op_transposes = BT >= 256;   /* as tg_matmul (TRANSPOSE_MIN_ROWS) */
     snprintf(w, sizeof w, "%s.dW", name);
     add(w, 1, 0, in, out, BT, in, out, out, 1.0f, count, WHOLE, WHOLE, WHOLE);
 }
 
-/* Times the product with plan p, best of reps runs. */
+/* Times the product with plan p (with Bᵀ made first into bt if not NULL),
+ * best of reps runs. */
 static double time_plan(const product *pr, const tg_gemm_plan *p, float **buf, int heads, int T, int HD, int d,
-                        int H, int reps) {
-    head_job j = { pr, p, {buf[0], buf[1], buf[2]}, T, HD, d, H };
+                        int H, int reps, float *bt) {
+    head_job j = { pr, p, {buf[0], buf[1], buf[2]}, T, HD, d, H, bt };
     double best = INFINITY;
     for (int r = 0; r < reps; r++) {
         double t0 = 1e3 * timing_now_ms();
@@ -90,7 +106,12 @@ static double time_plan(const product *pr, const tg_gemm_plan *p, float **buf, i
             tg_parallel_for(heads, (int64_t)heads * pr->M * pr->N * pr->K, head_item, &j);
             tg_blas_serial_end(blas);
         } else {
-            tg_gemm_run_threads(p, buf[0], buf[1], buf[2]);
+            const float *B = buf[1];
+            if (bt) {
+                tg_transpose(B, pr->ldb, pr->N, pr->K, bt);
+                B = bt;
+            }
+            tg_gemm_run_threads(p, buf[0], B, buf[2]);
         }
         double t = 1e3 * timing_now_ms() - t0;
         best = t < best ? t : best;
@@ -131,9 +152,11 @@ int main(int argc, char **argv) {
     /* attention per head, as ops/attention.c: S = Q Kᵀ, O = P V; dV += Pᵀ dO,
      * dP = dO Vᵀ, G = dL K, dK += dLᵀ Q */
     add("attn.QKt", 0, 1, T, T, d, HD, HD, T, 0.0f, L, HEAD, HEAD, SCRATCH);
+    products[n_products - 1].op_transposes = T >= 4 * d;   /* as tg_attention (transpose_first) */
     add("attn.PV", 0, 0, T, d, T, T, HD, HD, 0.0f, L, SCRATCH, HEAD, HEAD);
     add("attn.PtdO", 1, 0, T, d, T, T, HD, HD, 1.0f, L, SCRATCH, HEAD, HEAD);
     add("attn.dOVt", 0, 1, T, T, d, HD, HD, T, 0.0f, L, HEAD, HEAD, SCRATCH);
+    products[n_products - 1].op_transposes = T >= 4 * d;
     add("attn.dLK", 0, 0, T, d, T, T, HD, d, 0.0f, L, SCRATCH, HEAD, SCRATCH);
     add("attn.dLtQ", 1, 0, T, d, T, T, HD, HD, 1.0f, L, SCRATCH, HEAD, HEAD);
 
@@ -145,7 +168,7 @@ int main(int argc, char **argv) {
         m = m > c ? m : c;
         need = need > m ? need : m;
     }
-    float *buf[3];
+    float *buf[3], *bt = malloc((size_t)threads * need * sizeof(float));   /* Bᵀ, per thread */
     tg_rng rng = {7, 1};
     for (int i = 0; i < 3; i++) {
         buf[i] = malloc(need * sizeof(float));
@@ -163,16 +186,18 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n_products; i++) {
         const product *p = &products[i];
         int heads = p->kind[2] == WHOLE ? 0 : B * H;
+        /* libxsmm's column for a transposed B: Bᵀ made first (its time included), as the ops may */
         tg_gemm_plan pick, blas, xsmm;
-        tg_gemm_plan_init(&pick, p->ta, p->tb, p->M, p->N, p->K, 1.0f, p->lda, p->ldb, p->beta, p->ldc);
-        blas = pick;
+        tg_gemm_plan_init(&blas, p->ta, p->tb, p->M, p->N, p->K, 1.0f, p->lda, p->ldb, p->beta, p->ldc);
+        tg_gemm_plan_init(&xsmm, p->ta, 0, p->M, p->N, p->K, 1.0f, p->lda, p->tb ? p->N : p->ldb, p->beta, p->ldc);
+        pick = p->tb && p->op_transposes ? xsmm : blas;
         blas.xsmm = 0;
-        xsmm = pick;
         int has_xsmm = tg_gemm_plan_xsmm(&xsmm);
-        double tb = time_plan(p, &blas, buf, heads, T, HD, d, H, reps);
-        double tx = has_xsmm ? time_plan(p, &xsmm, buf, heads, T, HD, d, H, reps) : NAN;
+        float *btx = p->tb ? bt : NULL, *btp = p->tb && p->op_transposes ? bt : NULL;
+        double tb = time_plan(p, &blas, buf, heads, T, HD, d, H, reps, NULL);
+        double tx = has_xsmm ? time_plan(p, &xsmm, buf, heads, T, HD, d, H, reps, btx) : NAN;
+        double tp = pick.xsmm ? time_plan(p, &pick, buf, heads, T, HD, d, H, reps, btp) : tb;
         double flop = 2.0 * p->M * p->N * p->K * (heads ? heads : 1);
-        double tp = pick.xsmm ? tx : tb;
         tot_blas += p->count * tb;
         tot_xsmm += p->count * (has_xsmm ? tx : tb);
         tot_pick += p->count * tp;
@@ -182,5 +207,6 @@ int main(int argc, char **argv) {
     printf("step total: openblas_us=%.1f libxsmm_where_possible_us=%.1f picked_us=%.1f\n", tot_blas, tot_xsmm,
            tot_pick);
     for (int i = 0; i < 3; i++) free(buf[i]);
+    free(bt);
     return 0;
 }

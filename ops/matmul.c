@@ -13,10 +13,11 @@ static void shapes(const matmul_rec *r, int *lda, int *ldb) {
 }
 
 /* dA = dC·Bᵀ with B [K,N] as stored: libxsmm has no kernel for a transposed
- * B, OpenBLAS has. Measured (bench_gemm): with Bᵀ made first (K·N floats)
- * the product on libxsmm is 15-30% faster at 2048-4096 rows (seed, large), no
- * faster at 512 (small). */
-enum { TRANSPOSE_MIN_ROWS = 1024 };
+ * B, OpenBLAS has. Measured (bench_gemm, one thread, the transposition
+ * included): with Bᵀ made first (K·N floats) the product on libxsmm is 10-25%
+ * faster at 512 rows (small), 10-30% at 2048-4096 (seed, large), about equal
+ * at 4096×1024×256. Below a few hundred rows the copy would weigh more. */
+enum { TRANSPOSE_MIN_ROWS = 256 };
 
 static void matmul_backward(tg_ctx *ctx, const tg_node *n) {
     const matmul_rec *r = n->saved;
