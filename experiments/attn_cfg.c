@@ -10,7 +10,7 @@
 const char *const optim_names[] = {"adam", "sgd", NULL};
 const char *const on_nan_names[] = {"stop", "skip", NULL};
 const char *const attn_run_options[] = {"steps", "threads", "log", "log-every", "save", "save-every",
-                                        "resume", "stop-at", "on-nan", "debug-nan", NULL};
+                                        "resume", "stop-at", "on-nan", "debug-nan", "overwrite", "check", NULL};
 
 void attn_cfg_defaults(attn_cfg *c) {
     *c = (attn_cfg){
@@ -59,6 +59,8 @@ int attn_cfg_options(attn_cfg *c, cli_opt *opts) {
         {"stop-at", CLI_INT, &c->stop_at, 0, 10000000, NULL, "stop before this step with a checkpoint, as if interrupted (0: run to --steps)"},
         {"on-nan", CLI_CHOICE, &c->on_nan, 0, 0, on_nan_names, "on a non-finite loss or gradient: stop (exit 3) or skip that step's update"},
         {"debug-nan", CLI_INT, &c->debug_nan, -1, 10000000, NULL, "testing aid: poison a gradient with NaN at this step (-1: never)"},
+        {"overwrite", CLI_FLAG, &c->overwrite, 0, 0, NULL, "a fresh run may replace an existing --log or --save file (of another run); without it such a run is refused"},
+        {"check", CLI_FLAG, &c->check, 0, 0, NULL, "check the flags and their combination, then exit (0: this run would start) without reading or writing any file"},
     };
     int n = (int)(sizeof o / sizeof o[0]);
     _Static_assert(sizeof o / sizeof o[0] <= ATTN_MAX_OPTS, "raise ATTN_MAX_OPTS");
