@@ -41,9 +41,16 @@ tg_tensor *tg_param(tg_params *p, const char *name, int ndim, const int *shape) 
     t->numel = tg_numel_of(ndim, shape);
     t->requires_grad = 1;
     t->is_param = 1;
+    t->lr_mult = 1.0f;
     t->name = (const char *)(t + 1);
     p->list[p->n++] = t;
     p->numel += (size_t)t->numel;
+    return t;
+}
+
+tg_tensor *tg_param_decayed(tg_params *p, const char *name, int ndim, const int *shape) {
+    tg_tensor *t = tg_param(p, name, ndim, shape);
+    t->decay = 1;
     return t;
 }
 

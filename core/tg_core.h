@@ -47,6 +47,9 @@ typedef struct tg_tensor {
     int requires_grad;
     int is_param;       /* param grads accumulate across backward calls */
     const char *name;   /* params and named activations; for messages */
+    /* parameters only, read by the optimizers at every step (see tg_optim.h): */
+    int decay;          /* 1: weight decay applies (declared with tg_param_decayed) */
+    float lr_mult;      /* its learning rate is the optimizer's times this; 1 from tg_param */
 } tg_tensor;
 
 int64_t tg_numel_of(int ndim, const int *shape);
@@ -129,7 +132,12 @@ typedef struct tg_params {
 
 void tg_params_init(tg_params *p);
 void tg_params_free(tg_params *p);
+/* Whether weight decay applies is declared with the parameter, never inferred
+ * from its shape: tg_param_decayed for what regularisation should shrink (weight
+ * matrices, embeddings), tg_param for the rest (gains, biases, scales, anything
+ * that sets a temperature). */
 tg_tensor *tg_param(tg_params *p, const char *name, int ndim, const int *shape);
+tg_tensor *tg_param_decayed(tg_params *p, const char *name, int ndim, const int *shape);
 void tg_params_alloc(tg_params *p);     /* data and grad zeroed */
 void tg_params_zero_grad(tg_params *p);
 tg_tensor *tg_params_find(const tg_params *p, const char *name);

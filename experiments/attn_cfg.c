@@ -1,6 +1,7 @@
 #define _POSIX_C_SOURCE 200809L   /* sysconf */
 #include "attn_cfg.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,7 +11,8 @@
 const char *const optim_names[] = {"adam", "sgd", NULL};
 const char *const on_nan_names[] = {"stop", "skip", NULL};
 const char *const attn_run_options[] = {"steps", "threads", "log", "log-every", "save", "save-every",
-                                        "resume", "stop-at", "on-nan", "debug-nan", "overwrite", "check", NULL};
+                                        "resume", "stop-at", "on-nan", "debug-nan", "dump-attn", "dump-attn-file",
+                                        "overwrite", "check", NULL};
 
 void attn_cfg_defaults(attn_cfg *c) {
     *c = (attn_cfg){
@@ -19,7 +21,8 @@ void attn_cfg_defaults(attn_cfg *c) {
         .optim = OPT_ADAM, .warmup = 50, .seed = 1, .threads = 1, .log_every = 10, .attn = ATTN_COMPOSED,
         .alphabet = 8, .keys = 8, .values = 6,
         .lr = 3e-3f, .lr_min = 3e-4f, .clip = 1.0f, .momentum = 0.9f, .weight_decay = 0.0f,
-        .log = NULL,
+        .learned_param = LEARNED_LINEAR, .scale_mult = 1.0f, .scale_lr = 0.0f,
+        .log = NULL, .dump_attn = NULL, .dump_attn_file = NULL,
         .save = NULL, .resume = NULL, .save_every = 100, .stop_at = 0, .on_nan = ONNAN_STOP, .debug_nan = -1,
     };
 }
@@ -35,8 +38,11 @@ int attn_cfg_options(attn_cfg *c, cli_opt *opts) {
         {"heads", CLI_INT, &c->heads, 1, 256, NULL, "attention heads H"},
         {"d-head", CLI_INT, &c->d_head, 1, 4096, NULL, "head size d_head (= d_k)"},
         {"layers", CLI_INT, &c->layers, 1, 64, NULL, "transformer blocks"},
-        {"scale", CLI_CHOICE, &c->scale, 0, 0, scale_names, "attention scale: 1/sqrt(dh), 1, 1/dh, QK-norm + 1/sqrt(dh), learned per head"},
+        {"scale", CLI_CHOICE, &c->scale, 0, 0, scale_names, "attention scale: 1/sqrt(dh), 1, 1/dh, QK-norm + 1/sqrt(dh), learned per head, c/sqrt(dh) (--scale-mult c)"},
+        {"scale-mult", CLI_FLOAT, &c->scale_mult, 0, 1e6, NULL, "--scale mult: c > 0 in softmax(c/sqrt(dh) q.k); 1 is sqrt, sqrt(dh) is none"},
         {"learned-init", CLI_CHOICE, &c->learned_init, 0, 0, learned_init_names, "--scale learned: start at s_h = 1 (as sqrt) or s_h = sqrt(d_head) (as none)"},
+        {"learned-param", CLI_CHOICE, &c->learned_param, 0, 0, learned_param_names, "--scale learned: train s_h itself, or theta_h with s_h = exp(theta_h)"},
+        {"scale-lr", CLI_FLOAT, &c->scale_lr, 0, 100, NULL, "--scale learned: peak learning rate of the head scales, on the same schedule in proportion (0: --lr)"},
         {"init", CLI_CHOICE, &c->init, 0, 0, init_names, "fanin: N(0,1/fan_in) weights, N(0,1) embeddings; gpt2: all N(0,0.02^2)"},
         {"optim", CLI_CHOICE, &c->optim, 0, 0, optim_names, "AdamW or SGD with momentum"},
         {"lr", CLI_FLOAT, &c->lr, 1e-9, 100, NULL, "peak learning rate"},
@@ -44,7 +50,7 @@ int attn_cfg_options(attn_cfg *c, cli_opt *opts) {
         {"warmup", CLI_INT, &c->warmup, 0, 10000000, NULL, "linear warm-up steps"},
         {"clip", CLI_FLOAT, &c->clip, 0, 1e9, NULL, "global grad-norm clip (0: none)"},
         {"momentum", CLI_FLOAT, &c->momentum, 0, 0.999, NULL, "SGD momentum"},
-        {"weight-decay", CLI_FLOAT, &c->weight_decay, 0, 10, NULL, "decoupled weight decay (matrices only)"},
+        {"weight-decay", CLI_FLOAT, &c->weight_decay, 0, 10, NULL, "decoupled weight decay (matrices and embeddings; never gains, biases or scales)"},
         {"alphabet", CLI_INT, &c->alphabet, 2, 4095, NULL, "hist: number of symbols"},
         {"keys", CLI_INT, &c->keys, 2, 4096, NULL, "recall: number of keys"},
         {"values", CLI_INT, &c->values, 2, 4096, NULL, "recall: number of values"},
@@ -59,6 +65,8 @@ int attn_cfg_options(attn_cfg *c, cli_opt *opts) {
         {"stop-at", CLI_INT, &c->stop_at, 0, 10000000, NULL, "stop before this step with a checkpoint, as if interrupted (0: run to --steps)"},
         {"on-nan", CLI_CHOICE, &c->on_nan, 0, 0, on_nan_names, "on a non-finite loss or gradient: stop (exit 3) or skip that step's update"},
         {"debug-nan", CLI_INT, &c->debug_nan, -1, 10000000, NULL, "testing aid: poison a gradient with NaN at this step (-1: never)"},
+        {"dump-attn", CLI_STR, &c->dump_attn, 0, 0, NULL, "STEP[,STEP...]: save every head's attention weights on the probe sequence at these steps (needs --dump-attn-file)"},
+        {"dump-attn-file", CLI_STR, &c->dump_attn_file, 0, 0, NULL, "safetensors file of --dump-attn, rewritten atomically at each of its steps"},
         {"overwrite", CLI_FLAG, &c->overwrite, 0, 0, NULL, "a fresh run may replace an existing --log or --save file (of another run); without it such a run is refused"},
         {"check", CLI_FLAG, &c->check, 0, 0, NULL, "check the flags and their combination, then exit (0: this run would start) without reading or writing any file"},
     };
@@ -71,7 +79,10 @@ int attn_cfg_options(attn_cfg *c, cli_opt *opts) {
 model_cfg attn_cfg_model(const attn_cfg *c) {
     return (model_cfg){.vocab = c->vocab, .seq_len = c->seq_len, .d_model = c->d_model, .heads = c->heads,
                        .d_head = c->d_head, .layers = c->layers, .scale_mode = c->scale, .init = c->init,
-                       .attn = c->attn, .learned_init = c->learned_init};
+                       .attn = c->attn, .learned_init = c->learned_init, .learned_param = c->learned_param,
+                       .mult = c->scale_mult,
+                       /* --scale-lr: lr(step) · scale_lr/lr, the model's schedule in proportion */
+                       .scale_lr_mult = c->scale_lr > 0 ? c->scale_lr / c->lr : 0.0f};
 }
 
 task_cfg attn_cfg_task(const attn_cfg *c) {
@@ -101,8 +112,24 @@ int attn_cfg_check(const attn_cfg *c, const cli_opt *opts, int n, const int *see
         snprintf(err, errlen, "--lr-min %g is above --lr %g", c->lr_min, c->lr);
         return 1;
     }
-    const char *paths[][2] = {{"log", c->log}, {"save", c->save}, {"resume", c->resume}};
+    if (!(c->scale_mult > 0.0f && isfinite(c->scale_mult))) {   /* a float, after rounding: 1e-50 is 0 */
+        snprintf(err, errlen, "--scale-mult %g: the multiplier must be finite and > 0", c->scale_mult);
+        return 1;
+    }
+    if (c->scale != SCALE_MULT && seen_flag(opts, n, seen, "scale-mult")) {
+        snprintf(err, errlen, "--scale-mult needs --scale mult (this run has --scale %s)", scale_names[c->scale]);
+        return 1;
+    }
+    static const char *const learned_only[] = {"learned-init", "learned-param", "scale-lr"};
     for (int i = 0; i < 3; i++)
+        if (c->scale != SCALE_LEARNED && seen_flag(opts, n, seen, learned_only[i])) {
+            snprintf(err, errlen, "--%s needs --scale learned (this run has --scale %s)", learned_only[i],
+                     scale_names[c->scale]);
+            return 1;
+        }
+    const char *paths[][2] = {{"log", c->log}, {"save", c->save}, {"resume", c->resume},
+                              {"dump-attn-file", c->dump_attn_file}};
+    for (int i = 0; i < 4; i++)
         if (has_control(paths[i][1])) {
             snprintf(err, errlen, "--%s: the path contains a control character (tab, newline, ...)", paths[i][0]);
             return 1;
@@ -110,6 +137,20 @@ int attn_cfg_check(const attn_cfg *c, const cli_opt *opts, int n, const int *see
     if (c->log && ((c->save && strcmp(c->log, c->save) == 0) || (c->resume && strcmp(c->log, c->resume) == 0))) {
         snprintf(err, errlen, "--log %s is also the checkpoint file", c->log);
         return 1;
+    }
+    if (!c->dump_attn != !c->dump_attn_file) {
+        snprintf(err, errlen, "--%s needs --%s", c->dump_attn ? "dump-attn" : "dump-attn-file",
+                 c->dump_attn ? "dump-attn-file FILE" : "dump-attn STEP[,STEP...]");
+        return 1;
+    }
+    if (c->dump_attn) {
+        int steps[ATTN_MAX_DUMPS];
+        if (attn_dump_steps(c->dump_attn, c->steps, steps, ATTN_MAX_DUMPS, err, errlen) < 0) return 1;
+        for (int i = 0; i < 3; i++)
+            if (paths[i][1] && strcmp(paths[i][1], c->dump_attn_file) == 0) {
+                snprintf(err, errlen, "--dump-attn-file %s is also the --%s file", c->dump_attn_file, paths[i][0]);
+                return 1;
+            }
     }
     if (!c->save && (seen_flag(opts, n, seen, "save-every") || c->stop_at)) {
         snprintf(err, errlen, "--%s needs --save FILE", c->stop_at ? "stop-at" : "save-every");
@@ -149,4 +190,32 @@ int attn_cfg_check(const attn_cfg *c, const cli_opt *opts, int n, const int *see
         return 1;
     }
     return 0;
+}
+
+int attn_dump_steps(const char *spec, int total, int *steps, int max, char *err, size_t errlen) {
+    int n = 0;
+    for (const char *p = spec;;) {
+        long v = 0;
+        const char *d = p;
+        for (; *d >= '0' && *d <= '9'; d++) v = v < 1000000000 ? v * 10 + (*d - '0') : v;   /* saturates */
+        if (d == p || (*d && *d != ',')) {
+            snprintf(err, errlen, "--dump-attn '%.40s': expected steps separated by commas, like 0,60,600", spec);
+            return -1;
+        }
+        if (v > total) {
+            snprintf(err, errlen, "--dump-attn: step %ld is beyond --steps %d", v, total);
+            return -1;
+        }
+        if (n && v <= steps[n - 1]) {
+            snprintf(err, errlen, "--dump-attn: steps must increase (%d, then %ld)", steps[n - 1], v);
+            return -1;
+        }
+        if (n == max) {
+            snprintf(err, errlen, "--dump-attn: at most %d steps", max);
+            return -1;
+        }
+        steps[n++] = (int)v;
+        if (!*d) return n;
+        p = d + 1;
+    }
 }

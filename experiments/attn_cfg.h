@@ -16,10 +16,12 @@ extern const char *const on_nan_names[];
 
 typedef struct {
     int task, steps, batch, seq_len, vocab, d_model, heads, d_head, layers;
-    int scale, init, optim, warmup, seed, threads, log_every, attn, learned_init;
+    int scale, init, optim, warmup, seed, threads, log_every, attn, learned_init, learned_param;
     int alphabet, keys, values;
-    float lr, lr_min, clip, momentum, weight_decay;
+    float lr, lr_min, clip, momentum, weight_decay, scale_mult, scale_lr;
     const char *log;
+    /* attention maps of the probe sequence at some steps (attn_dump.h) */
+    const char *dump_attn, *dump_attn_file;
     /* runs that survive: checkpoints, resume, failure handling */
     const char *save, *resume;
     int save_every, stop_at, on_nan, debug_nan;
@@ -34,7 +36,7 @@ void attn_cfg_defaults(attn_cfg *c);
 int attn_cfg_options(attn_cfg *c, cli_opt *opts);
 
 /* The flags a resumed run may change (NULL-terminated): how long it runs,
- * where it logs and saves, threads. Every other flag must match the
+ * where it logs, saves and dumps, threads. Every other flag must match the
  * checkpoint's. */
 extern const char *const attn_run_options[];
 
@@ -48,5 +50,10 @@ task_cfg attn_cfg_task(const attn_cfg *c);
  * machine's memory), after cli_parse; opts, n and `seen` are cli_parse's. No file is
  * touched. Returns 0, or non-zero with a message in err. */
 int attn_cfg_check(const attn_cfg *c, const cli_opt *opts, int n, const int *seen, char *err, size_t errlen);
+
+/* --dump-attn's list "STEP[,STEP...]" into steps (room for max), each in
+ * [0, total], strictly increasing. Returns how many, or -1 with a message in err. */
+#define ATTN_MAX_DUMPS 64
+int attn_dump_steps(const char *spec, int total, int *steps, int max, char *err, size_t errlen);
 
 #endif

@@ -15,12 +15,14 @@
 #include <unistd.h>
 
 #include "attn_cfg.h"
+#include "attn_dump.h"
 #include "checkpoint.h"
 #include "guard.h"
 #include "model.h"
 #include "runlog.h"
 #include "runlock.h"
 #include "tasks.h"
+#include "tg_blas.h"
 #include "tg_ops.h"
 #include "tg_optim.h"
 
@@ -81,6 +83,10 @@ static char *make_header(const cli_opt *opts, int nopt, const model_cfg *mc, con
     fprintf(f, "# n_params=%zu\n", m->P.numel);
     fprintf(f, "# ref_loss_optimal=%.6f\n# ref_loss_context_free=%.6f\n", refs.optimal, refs.context_free);
     fprintf(f, "# ref_entropy_uniform=%.6f\n", uniform);
+    tg_blas_info bi;
+    char blas[256];
+    tg_blas_info_get(&bi);
+    fprintf(f, "# blas=%s\n", tg_blas_info_str(&bi, blas, sizeof blas));
     log_header(f, mc);
     if (fclose(f)) {
         free(hdr);
@@ -105,8 +111,8 @@ static void log_note(runlog *L, const char *fmt, ...) {
 }
 
 /* Trains from st (fresh or resumed) to c->steps; returns the exit status. */
-static int train(const attn_cfg *c, const cli_opt *opts, int nopt, train_state *st, runlog *L, double uniform,
-                 task_refs refs) {
+static int train(const attn_cfg *c, const cli_opt *opts, int nopt, train_state *st, runlog *L, attn_dump *dump,
+                 double uniform, task_refs refs) {
     model *m = st->m;
     const model_cfg *mc = &m->cfg;
     task_cfg tc = attn_cfg_task(c);
@@ -152,6 +158,14 @@ static int train(const attn_cfg *c, const cli_opt *opts, int nopt, train_state *
             fprintf(stderr, "attn_scale: stopped before step %d of %d (--stop-at); continue with --resume %s\n", step,
                     c->steps, c->save);
             stopped = 1;
+            break;
+        }
+
+        /* the probe's maps of the model that logs this row, on their own context */
+        if (dump && attn_dump_step(dump, m, step, err, sizeof err)) {
+            fprintf(stderr, "attn_scale: step %d: --dump-attn-file not written, stopping: %s\n", step, err);
+            log_note(L, "stopped before step %d: attention maps not written: %s", step, err);
+            status = 1;
             break;
         }
 
@@ -239,6 +253,7 @@ static int train(const attn_cfg *c, const cli_opt *opts, int nopt, train_state *
 }
 
 int main(int argc, char **argv) {
+    if (tg_blas_ensure("attn_scale", argv)) return 1;   /* first: it may restart the program */
     attn_cfg c;
     attn_cfg_defaults(&c);
     cli_opt opts[ATTN_MAX_OPTS];
@@ -262,11 +277,13 @@ int main(int argc, char **argv) {
     }
     if (c.check) return 0;   /* --check: these flags would start; no file read or written */
     /* one writer per run file, for the whole run; then nothing is written before every check */
-    runlock locks[3];
+    runlock locks[4];
     int nlocks = 0;
     if (run_target_check("--log", c.log, err, sizeof err) || run_target_check("--save", c.save, err, sizeof err) ||
+        run_target_check("--dump-attn-file", c.dump_attn_file, err, sizeof err) ||
         (c.log && runlock_take(locks, &nlocks, "--log", c.log, 0, err, sizeof err)) ||
         (c.save && runlock_take(locks, &nlocks, "--save", c.save, 0, err, sizeof err)) ||
+        (c.dump_attn_file && runlock_take(locks, &nlocks, "--dump-attn-file", c.dump_attn_file, 0, err, sizeof err)) ||
         (c.resume && runlock_take(locks, &nlocks, "--resume", c.resume, 1, err, sizeof err))) {
         fprintf(stderr, "attn_scale: %s\n", err);
         runlock_release(locks, nlocks);
@@ -295,6 +312,7 @@ int main(int argc, char **argv) {
     train_state st = {.m = &m, .adam = c.optim == OPT_ADAM ? &adam : NULL, .sgd = c.optim == OPT_SGD ? &sgd : NULL,
                       .data_rng = &data_rng};
     runlog L = {.fd = -1};
+    attn_dump dump = {0};
     char *hdr = NULL;
     int status = 0;
     if (train_state_reserve(&st, c.steps / c.log_every + 2)) {
@@ -337,6 +355,15 @@ int main(int argc, char **argv) {
         status = 2;
         goto done;
     }
+    if (c.dump_attn) {
+        char info[600];
+        if (attn_dump_init(&dump, &c, opts, nopt, st.step, info, sizeof info, err, sizeof err)) {
+            fprintf(stderr, "attn_scale: %s\n", err);
+            status = 2;
+            goto done;
+        }
+        if (info[0]) fprintf(stderr, "attn_scale: %s\n", info);
+    }
     hdr = make_header(opts, nopt, &mc, &m, refs, uniform);
     if (!hdr) {
         fprintf(stderr, "attn_scale: out of memory\n");
@@ -344,8 +371,14 @@ int main(int argc, char **argv) {
         goto done;
     }
     if (c.log) {
-        char info[1024] = "";
-        int r = c.resume ? runlog_resume(&L, c.log, hdr, attn_run_options, st.step, info, sizeof info, err, sizeof err)
+        char info[1024] = "", old_blas[256] = "", blas[256];
+        const char *log_free[32];   /* what a resumed log's header may change: those flags, and the BLAS line */
+        int nf = 0;
+        for (const char *const *o = attn_run_options; *o && nf < 30; o++) log_free[nf++] = *o;
+        log_free[nf++] = "blas";
+        log_free[nf] = NULL;
+        if (c.resume) runlog_header_value(c.log, "blas", old_blas, sizeof old_blas);
+        int r = c.resume ? runlog_resume(&L, c.log, hdr, log_free, st.step, info, sizeof info, err, sizeof err)
                          : runlog_open(&L, c.log, hdr, err, sizeof err);
         if (r) {
             fprintf(stderr, "attn_scale: --log %s\n", err);
@@ -353,10 +386,15 @@ int main(int argc, char **argv) {
             goto done;
         }
         if (info[0]) fprintf(stderr, "attn_scale: %s\n", info);
+        tg_blas_info bi;
+        tg_blas_info_get(&bi);
+        if (old_blas[0] && !tg_blas_same_kernel(old_blas, tg_blas_info_str(&bi, blas, sizeof blas)))
+            fprintf(stderr, "attn_scale: note: the log was started with %s, this run has %s: the resumed run may not "
+                    "be bit-identical to one made in one go\n", old_blas, blas);
     }
 
     guard_install();
-    status = train(&c, opts, nopt, &st, &L, uniform, refs);
+    status = train(&c, opts, nopt, &st, &L, c.dump_attn ? &dump : NULL, uniform, refs);
     if (L.fd >= 0 && runlog_close(&L)) {
         fprintf(stderr, "attn_scale: --log %s: write failed\n", c.log);
         status = status ? status : 1;
@@ -364,6 +402,7 @@ int main(int argc, char **argv) {
 done:
     runlog_close(&L);
     runlock_release(locks, nlocks);
+    attn_dump_free(&dump);
     free(hdr);
     train_state_free_logged(&st);
     if (c.optim == OPT_ADAM) tg_adamw_free(&adam);

@@ -2,26 +2,21 @@
  * milliseconds and the process's peak resident memory.
  *   bench_attn --attn fused --seq-len 4096      (B = 1, H = 4, d_head = 64)
  * Run one process per configuration: peak RSS is the process's. */
-#define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
 #include <omp.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "cli.h"
 #include "model.h"
 #include "tg_ops.h"
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
+#include "tg_blas.h"
+#include "timing.h"
 
 int main(int argc, char **argv) {
+    if (tg_blas_ensure("bench_attn", argv)) return 1;   /* first: it may restart the program */
     int attn = ATTN_FUSED, T = 4096, B = 1, H = 4, dh = 64, threads = 1, reps = 2, causal = 1;
     const cli_opt opts[] = {
         {"attn", CLI_CHOICE, &attn, 0, 0, attn_names, "attention op"},
@@ -60,13 +55,13 @@ int main(int argc, char **argv) {
     tg_ctx_init(&ctx, 1 << 20);   /* small blocks: the arena holds about what the op asks for */
     double best = 1e300;
     for (int i = 0; i < reps; i++) {
-        double t0 = now_ms();
+        double t0 = timing_now_ms();
         tg_ctx_reset(&ctx);
         tg_params_zero_grad(&P);
         tg_tensor *out = (attn == ATTN_FUSED ? tg_flash_attention : tg_attention)(&ctx, q, k, v, NULL,
                                                                                    1.0f / sqrtf((float)dh), causal, NULL);
         tg_backward_seed(&ctx, out, dout);
-        double t = now_ms() - t0;
+        double t = timing_now_ms() - t0;
         best = t < best ? t : best;
     }
     struct rusage ru;

@@ -4,7 +4,6 @@
  *   bench_step --size seed --threads 2 --attn fused
  * prints one line of key=value pairs (README.md: "Speed"). Tokens and targets
  * are uniform random: speed does not depend on the task. */
-#define _POSIX_C_SOURCE 200809L   /* clock_gettime */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -12,13 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "cli.h"
 #include "malloc_count.h"
 #include "model.h"
 #include "tg_ops.h"
 #include "tg_optim.h"
+#include "tg_blas.h"
+#include "timing.h"
 
 static const char *const size_names[] = {"small", "seed", "large", NULL};
 /* V T D H d_head L B, as in the issue (and scripts/bench_torch.py) */
@@ -27,17 +27,6 @@ static const int sizes[][7] = {
     {64, 64, 128, 4, 128, 1, 32},
     {256, 256, 256, 8, 32, 2, 16},
 };
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Forward matrix-product FLOPs (attention counted over the full T×T, as
  * PyTorch's reference does); a training step is taken as 3× this. */
@@ -85,7 +74,7 @@ static double sgemm_ms(const model_cfg *c, int B, int threads, int reps) {
     tg_fill_uniform(&(tg_rng){2, 3}, Bm, (int64_t)big, -1, 1);
     double best = INFINITY;
     for (int r = 0; r < reps; r++) {
-        double t0 = now_ms();
+        double t0 = timing_now_ms();
         openblas_set_num_threads(threads);
         for (int l = 0; l < c->layers; l++) {
             /* attention, per (b, h): S = Q Kᵀ, O = P V; backward dV = Pᵀ dO, dP = dO Vᵀ,
@@ -107,7 +96,7 @@ static double sgemm_ms(const model_cfg *c, int B, int threads, int reps) {
             openblas_set_num_threads(threads);
         }
         for (int i = 0; i < n; i++) run_gemm(&shapes[i], A, Bm, C);
-        double t = now_ms() - t0;
+        double t = timing_now_ms() - t0;
         best = t < best ? t : best;
     }
     openblas_set_num_threads(1);
@@ -116,6 +105,7 @@ static double sgemm_ms(const model_cfg *c, int B, int threads, int reps) {
 }
 
 int main(int argc, char **argv) {
+    if (tg_blas_ensure("bench_step", argv)) return 1;   /* first: it may restart the program */
     int size = 1, threads = 1, steps = 20, warmup = 3, attn = ATTN_COMPOSED, seq_len = 0, sgemm = 1;
     const cli_opt opts[] = {
         {"size", CLI_CHOICE, &size, 0, 0, size_names, "small: V64 T32 D64 H4 dh16 L1 B16; seed: V64 T64 D128 H4 dh128 L1 B32; large: V256 T256 D256 H8 dh32 L2 B16"},
@@ -162,7 +152,7 @@ int main(int argc, char **argv) {
     float loss = 0;
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup) malloc_count_start();
-        double t0 = now_ms();
+        double t0 = timing_now_ms();
         tg_ctx_reset(&ctx);
         tg_tensor *l = model_forward(&m, &ctx, tokens, targets, B, 0);
         tg_params_zero_grad(&m.P);
@@ -170,14 +160,13 @@ int main(int argc, char **argv) {
         tg_clip_grad_norm(&m.P, 1.0f);
         tg_adamw_step(&opt, &m.P, 1e-3f);
         loss = l->data[0];
-        if (s >= warmup) ms[s - warmup] = now_ms() - t0;
+        if (s >= warmup) ms[s - warmup] = timing_now_ms() - t0;
     }
     allocs = malloc_count_stop();
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak_mb = ru.ru_maxrss / 1024.0;   /* before the sgemm timing allocates its own buffers */
-    qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
-    double med = steps % 2 ? ms[steps / 2] : 0.5 * (ms[steps / 2 - 1] + ms[steps / 2]);
+    double med = timing_median(ms, steps);   /* sorts: ms[0] is the min */
     double gflop = 3 * forward_flops(&mc, B) / 1e9;
     printf("size=%s threads=%d attn=%s T=%d median_ms=%.3f min_ms=%.3f max_ms=%.3f gflops=%.1f peak_rss_mb=%.1f "
            "allocs_per_step=%.2f",
@@ -187,7 +176,9 @@ int main(int argc, char **argv) {
         double g = sgemm_ms(&mc, B, threads, 5);
         printf(" sgemm_ms=%.3f sgemm_gflops=%.1f sgemm_share=%.2f", g, gflop / (g / 1e3), g / med);
     }
-    printf(" loss=%.4f\n", loss);
+    tg_blas_info bi;
+    tg_blas_info_get(&bi);
+    printf(" loss=%.4f blas_core=%s\n", loss, bi.core);
     free(ms);
     free(tokens);
     free(targets);

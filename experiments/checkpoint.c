@@ -292,6 +292,8 @@ int ckpt_load(const char *path, train_state *s, const cli_opt *opts, int n_opts,
 int ckpt_check_writable(const char *path, char *err, size_t errlen) {
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return tg_errf(err, errlen, "%s is a folder", path);
+    /* the atomic rename would replace a FIFO, socket or device node with a file */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return tg_errf(err, errlen, "%s: not a regular file", path);
     const char *slash = strrchr(path, '/');
     size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
     char *tmp = malloc(dirlen + 32);

@@ -55,7 +55,9 @@ int ckpt_load_bytes(const void *bytes, size_t size, train_state *s, const cli_op
                     const char *const *may_differ, char *changed, size_t changed_len, char *err, size_t errlen);
 
 /* Checks that a checkpoint can be written at path: its folder exists and takes
- * a new file, and path is not a folder. Nothing is left behind. */
+ * a new file, and path is not a folder or any other non-regular file (a FIFO,
+ * a socket, a device node: the atomic rename would replace it). Nothing is
+ * left behind. */
 int ckpt_check_writable(const char *path, char *err, size_t errlen);
 
 #endif

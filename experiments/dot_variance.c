@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "seedfig.h"
+#include "tg_blas.h"
 
 #define MAX_DIMS 64
 
@@ -25,6 +26,7 @@ static int parse_dims(const char *s, double *v, char *err, size_t errlen) {
 }
 
 int main(int argc, char **argv) {
+    if (tg_blas_ensure("dot_variance", argv)) return 1;   /* first: it may restart the program */
     const char *dims_s = "4,8,...,1024", *out = NULL;
     int pairs = 10000, queries = 1000, keys = 64, seed = 1;
     const cli_opt opts[] = {

@@ -6,17 +6,24 @@
 
 #include "tg_ops.h"
 
-const char *const scale_names[] = {"sqrt", "none", "dk", "qknorm", "learned", NULL};
+const char *const scale_names[] = {"sqrt", "none", "dk", "qknorm", "learned", "mult", NULL};
 const char *const learned_init_names[] = {"sqrt", "none", NULL};
+const char *const learned_param_names[] = {"linear", "log", NULL};
 const char *const init_names[] = {"fanin", "gpt2", NULL};
 const char *const attn_names[] = {"composed", "fused", NULL};
 
-static tg_tensor *par(model *m, const char *name, int l, int ndim, const int *shape) {
+/* A parameter of layer l (or of the model, l < 0); weight decay applies when
+ * `decayed` (the matrices and embeddings). */
+static tg_tensor *declare(model *m, const char *name, int l, int decayed, int ndim, const int *shape) {
     char full[64];
     if (l >= 0) snprintf(full, sizeof full, "l%d.%s", l, name);
     else snprintf(full, sizeof full, "%s", name);
-    return tg_param(&m->P, full, ndim, shape);
+    return (decayed ? tg_param_decayed : tg_param)(&m->P, full, ndim, shape);
 }
+static tg_tensor *mat(model *m, const char *name, int l, int rows, int cols) {
+    return declare(m, name, l, 1, 2, (int[]){rows, cols});
+}
+static tg_tensor *vec(model *m, const char *name, int l, int n) { return declare(m, name, l, 0, 1, (int[]){n}); }
 
 static void fill_const(tg_tensor *t, float v) {
     for (int64_t i = 0; i < t->numel; i++) t->data[i] = v;
@@ -26,6 +33,7 @@ float model_scale(const model_cfg *c) {
     switch (c->scale_mode) {
     case SCALE_NONE: return 1.0f;
     case SCALE_DK: return 1.0f / (float)c->d_head;
+    case SCALE_MULT: return c->mult / sqrtf((float)c->d_head);   /* c = 1: the float of sqrt */
     default: return 1.0f / sqrtf((float)c->d_head);
     }
 }
@@ -42,32 +50,33 @@ void model_init(model *m, const model_cfg *c, uint64_t seed) {
     m->cfg = *c;
     int V = c->vocab, T = c->seq_len, D = c->d_model, H = c->heads, dh = c->d_head, HD = H * dh;
     tg_params_init(&m->P);
-    m->tok_emb = par(m, "tok_emb", -1, 2, (int[]){V, D});
-    m->pos_emb = par(m, "pos_emb", -1, 2, (int[]){T, D});
+    const int log_scale = c->learned_param == LEARNED_LOG;
+    m->tok_emb = mat(m, "tok_emb", -1, V, D);
+    m->pos_emb = mat(m, "pos_emb", -1, T, D);
     m->layer = calloc((size_t)c->layers, sizeof *m->layer);
     for (int l = 0; l < c->layers; l++) {
         model_layer *L = &m->layer[l];
-        L->ln1_g = par(m, "ln1_g", l, 1, (int[]){D});
-        L->ln1_b = par(m, "ln1_b", l, 1, (int[]){D});
-        L->wq = par(m, "wq", l, 2, (int[]){D, HD});
-        L->wk = par(m, "wk", l, 2, (int[]){D, HD});
-        L->wv = par(m, "wv", l, 2, (int[]){D, HD});
-        L->wo = par(m, "wo", l, 2, (int[]){HD, D});
-        if (c->scale_mode == SCALE_QKNORM) {
-            L->qn_g = par(m, "qn_g", l, 2, (int[]){H, dh});
-            L->kn_g = par(m, "kn_g", l, 2, (int[]){H, dh});
+        L->ln1_g = vec(m, "ln1_g", l, D);
+        L->ln1_b = vec(m, "ln1_b", l, D);
+        L->wq = mat(m, "wq", l, D, HD);
+        L->wk = mat(m, "wk", l, D, HD);
+        L->wv = mat(m, "wv", l, D, HD);
+        L->wo = mat(m, "wo", l, HD, D);
+        if (c->scale_mode == SCALE_QKNORM) {   /* gains [H, dh]: 2-D, and still never decayed */
+            L->qn_g = declare(m, "qn_g", l, 0, 2, (int[]){H, dh});
+            L->kn_g = declare(m, "kn_g", l, 0, 2, (int[]){H, dh});
         }
-        if (c->scale_mode == SCALE_LEARNED) L->hscale = par(m, "hscale", l, 1, (int[]){H});
-        L->ln2_g = par(m, "ln2_g", l, 1, (int[]){D});
-        L->ln2_b = par(m, "ln2_b", l, 1, (int[]){D});
-        L->w1 = par(m, "w1", l, 2, (int[]){D, 4 * D});
-        L->b1 = par(m, "b1", l, 1, (int[]){4 * D});
-        L->w2 = par(m, "w2", l, 2, (int[]){4 * D, D});
-        L->b2 = par(m, "b2", l, 1, (int[]){D});
+        if (c->scale_mode == SCALE_LEARNED) L->hscale = vec(m, log_scale ? "hscale_log" : "hscale", l, H);
+        L->ln2_g = vec(m, "ln2_g", l, D);
+        L->ln2_b = vec(m, "ln2_b", l, D);
+        L->w1 = mat(m, "w1", l, D, 4 * D);
+        L->b1 = vec(m, "b1", l, 4 * D);
+        L->w2 = mat(m, "w2", l, 4 * D, D);
+        L->b2 = vec(m, "b2", l, D);
     }
-    m->lnf_g = par(m, "lnf_g", -1, 1, (int[]){D});
-    m->lnf_b = par(m, "lnf_b", -1, 1, (int[]){D});
-    m->w_out = par(m, "w_out", -1, 2, (int[]){D, V});
+    m->lnf_g = vec(m, "lnf_g", -1, D);
+    m->lnf_b = vec(m, "lnf_b", -1, D);
+    m->w_out = mat(m, "w_out", -1, D, V);
     tg_params_alloc(&m->P);   /* all zero: biases stay 0 */
 
     tg_rng r;
@@ -89,8 +98,11 @@ void model_init(model *m, const model_cfg *c, uint64_t seed) {
             fill_const(L->qn_g, 1.0f);
             fill_const(L->kn_g, 1.0f);
         }
-        if (L->hscale)
-            fill_const(L->hscale, c->learned_init == LEARNED_FROM_NONE ? sqrtf((float)dh) : 1.0f);
+        if (L->hscale) {
+            float start = c->learned_init == LEARNED_FROM_NONE ? sqrtf((float)dh) : 1.0f;
+            fill_const(L->hscale, log_scale ? logf(start) : start);
+            if (c->scale_lr_mult > 0) L->hscale->lr_mult = c->scale_lr_mult;
+        }
     }
     fill_const(m->lnf_g, 1.0f);
     init_weight(m, &r, m->w_out, D);
@@ -114,11 +126,15 @@ void model_free(model *m) {
     free(m->logit_scale);
 }
 
-tg_tensor *model_forward(model *m, tg_ctx *ctx, const int *tokens, const int *targets, int B,
-                         int stats) {
+/* The forward pass. maps != NULL: the probe's pass of model_attention_maps,
+ * through the composed op, copying each layer's weights, and ending after the
+ * last attention (returns NULL). */
+static tg_tensor *forward(model *m, tg_ctx *ctx, const int *tokens, const int *targets, int B, int stats,
+                          float *maps) {
     const model_cfg *c = &m->cfg;
     int T = c->seq_len, D = c->d_model, H = c->heads, dh = c->d_head;
     float scale = model_scale(c);
+    const int fused = c->attn == ATTN_FUSED && !maps;
 
     tg_tensor *pos = tg_reshape(ctx, tg_embedding(ctx, m->pos_emb, m->pos_idx, 1, T), 2, (int[]){T, D});
     tg_tensor *x = tg_add(ctx, tg_embedding(ctx, m->tok_emb, tokens, B, T), pos);
@@ -133,11 +149,19 @@ tg_tensor *model_forward(model *m, tg_ctx *ctx, const int *tokens, const int *ta
             q = tg_rmsnorm(ctx, q, L->qn_g, 1e-6f);
             k = tg_rmsnorm(ctx, k, L->kn_g, 1e-6f);
         }
+        /* s_h: the parameter itself, or e^θ_h */
+        tg_tensor *hs = L->hscale && c->learned_param == LEARNED_LOG ? tg_exp(ctx, L->hscale) : L->hscale;
         tg_attn_stats st = {H, m->ent + l * H, m->maxlogit + l * H, m->sat + l * H};
         if (stats)
-            for (int hh = 0; hh < H; hh++) m->logit_scale[l * H + hh] = scale * (L->hscale ? L->hscale->data[hh] : 1.0f);
-        tg_tensor *a = (c->attn == ATTN_FUSED ? tg_flash_attention : tg_attention)(
-            ctx, q, k, v, L->hscale, scale, 1, stats ? &st : NULL);
+            for (int hh = 0; hh < H; hh++) m->logit_scale[l * H + hh] = scale * (hs ? hs->data[hh] : 1.0f);
+        tg_tensor *a = (fused ? tg_flash_attention : tg_attention)(ctx, q, k, v, hs, scale, 1, stats ? &st : NULL);
+        if (maps) {
+            size_t n = (size_t)B * H * T * T;
+            const float *P = tg_attention_probs(ctx, a);
+            if (!P) tg_fail(ctx, "model_attention_maps: the attention op kept no weights (grad disabled?)");
+            for (size_t i = 0; i < n; i++) maps[(size_t)l * n + i] = P[i];
+            if (l == c->layers - 1) return NULL;
+        }
         a = tg_reshape(ctx, a, 3, (int[]){B, T, H * dh});
         x = tg_add(ctx, x, tg_matmul(ctx, a, L->wo, 0, 0));
         h = tg_layernorm(ctx, x, L->ln2_g, L->ln2_b, 1e-5f);
@@ -147,4 +171,17 @@ tg_tensor *model_forward(model *m, tg_ctx *ctx, const int *tokens, const int *ta
     x = tg_layernorm(ctx, x, m->lnf_g, m->lnf_b, 1e-5f);
     tg_tensor *logits = tg_matmul(ctx, x, m->w_out, 0, 0);
     return tg_cross_entropy(ctx, logits, targets);
+}
+
+tg_tensor *model_forward(model *m, tg_ctx *ctx, const int *tokens, const int *targets, int B, int stats) {
+    return forward(m, ctx, tokens, targets, B, stats, NULL);
+}
+
+void model_attention_maps(model *m, tg_ctx *ctx, const int *tokens, int B, float *out) {
+    int grad = ctx->grad_enabled;
+    ctx->grad_enabled = 1;   /* the composed op keeps its weights only on a recorded node */
+    tg_ctx_reset(ctx);
+    forward(m, ctx, tokens, NULL, B, 0, out);
+    tg_ctx_reset(ctx);
+    ctx->grad_enabled = grad;
 }

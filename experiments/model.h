@@ -12,14 +12,20 @@
  *
  * Scale modes all run the same code path; only the attention op's `scale`
  * argument and, for `learned`, its per-head scale tensor change:
- *   sqrt 1/√dh · none 1 · dk 1/dh · qknorm 1/√dh after RMS-normalising q and k
- *   · learned 1/√dh · s_h with s_h a parameter per head, initialised to 1 (it starts
- *     as sqrt) or to √dh (it starts as none, and must learn its way out). */
+ *   sqrt 1/√dh · none 1 · dk 1/dh · mult c/√dh (any c > 0: c = 1 is sqrt, c = √dh
+ *   is none) · qknorm 1/√dh after RMS-normalising q and k
+ *   · learned 1/√dh · s_h with s_h per head, initialised to 1 (it starts as sqrt)
+ *     or to √dh (it starts as none, and must learn its way out); the parameter
+ *     is s_h itself (linear, "l*.hscale") or θ_h with s_h = exp(θ_h) (log,
+ *     "l*.hscale_log"), so that an optimizer's steps in θ change s_h by a
+ *     factor, whatever its size.
+ * Weight decay (tg_param_decayed) applies to the embeddings and the weight
+ * matrices only; gains, biases, QK-norm gains and head scales are never decayed. */
 #ifndef TG_MODEL_H
 #define TG_MODEL_H
 #include "tg_core.h"
 
-enum { SCALE_SQRT, SCALE_NONE, SCALE_DK, SCALE_QKNORM, SCALE_LEARNED };
+enum { SCALE_SQRT, SCALE_NONE, SCALE_DK, SCALE_QKNORM, SCALE_LEARNED, SCALE_MULT };
 extern const char *const scale_names[];
 enum { INIT_FANIN, INIT_GPT2 };
 extern const char *const init_names[];
@@ -30,18 +36,24 @@ extern const char *const attn_names[];
 /* where a learned scale starts: s_h = 1 (the 1/√dh of sqrt) or s_h = √dh (the unscaled kernel) */
 enum { LEARNED_FROM_SQRT, LEARNED_FROM_NONE };
 extern const char *const learned_init_names[];
+/* how a learned scale is parameterised: s_h itself, or θ_h = ln s_h */
+enum { LEARNED_LINEAR, LEARNED_LOG };
+extern const char *const learned_param_names[];
 
 typedef struct {
     int vocab, seq_len, d_model, heads, d_head, layers;
     int scale_mode, init;
     int attn;                    /* ATTN_COMPOSED (0) or ATTN_FUSED */
     int learned_init;            /* learned only: LEARNED_FROM_SQRT (0) or LEARNED_FROM_NONE */
+    int learned_param;           /* learned only: LEARNED_LINEAR (0) or LEARNED_LOG */
+    float mult;                  /* mult only: c in c/√dh, finite and > 0 */
+    float scale_lr_mult;         /* learned only: the head scales' lr_mult (0: 1, the model's rate) */
 } model_cfg;
 
 typedef struct {
     tg_tensor *ln1_g, *ln1_b, *wq, *wk, *wv, *wo;
     tg_tensor *qn_g, *kn_g;      /* qknorm only */
-    tg_tensor *hscale;           /* learned only */
+    tg_tensor *hscale;           /* learned only: s_h [H] (linear) or θ_h = ln s_h (log) */
     tg_tensor *ln2_g, *ln2_b, *w1, *b1, *w2, *b2;
 } model_layer;
 
@@ -63,5 +75,10 @@ float model_scale(const model_cfg *cfg);   /* the float passed to the attention 
  * attention health arrays are filled. */
 tg_tensor *model_forward(model *m, tg_ctx *ctx, const int *tokens, const int *targets, int B,
                          int stats);
+/* The attention weights of every layer for one batch of tokens: out gets
+ * layers × [B, H, T, T] floats (masked entries 0). They come from the composed
+ * op whatever cfg.attn says (the fused op keeps no weights), on ctx (reset
+ * first); nothing of the model changes: no stats, no gradient. */
+void model_attention_maps(model *m, tg_ctx *ctx, const int *tokens, int B, float *out);
 
 #endif

@@ -238,6 +238,23 @@ int runlog_resume(runlog *L, const char *path, const char *header, const char *c
     return rc;
 }
 
+int runlog_header_value(const char *path, const char *key, char *val, size_t len) {
+    struct stat st;
+    FILE *f = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? fopen(path, "rb") : NULL;   /* a FIFO would block */
+    if (!f) return -1;
+    char line[2048];
+    size_t k = strlen(key);
+    int rc = -1;
+    while (rc && fgets(line, sizeof line, f) && line[0] == '#')
+        if (strncmp(line, "# ", 2) == 0 && strncmp(line + 2, key, k) == 0 && line[2 + k] == '=') {
+            line[strcspn(line, "\n")] = '\0';
+            snprintf(val, len, "%s", line + 3 + k);
+            rc = 0;
+        }
+    fclose(f);
+    return rc;
+}
+
 /* ---- rows ------------------------------------------------------------------ */
 void runlog_add(runlog *L, const char *fmt, ...) {
     if (L->failed) return;

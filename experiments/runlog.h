@@ -32,6 +32,10 @@ int runlog_open(runlog *L, const char *path, const char *header, char *err, size
 int runlog_resume(runlog *L, const char *path, const char *header, const char *const *may_differ, int step,
                   char *info, size_t infolen, char *err, size_t errlen);
 
+/* The value of "# key=value" in the header of the log at path into val;
+ * 0, or -1 if the file or the key is not there. */
+int runlog_header_value(const char *path, const char *key, char *val, size_t len);
+
 /* What runlog_resume decides, on the old log's bytes in memory, touching no
  * file (the fuzzer's entry): the checks above, then the byte range
  * [from, to) of old to keep after the new header. */

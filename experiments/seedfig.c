@@ -1,5 +1,6 @@
 #define _POSIX_C_SOURCE 200809L   /* stat */
 #include "seedfig.h"
+#include "timing.h"
 
 #include <errno.h>
 #include <math.h>
@@ -264,16 +265,6 @@ int seed_sat_grid(double *c, int max) {
     return n;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
-
 int seed_sigma_run(tg_ctx *ctx, const seed_sigma_cfg *cfg, double sigma, seed_sigma_row *row) {
     const int N = cfg->rows, T = cfg->keys;
     memset(row, 0, sizeof *row);
@@ -317,8 +308,8 @@ int seed_sigma_run(tg_ctx *ctx, const seed_sigma_cfg *cfg, double sigma, seed_si
     row->ent_mean /= N;
     row->pmax_mean /= N;
     row->frac_gone = (double)gone / N;
-    row->jac_median = median(norm, N);
-    row->jac_exact_median = median(exact, N);
+    row->jac_median = timing_median(norm, N);
+    row->jac_exact_median = timing_median(exact, N);
     free(norm);
     free(exact);
     free(pd);

@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "seedfig.h"
+#include "tg_blas.h"
 
 #define MAX_ROWS 128
 
@@ -42,6 +43,7 @@ static void sigma_table(FILE *f, const seed_sigma_row *r, int n, int keys) {
 }
 
 int main(int argc, char **argv) {
+    if (tg_blas_ensure("softmax_saturation", argv)) return 1;   /* first: it may restart the program */
     const char *sigmas_s = "0.1,0.2,0.35,0.5,0.7,1,1.4,2,2.8,4,5.7,8,11.3,16", *out = NULL, *sigma_out = NULL;
     int rows = 2000, keys = 64, seed = 1;
     const cli_opt opts[] = {

@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "seedfig.h"
+#include "tg_blas.h"
 
 /* "#   [ 0.506  0.186  0.307]" rows of two matrices side by side. */
 static void print_pair(FILE *f, const char *title, const float *a, const float *b, int rows, int cols,
@@ -40,6 +41,7 @@ static void tsv_rows(FILE *f, const char *name, const float *v, const float *see
 }
 
 int main(int argc, char **argv) {
+    if (tg_blas_ensure("worked_example", argv)) return 1;   /* first: it may restart the program */
     const char *out = NULL;
     const cli_opt opts[] = {
         {"out", CLI_STR, &out, 0, 0, NULL, "write the output to FILE (atomically) instead of stdout"},

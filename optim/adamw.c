@@ -29,40 +29,55 @@ void tg_adamw_init(tg_adamw *o, const tg_params *P, float beta1, float beta2, fl
     size_t n = o->n ? o->n : 1;
     o->m = calloc(n, sizeof(float));
     o->v = calloc(n, sizeof(float));
-    o->decay = calloc(n, 1);
-    if (!o->m || !o->v || !o->decay) {
+    o->n_params = P->n;
+    o->keep = calloc(P->n ? (size_t)P->n : 1, sizeof(float));
+    o->step_size = calloc(P->n ? (size_t)P->n : 1, sizeof(float));
+    if (!o->m || !o->v || !o->keep || !o->step_size) {
         tg_adamw_free(o);
         tg_fail_h(&P->err, "tg_adamw_init: out of memory for %zu parameters", n);
-    }
-    for (int p = 0; p < P->n; p++) {
-        const tg_tensor *t = P->list[p];
-        memset(o->decay + (t->data - P->data), t->ndim >= 2, (size_t)t->numel);
     }
 }
 
 typedef struct {
-    float *w, *m, *v;
-    const float *g;
-    const unsigned char *decay;
-    float b1, b2, eps, keep, step_size, bc2_sqrt;
+    const tg_params *P;
+    float *m, *v;
+    const float *keep, *step_size;   /* per parameter */
+    float b1, b2, eps, bc2_sqrt;
     size_t n;
 } adam_job;
 
-TG_VEC_CLONES static void adam_part(void *arg, int part, int thread) {
-    (void)thread;
-    const adam_job *j = arg;
-    size_t lo = (size_t)part * TG_PART, hi = lo + TG_PART < j->n ? lo + TG_PART : j->n;
-    float *w = j->w, *m = j->m, *v = j->v;
-    const float *g = j->g;
-    const unsigned char *decay = j->decay;
-    const float b1 = j->b1, b2 = j->b2, keep = j->keep, step_size = j->step_size, bc2_sqrt = j->bc2_sqrt;
-    const float eps = j->eps;
+/* One parameter's elements [lo, hi) of the flat buffers. keep is 1 for a
+ * parameter without decay, and w·1 is w exactly. */
+TG_VEC_CLONES static void adam_range(const adam_job *j, size_t lo, size_t hi, float keep, float step_size) {
+    float *w = j->P->data, *m = j->m, *v = j->v;
+    const float *g = j->P->grad;
+    const float b1 = j->b1, b2 = j->b2, bc2_sqrt = j->bc2_sqrt, eps = j->eps;
 #pragma omp simd
     for (size_t i = lo; i < hi; i++) {
-        float wi = decay[i] ? w[i] * keep : w[i];
+        float wi = w[i] * keep;
         m[i] = b1 * m[i] + (1.0f - b1) * g[i];
         v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
         w[i] = wi - step_size * m[i] / (sqrtf(v[i]) / bc2_sqrt + eps);
+    }
+}
+
+static size_t offset_of(const tg_params *P, int p) { return (size_t)(P->list[p]->data - P->data); }
+
+/* A fixed-size part of the flat buffers, cut where parameters begin. */
+static void adam_part(void *arg, int part, int thread) {
+    (void)thread;
+    const adam_job *j = arg;
+    const tg_params *P = j->P;
+    size_t lo = (size_t)part * TG_PART, hi = lo + TG_PART < j->n ? lo + TG_PART : j->n;
+    int a = 0, b = P->n - 1;   /* the parameter holding element lo: the last one starting at or before it */
+    while (a < b) {
+        int mid = (a + b + 1) / 2;
+        if (offset_of(P, mid) <= lo) a = mid;
+        else b = mid - 1;
+    }
+    for (int p = a; p < P->n && offset_of(P, p) < hi; p++) {
+        size_t s = offset_of(P, p), e = s + (size_t)P->list[p]->numel;
+        adam_range(j, s > lo ? s : lo, e < hi ? e : hi, j->keep[p], j->step_size[p]);
     }
 }
 
@@ -74,18 +89,29 @@ void tg_adamw_step(tg_adamw *o, tg_params *P, float lr) {
     if (o->n != P->numel || !P->allocated)
         tg_fail_h(&P->err, "tg_adamw_step: optimizer made for %zu parameter floats, the parameters have %zu%s",
                   o->n, P->numel, P->allocated ? "" : " (not allocated)");
+    if (o->n_params != P->n)
+        tg_fail_h(&P->err, "tg_adamw_step: optimizer made for %d parameters, there are %d", o->n_params, P->n);
+    for (int p = 0; p < P->n; p++)
+        if (!(P->list[p]->lr_mult >= 0.0f && isfinite(P->list[p]->lr_mult)))
+            tg_fail_h(&P->err, "tg_adamw_step: parameter '%s' has lr_mult %g; it must be finite and >= 0",
+                      P->list[p]->name, P->list[p]->lr_mult);
     o->t++;
     const float b1 = o->beta1, b2 = o->beta2, eps = o->eps;
-    const float keep = (float)(1.0 - (double)lr * o->weight_decay);   /* decayed params: w *= keep */
-    const float step_size = (float)(lr / (1.0 - pow(b1, (double)o->t)));
+    const double bc1 = 1.0 - pow(b1, (double)o->t);
+    for (int p = 0; p < P->n; p++) {
+        const double lr_p = (double)lr * P->list[p]->lr_mult;
+        o->keep[p] = P->list[p]->decay ? (float)(1.0 - lr_p * o->weight_decay) : 1.0f;   /* w *= keep */
+        o->step_size[p] = (float)(lr_p / bc1);
+    }
     const float bc2_sqrt = (float)sqrt(1.0 - pow(b2, (double)o->t));
-    adam_job j = { P->data, o->m, o->v, P->grad, o->decay, b1, b2, eps, keep, step_size, bc2_sqrt, o->n };
+    adam_job j = { P, o->m, o->v, o->keep, o->step_size, b1, b2, eps, bc2_sqrt, o->n };
     tg_parallel_for(tg_parts((int64_t)o->n, TG_PART), 8 * (int64_t)o->n, adam_part, &j);
 }
 
 void tg_adamw_free(tg_adamw *o) {
     free(o->m);
     free(o->v);
-    free(o->decay);
+    free(o->keep);
+    free(o->step_size);
     memset(o, 0, sizeof *o);
 }

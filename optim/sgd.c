@@ -32,13 +32,17 @@ void tg_sgd_step(tg_sgd *o, tg_params *P, float lr) {
                   o->n, P->numel, P->allocated ? "" : " (not allocated)");
     if (o->momentum > 0.0f && !o->buf)
         tg_fail_h(&P->err, "tg_sgd_step: optimizer has no momentum buffer (freed, or never initialised)");
+    for (int p = 0; p < P->n; p++)
+        if (!(P->list[p]->lr_mult >= 0.0f && isfinite(P->list[p]->lr_mult)))
+            tg_fail_h(&P->err, "tg_sgd_step: parameter '%s' has lr_mult %g; it must be finite and >= 0",
+                      P->list[p]->name, P->list[p]->lr_mult);
     const float mu = o->momentum;
     float *buf = o->buf;
-    /* one range per parameter, only to pick its weight decay; the ranges tile
-     * the flat buffers in order */
+    /* one range per parameter, for its own weight decay and rate; the ranges
+     * tile the flat buffers in order */
     for (int p = 0; p < P->n; p++) {
         const tg_tensor *t = P->list[p];
-        const float wd = t->ndim >= 2 ? o->weight_decay : 0.0f;
+        const float wd = t->decay ? o->weight_decay : 0.0f, lr_p = lr * t->lr_mult;
         const size_t lo = (size_t)(t->data - P->data), hi = lo + (size_t)t->numel;
         for (size_t i = lo; i < hi; i++) {
             float d = P->grad[i] + wd * P->data[i];
@@ -46,7 +50,7 @@ void tg_sgd_step(tg_sgd *o, tg_params *P, float lr) {
                 d += mu * buf[i];
                 buf[i] = d;
             }
-            P->data[i] -= lr * d;
+            P->data[i] -= lr_p * d;
         }
     }
 }

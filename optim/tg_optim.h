@@ -7,12 +7,16 @@
  * allocated by *_init, once; *_step makes no allocation. Call *_init after
  * tg_params_alloc, and use an optimizer only with the tg_params it was made for.
  *
- * Weight decay applies only to parameters with ndim >= 2 (weight matrices and
- * embeddings). Gains, biases and per-head scales (1-D) are never decayed:
- * pulling a LayerNorm gain towards 0 or a bias towards 0 is not the
- * regularisation we want. AdamW keeps a per-element mask (`decay`, one byte an
- * element, 1 = decayed) built at init from the parameters' shapes; SGD takes the
- * same rule parameter by parameter from P->list.
+ * Per-parameter settings come from the parameter itself, read at every step:
+ * - decay: weight decay applies only to parameters declared with
+ *   tg_param_decayed (the model's weight matrices and embeddings). Gains,
+ *   biases, QK-norm gains and per-head scales are declared with tg_param and
+ *   never decayed, whatever their shape: pulling a gain or a temperature
+ *   towards 0 is not the regularisation we want. The rule is the flag, not the
+ *   shape: a 1-D parameter declared decayed is decayed.
+ * - lr_mult: the parameter's learning rate is lr · lr_mult (1 unless the caller
+ *   sets it; finite and >= 0). With a scheduled lr it follows the schedule in
+ *   proportion. Decoupled decay uses the parameter's own rate.
  *
  * Bad arguments (negative lr, betas outside [0, 1), ...) go through
  * tg_fail_h(&P->err, ...) with a message naming the function and the value.
@@ -23,9 +27,9 @@
 #include "tg_core.h"
 
 /* ---- SGD (PyTorch semantics, no dampening, no Nesterov) --------------------
- *   g   = grad + wd·w            (wd only for ndim >= 2 parameters)
+ *   g   = grad + wd·w            (wd only for decayed parameters)
  *   buf = μ·buf + g              (buf = g at the first step; no buf if μ = 0)
- *   w  -= lr·buf
+ *   w  -= lr·lr_mult·buf
  * momentum in [0, 1), weight_decay >= 0. */
 typedef struct tg_sgd { float momentum, weight_decay; float *buf; size_t n; } tg_sgd;
 void tg_sgd_init(tg_sgd *o, const tg_params *P, float momentum, float weight_decay);
@@ -34,18 +38,20 @@ void tg_sgd_free(tg_sgd *o);
 
 /* ---- AdamW (PyTorch torch.optim.AdamW semantics) ---------------------------
  *   t  += 1
- *   w  *= 1 − lr·wd              (decoupled decay, ndim >= 2 parameters only)
+ *   w  *= 1 − lr·lr_mult·wd      (decoupled decay, decayed parameters only)
  *   m   = β1·m + (1 − β1)·g
  *   v   = β2·v + (1 − β2)·g²
- *   w  -= lr/(1 − β1^t) · m / (sqrt(v)/sqrt(1 − β2^t) + eps)
+ *   w  -= lr·lr_mult/(1 − β1^t) · m / (sqrt(v)/sqrt(1 − β2^t) + eps)
  * β1, β2 in [0, 1), eps > 0, weight_decay >= 0. The bias corrections are
- * computed in double once per step. */
+ * computed in double once per step, and per parameter its decay factor and
+ * step size. */
 typedef struct tg_adamw {
     float beta1, beta2, eps, weight_decay;
     float *m, *v;
     size_t n;
     int64_t t;                  /* steps taken */
-    unsigned char *decay;       /* n bytes: 1 where weight decay applies */
+    float *keep, *step_size;    /* scratch, one per parameter: this step's factors */
+    int n_params;
 } tg_adamw;
 void tg_adamw_init(tg_adamw *o, const tg_params *P, float beta1, float beta2, float eps,
                    float weight_decay);

@@ -7,6 +7,9 @@
 #   THREADS=1 ROUNDS=5 SIZES="seed" scripts/bench.sh
 #   ATTN=composed scripts/bench.sh        tapegrad's other attention op
 # Needs a Release build in build/ and Debian's python3-torch (/usr/bin/python3).
+# Kernels: tapegrad runs as a user runs it (OPENBLAS_CORETYPE unset: it picks
+# its kernel itself); PyTorch (Debian's uses the system OpenBLAS) gets
+# OPENBLAS_CORETYPE set to the core that fits this CPU, from blas_info.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 threads=${THREADS:-2}; rounds=${ROUNDS:-3}; sizes=${SIZES:-small seed large}
@@ -14,6 +17,8 @@ steps=${STEPS:-20}; attn=${ATTN:-}
 bench="$top/build/experiments/bench_step"
 [ -x "$bench" ] || { echo "bench.sh: build first (cmake -S . -B build && cmake --build build)" >&2; exit 2; }
 /usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "bench.sh: needs python3-torch for /usr/bin/python3" >&2; exit 2; }
+best=$(env -u OPENBLAS_CORETYPE "$top/build/experiments/blas_info" --best-core)
+torch_core=$(OPENBLAS_VERBOSE=2 OPENBLAS_CORETYPE=$best /usr/bin/python3 -c 'import torch' 2>&1 | sed -n 's/^Core: //p')
 tuned=(env MALLOC_TRIM_THRESHOLD_=1000000000000 MALLOC_MMAP_THRESHOLD_=1000000000000 MALLOC_TOP_PAD_=268435456)
 raw=$(mktemp); trap 'rm -f "$raw"' EXIT
 
@@ -22,15 +27,17 @@ echo "# $(date -u +%FT%TZ) $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc
 for size in $sizes; do
     for r in $(seq "$rounds"); do
         sg=1; [ "$r" -gt 1 ] && sg=0   # the sgemm reference once a size
-        "$bench" --size "$size" --threads "$threads" --steps "$steps" --sgemm "$sg" ${attn:+--attn "$attn"} \
+        env -u OPENBLAS_CORETYPE "$bench" --size "$size" --threads "$threads" --steps "$steps" --sgemm "$sg" ${attn:+--attn "$attn"} \
             | sed 's/^/impl=tapegrad /' | tee -a "$raw"
-        /usr/bin/python3 "$top/scripts/bench_torch.py" --size "$size" --threads "$threads" --steps "$steps" \
+        OPENBLAS_CORETYPE=$best /usr/bin/python3 "$top/scripts/bench_torch.py" --size "$size" --threads "$threads" --steps "$steps" \
             | sed 's/^/impl=torch /' | tee -a "$raw"
-        "${tuned[@]}" /usr/bin/python3 "$top/scripts/bench_torch.py" --size "$size" --threads "$threads" \
+        "${tuned[@]}" OPENBLAS_CORETYPE="$best" /usr/bin/python3 "$top/scripts/bench_torch.py" --size "$size" --threads "$threads" \
             --steps "$steps" --label torch-tuned | sed 's/^/impl=torch_tuned /' | tee -a "$raw"
     done
 done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# kernels: tapegrad (OPENBLAS_CORETYPE unset) ran OpenBLAS core=$(sed -n 's/.* blas_core=\([^ ]*\).*/\1/p' "$raw" |
+    sort -u | tr '\n' ' ')- PyTorch (OPENBLAS_CORETYPE=$best) ran core=${torch_core:-unknown} (OPENBLAS_VERBOSE=2)"
 echo
 awk '
 function med(list,   n, a, i, j, t) {

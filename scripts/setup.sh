@@ -20,3 +20,9 @@ TG_VALGRIND_PACKAGES=(valgrind)
 # a real single-node Slurm for the Slurm engine's test (scripts/slurm_local.sh).
 TG_SWEEP_PACKAGES=(parallel gnuplot-nox)
 TG_SLURM_PACKAGES=(slurmctld slurmd slurm-client munge)
+# CI only (scripts/test_install.sh): `pkg-config --static` of OpenBLAS asks for -lgfortran.
+TG_INSTALL_PACKAGES=(libgfortran-12-dev)
+# Plots (scripts/plot.sh, plot_attn.sh, science.sh) and the PyTorch references (bench_torch.py,
+# torch_attn_scale.py, scripts/science.sh torch): installed by the scripts that need them.
+TG_PLOT_PACKAGES=(gnuplot-nox)
+TG_TORCH_PACKAGES=(python3-torch)

@@ -2,8 +2,8 @@
 # The tests under valgrind memcheck: no invalid access, no use of
 # uninitialised values, no definite or indirect leak. Debug build in
 # build-valgrind/. Runs every CMocka test but test_train (it interposes malloc
-# itself, which valgrind replaces), the fuzz replays, and attn_scale through a
-# save, a resume and a refused resume.
+# itself, which valgrind replaces), the fuzz replays, attn_scale through a
+# save, a resume and a refused resume, and its attention-map dumps.
 #   scripts/valgrind.sh
 # One OpenBLAS thread, as in ctest. Nothing is suppressed: with 1 and with 2
 # OpenBLAS threads (Debian's pthread build) valgrind found nothing in use at
@@ -36,7 +36,7 @@ cd "$build/tests"
 # at T = 262 (across the 256-key tile) take over 15 minutes under memcheck in
 # this Debug build. The flash op itself still runs here: attn_scale_fused below
 # trains with it (forward, backward, stats) across two key tiles.
-for t in test_core test_optim test_checkpoint test_experiment test_seed_figures test_op_*; do
+for t in test_core test_gradcheck test_optim test_blas test_checkpoint test_experiment test_seed_figures test_op_*; do
     [ "$t" = test_op_flash_attention ] && continue
     [ -x "$t" ] && check "$t" 0 "./$t"
 done
@@ -55,5 +55,10 @@ check attn_scale_nan 3 "$bin" "${T[@]}" --steps 20 --debug-nan 3 --optim sgd
 # the fused op, forward and backward with stats, across two key tiles (T = 300 > 256)
 check attn_scale_fused 0 "$bin" --batch 2 --seq-len 300 --vocab 16 --alphabet 4 --d-model 16 --heads 2 \
     --d-head 8 --log-every 2 --warmup 1 --steps 4 --attn fused --scale learned
+# attention maps (through the composed op from a fused run, the log-form scale), kept across a resume, and read
+D=(--dump-attn 0,5,20 --dump-attn-file "$tmp/maps.st" --attn fused --scale learned --learned-param log)
+check attn_scale_dump 0 "$bin" "${T[@]}" "${D[@]}" --steps 20 --stop-at 10 --save "$tmp/d.st"
+check attn_scale_dump_resume 0 "$bin" "${T[@]}" "${D[@]}" --steps 20 --resume "$tmp/d.st"
+check attn_maps 0 "$build/experiments/attn_maps" --summary "$tmp/maps.st"
 [ "$fails" -eq 0 ] && echo "valgrind: no errors, no leaks" >&2
 exit "$fails"

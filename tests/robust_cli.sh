@@ -16,20 +16,8 @@
 #   refused as --log/--save.
 set -u
 bin=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
-fails=0
-no() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/cli_util.sh"
 T="--batch 4 --seq-len 8 --vocab 16 --alphabet 4 --d-model 16 --heads 2 --d-head 8 --log-every 5 --warmup 10"
-rows() { grep -v '^#' "$1"; }                       # the header row and the data rows
-summary() { sed 's/ seconds=.*//' "$1"; }            # the summary line without the time
-run() {   # run WANT_RC NAME ARGS...: stdout in NAME.out, stderr in NAME.err
-    want=$1; name=$2; shift 2
-    "$bin" "$@" >"$name.out" 2>"$name.err"
-    rc=$?
-    [ "$rc" -eq "$want" ] || { no "$name: exit $rc, want $want"; sed 's/^/  | /' "$name.err" | head -5; }
-}
 
 # ---- determinism ------------------------------------------------------------
 for th in 1 2; do
@@ -112,15 +100,7 @@ grep -q '1 steps skipped' skip.err || no "--on-nan skip: no count of skipped ste
 grep -q '^25	' skip.tsv || no "--on-nan skip: the run did not go on"
 
 # ---- hostile input: exit 2, one message, nothing written ------------------------
-cp straight.tsv keep.tsv
-cp ck.st keep.st
-bad() {   # bad NAME EXPECTED_MESSAGE ARGS...
-    name=$1; msg=$2; shift 2
-    run 2 "$name" "$@"
-    grep -q -- "$msg" "$name.err" || { no "$name: message lacks '$msg'"; sed 's/^/  | /' "$name.err" | head -3; }
-    cmp -s keep.tsv straight.tsv || { no "$name: an existing log changed"; cp straight.tsv keep.tsv; }
-    cmp -s keep.st ck.st || { no "$name: an existing checkpoint changed"; cp ck.st keep.st; }
-}
+guard straight.tsv ck.st
 bad unknown "unknown flag '--nope'" --nope --log keep.tsv
 bad steps0 "steps: 0 is out of range" --steps 0 --log keep.tsv
 bad batchneg "batch: -1 is out of range" --batch -1 --log keep.tsv

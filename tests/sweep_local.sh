@@ -27,7 +27,7 @@ fails=0
 no() { echo "FAIL: $*"; fails=$((fails + 1)); }
 command -v parallel >/dev/null || { echo "FAIL: GNU parallel is not installed (scripts/test.sh installs it)"; exit 1; }
 S() { "$sweep" "$@"; }
-SIZE="--set batch=8 --set seq-len=16 --set vocab=16 --set alphabet=4 --set d-model=32 --set heads=2 --set log-every=5 --set warmup=10 --set steps=600 --set save-every=20"
+SIZE="--set batch=8 --set seq-len=16 --set vocab=16 --set alphabet=4 --set d-model=32 --set heads=2 --set log-every=5 --set warmup=10 --set steps=1000 --set save-every=20"
 GRID="scale=none,sqrt d_head=8,16 seed=1,2"
 wait_for() {   # wait_for SECONDS CMD...: poll until CMD succeeds
     local t=$(( $1 * 10 )); shift
@@ -68,7 +68,7 @@ mkdir test && cp ref/manifest.tsv test/manifest.tsv
 t0=$SECONDS
 S run ref -j 2 --bin "$bin" 2>ref.err || { no "the uninterrupted sweep failed"; tail -5 ref.err; }
 echo "uninterrupted sweep: 8 runs in $((SECONDS - t0)) s"
-S collect ref 2>collect.err || { no "collect failed"; cat collect.err; }
+S collect ref >/dev/null 2>collect.err || { no "collect failed"; cat collect.err; }
 
 # ---- parallel stopped mid-sweep ---------------------------------------------------------
 setsid "$sweep" run test -j 2 --bin "$bin" >run1.out 2>&1 &
@@ -86,7 +86,7 @@ echo "parallel stopped with SIGTERM: $done1 of 8 runs done"
 [ "$done1" -lt 8 ] || no "parallel was stopped after every run had finished: nothing was interrupted"
 S status test 2>status.err
 grep -q "$done1 done, 0 running" status.err || { no "status after the stop"; cat status.err; }
-S collect test 2>partial.err
+S collect test >/dev/null 2>partial.err
 grep -q "$((8 - done1)) runs not finished" partial.err || { no "collect on a partial sweep does not say what is missing"; cat partial.err; }
 
 # ---- the sweep SIGKILLed mid-run, but its training processes go on, orphaned -------------
@@ -117,7 +117,7 @@ fi
 wait "$run3" || { no "the resumed sweep failed"; tail -5 run3.err; }
 [ "$(n_done test)" -eq 8 ] || no "after run again: $(n_done test) of 8 done"
 echo "runs that waited for an orphan's lock, then resumed: $(grep -l 'is in use by' test/runs/*.err | wc -l)"
-S collect test 2>/dev/null || no "collect after the interruptions failed"
+S collect test >/dev/null 2>&1 || no "collect after the interruptions failed"
 cmp -s ref/summary.tsv test/summary.tsv || { no "summary.tsv differs from the uninterrupted sweep's"; diff ref/summary.tsv test/summary.tsv | head -5; }
 cmp -s ref/aggregate.tsv test/aggregate.tsv || no "aggregate.tsv differs"
 for f in ref/runs/*.tsv; do

@@ -40,7 +40,7 @@ wait_for() {   # wait_for SECONDS CMD...: poll until CMD succeeds
 }
 S() { "$sweep" "$@"; }
 
-SIZE="--set batch=8 --set seq-len=16 --set vocab=16 --set alphabet=4 --set d-model=32 --set heads=2 --set log-every=5 --set warmup=10 --set steps=1500 --set save-every=25"
+SIZE="--set batch=8 --set seq-len=16 --set vocab=16 --set alphabet=4 --set d-model=32 --set heads=2 --set log-every=5 --set warmup=10 --set steps=4000 --set save-every=25"
 GRID="scale=none,sqrt d_head=8,16 seed=1,2"
 S plan slurm --grid "$GRID" $SIZE --bin "$bin" 2>/dev/null || { no "plan failed"; exit 1; }
 S plan local --grid "$GRID" $SIZE --bin "$bin" 2>/dev/null
@@ -102,7 +102,7 @@ for id in $rq_id $kill_id $usr_id; do sed "s/^/  $id | /" "slurm/runs/$id.err"; 
 t2=$SECONDS
 S run local -j 2 --bin "$bin" 2>/dev/null || no "the local sweep failed"
 echo "the same sweep, local engine, uninterrupted: $((SECONDS - t2)) s"
-S collect slurm 2>/dev/null && S collect local 2>/dev/null || no "collect failed"
+S collect slurm >/dev/null 2>&1 && S collect local >/dev/null 2>&1 || no "collect failed"
 cmp -s slurm/summary.tsv local/summary.tsv || { no "summary.tsv: slurm (interrupted) and local differ"; diff slurm/summary.tsv local/summary.tsv | head -6; }
 for f in local/runs/*.tsv; do
     g=slurm/runs/${f##*/}

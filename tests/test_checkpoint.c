@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "attn_cfg.h"
@@ -325,20 +326,25 @@ static void run_steps(run *r, int k) {
     tg_ctx_free(&ctx);
 }
 
+/* Both optimizers, and each with the learned scale in its log form (its own
+ * rate through --scale-lr). */
 static void test_ckpt_roundtrip(void **s) {
     (void)s;
-    for (int opt = 0; opt < 2; opt++) {
-        char *extra[] = {"--optim", opt ? "sgd" : "adam"};
+    for (int k = 0; k < 4; k++) {
+        int opt = k % 2, n_extra = k < 2 ? 2 : 10;
+        char *extra[] = {"--optim", opt ? "sgd" : "adam", "--scale", "learned", "--learned-param", "log",
+                         "--learned-init", "none", "--scale-lr", "0.03"};
         run a, b;
-        run_init(&a, 2, extra);
+        run_init(&a, n_extra, extra);
         run_steps(&a, 4);
         char err[512], changed[256];
         const char *p = path_of("state.st");
         assert_int_equal(ckpt_save(p, &a.st, a.opts, a.nopt, err, sizeof err), 0);
-        run_init(&b, 2, extra);
+        run_init(&b, n_extra, extra);
         assert_int_equal(ckpt_load(p, &b.st, b.opts, b.nopt, attn_run_options, changed, sizeof changed, err,
                                    sizeof err), 0);
         assert_string_equal(changed, "");
+        if (k >= 2) assert_true(b.m.layer[0].hscale->data[0] != logf(2.0f));   /* θ moved, and came back */
         assert_int_equal(b.st.step, 4);
         assert_memory_equal(a.m.P.data, b.m.P.data, a.m.P.numel * sizeof(float));
         if (opt == 0) {
@@ -356,6 +362,33 @@ static void test_ckpt_roundtrip(void **s) {
         run_free(&a);
         run_free(&b);
     }
+}
+
+/* The learned scale's log form (saved and restored in test_ckpt_roundtrip):
+ * θ starts at ln s_h, the head scales' rate comes from --scale-lr, and a
+ * checkpoint of the other form is refused by its flag, the state untouched. */
+static void test_ckpt_learned_log(void **s) {
+    (void)s;
+    char *lg[] = {"--scale", "learned", "--learned-param", "log", "--learned-init", "none", "--scale-lr", "0.03"};
+    run a, c;
+    run_init(&a, 8, lg);
+    assert_string_equal(a.m.layer[0].hscale->name, "l0.hscale_log");
+    assert_float_equal(a.m.layer[0].hscale->lr_mult, 10.0f, 1e-6f);   /* 0.03 / the default lr 0.003 */
+    assert_float_equal(a.m.layer[0].hscale->data[1], logf(2.0f), 0);   /* θ = ln √4 */
+    run_steps(&a, 2);
+    char err[512];
+    const char *p = path_of("log.st");
+    assert_int_equal(ckpt_save(p, &a.st, a.opts, a.nopt, err, sizeof err), 0);
+    char *lin[] = {"--scale", "learned", "--learned-init", "none", "--scale-lr", "0.03"};
+    run_init(&c, 6, lin);
+    float *snap = malloc(c.m.P.numel * sizeof(float));
+    memcpy(snap, c.m.P.data, c.m.P.numel * sizeof(float));
+    assert_int_not_equal(ckpt_load(p, &c.st, c.opts, c.nopt, attn_run_options, NULL, 0, err, sizeof err), 0);
+    EXPECT_MSG(err, "setting differs: --learned-param is log in the checkpoint, linear in this run");
+    assert_memory_equal(snap, c.m.P.data, c.m.P.numel * sizeof(float));
+    free(snap);
+    run_free(&a);
+    run_free(&c);
 }
 
 /* Rewrites the checkpoint at src into dst with one change: tensor `name`
@@ -490,6 +523,10 @@ static void test_ckpt_refusals(void **s) {
     assert_int_equal(ckpt_check_writable(path_of("x.st"), err, sizeof err), 0);
     assert_int_not_equal(ckpt_check_writable(dir, err, sizeof err), 0);
     EXPECT_MSG(err, "is a folder");
+    assert_int_equal(mkfifo(path_of("fifo"), 0600), 0);   /* a rename would replace it with a file */
+    assert_int_not_equal(ckpt_check_writable(path_of("fifo"), err, sizeof err), 0);
+    EXPECT_MSG(err, "fifo: not a regular file");
+    unlink(path_of("fifo"));
     assert_int_not_equal(ckpt_check_writable(path_of("no/x.st"), err, sizeof err), 0);
     EXPECT_MSG(err, "cannot create a file in its folder");
     assert_int_equal(dot_files(), 0);
@@ -634,6 +671,27 @@ static void test_cfg_check(void **s) {
         {3, {"p", "--vocab", "8"}, "task hist: alphabet 8 needs"},
         {7, {"p", "--batch", "65536", "--seq-len", "4096", "--vocab", "4096"}, "at most 2^31-1"},
         {7, {"p", "--layers", "64", "--d-model", "8192", "--d-head", "4096"}, "GiB"},
+        {3, {"p", "--scale-mult", "2"}, "--scale-mult needs --scale mult (this run has --scale sqrt)"},
+        {5, {"p", "--scale", "mult", "--scale-mult", "0"}, "--scale-mult 0: the multiplier must be finite and > 0"},
+        {5, {"p", "--scale", "mult", "--scale-mult", "1e-50"}, "must be finite and > 0"},   /* 0 as a float */
+        {5, {"p", "--scale", "mult", "--scale-mult", "0.0625"}, NULL},
+        {3, {"p", "--scale", "mult"}, NULL},   /* c = 1 */
+        {3, {"p", "--learned-param", "log"}, "--learned-param needs --scale learned"},
+        {5, {"p", "--scale", "none", "--scale-lr", "0.1"}, "--scale-lr needs --scale learned (this run has --scale none)"},
+        {3, {"p", "--learned-init", "none"}, "--learned-init needs --scale learned"},
+        {7, {"p", "--scale", "learned", "--learned-param", "log", "--scale-lr", "0.1"}, NULL},
+        {3, {"p", "--dump-attn", "0,10"}, "--dump-attn needs --dump-attn-file FILE"},
+        {3, {"p", "--dump-attn-file", "m.st"}, "--dump-attn-file needs --dump-attn STEP"},
+        {5, {"p", "--dump-attn", "0,601", "--dump-attn-file", "m.st"}, "--dump-attn: step 601 is beyond --steps 600"},
+        {5, {"p", "--dump-attn", "10,5", "--dump-attn-file", "m.st"}, "--dump-attn: steps must increase (10, then 5)"},
+        {5, {"p", "--dump-attn", "10,10", "--dump-attn-file", "m.st"}, "steps must increase"},
+        {5, {"p", "--dump-attn", "1,,2", "--dump-attn-file", "m.st"}, "expected steps separated by commas"},
+        {5, {"p", "--dump-attn", "-1", "--dump-attn-file", "m.st"}, "expected steps separated by commas"},
+        {5, {"p", "--dump-attn", "99999999999999", "--dump-attn-file", "m.st"}, "beyond --steps 600"},
+        {7, {"p", "--dump-attn", "0", "--dump-attn-file", "a", "--log", "a"}, "--dump-attn-file a is also the --log file"},
+        {7, {"p", "--dump-attn", "0", "--dump-attn-file", "a", "--save", "a"}, "is also the --save file"},
+        {5, {"p", "--dump-attn", "0", "--dump-attn-file", "a\tb"}, "--dump-attn-file: the path contains a control"},
+        {5, {"p", "--dump-attn", "0,60,600", "--dump-attn-file", "m.st"}, NULL},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         attn_cfg c;
@@ -674,6 +732,7 @@ int main(void) {
         cmocka_unit_test(test_st_rejects),
         cmocka_unit_test(test_ckpt_roundtrip),
         cmocka_unit_test(test_ckpt_refusals),
+        cmocka_unit_test(test_ckpt_learned_log),
         cmocka_unit_test(test_runlog_resume),
         cmocka_unit_test(test_guard),
         cmocka_unit_test(test_cfg_check),

@@ -6,12 +6,16 @@
 #include <stdint.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <cmocka.h>
 #include <cblas.h>
 
+#include "attn_dump.h"
 #include "cli.h"
 #include "model.h"
+#include "tg_optim.h"
 #include "tasks.h"
+#include "gradcheck.h"
 #include "testutil.h"
 #include "tg_ops.h"
 
@@ -169,6 +173,225 @@ static void test_direction_at_init(void **s) {
     assert_true(init_entropy(SCALE_NONE, 8, 1) > init_entropy(SCALE_NONE, 128, 1) + 0.2);
 }
 
+/* --scale mult: only the float changes. c = 1 gives sqrt's float and c = √dh
+ * (as the float sqrtf gives, which is also what the decimal √dh parses to)
+ * gives none's 1 exactly, for every head size the flags allow; c = 1/√dh is
+ * dk's 1/dh only up to rounding, and the test says how often it is exact. */
+static void test_scale_mult_floats(void **s) {
+    (void)s;
+    int dk_exact = 0;
+    for (int dh = 1; dh <= 4096; dh++) {
+        model_cfg sq = {.d_head = dh, .scale_mode = SCALE_SQRT}, none = sq, dk = sq, m1 = sq, mr = sq, mi = sq;
+        none.scale_mode = SCALE_NONE;
+        dk.scale_mode = SCALE_DK;
+        m1.scale_mode = mr.scale_mode = mi.scale_mode = SCALE_MULT;
+        m1.mult = 1.0f;
+        mr.mult = (float)sqrt((double)dh);           /* what --scale-mult <decimal √dh> parses to */
+        mi.mult = (float)(1.0 / sqrt((double)dh));
+        assert_true(mr.mult == sqrtf((float)dh));
+        assert_true(model_scale(&m1) == model_scale(&sq));
+        assert_true(model_scale(&mr) == model_scale(&none));
+        dk_exact += model_scale(&mi) == model_scale(&dk);
+        assert_float_equal(model_scale(&mi), model_scale(&dk), 2e-7f * model_scale(&dk));
+    }
+    print_message("mult c = 1/sqrt(d_head) gives dk's float exactly for %d of 4096 head sizes (else within 2e-7 relative)\n",
+                  dk_exact);
+}
+
+/* layers 2: D 8, H 2, dh 4; layers 1 (the gradient checks, cheap enough for
+ * valgrind): D 6, H 2, dh 4 */
+static void tiny_model_l(model *m, int layers, int scale_mode, int learned_param, int learned_init, int attn) {
+    model_cfg mc = {.vocab = 8, .seq_len = 6, .d_model = layers > 1 ? 8 : 6, .heads = 2, .d_head = 4,
+                    .layers = layers, .scale_mode = scale_mode, .init = INIT_FANIN, .attn = attn,
+                    .learned_init = learned_init, .learned_param = learned_param, .mult = 1.0f};
+    model_init(m, &mc, 11);
+}
+static void tiny_model(model *m, int scale_mode, int learned_param, int learned_init, int attn) {
+    tiny_model_l(m, 2, scale_mode, learned_param, learned_init, attn);
+}
+
+static void tiny_batch(int B, int *x, int *y) {
+    task_cfg t = {.kind = TASK_HIST, .vocab = 8, .seq_len = 6, .alphabet = 4};
+    tg_rng r;
+    tg_rng_seed(&r, 5, 3);
+    task_batch(&t, &r, B, x, y);
+}
+
+typedef struct { model *m; int x[3 * 6], y[3 * 6]; } model_case;
+static tg_tensor *f_model(tg_ctx *ctx, void *u) {
+    model_case *c = u;
+    return model_forward(c->m, ctx, c->x, c->y, 3, 0);
+}
+
+/* The whole model's gradient against finite differences with the learned
+ * scale in its log form, started at the forgotten scale (s_h = √dh), through
+ * both attention ops, and in the linear form through the composed op; and the
+ * chain rule through exp checked directly: with the same other weights,
+ * d/dθ_h = s_h · d/ds_h. */
+static void test_learned_scale_gradients(void **s) {
+    (void)s;
+    for (int attn = 0; attn < 2; attn++) {
+        model lin, lg;
+        model_case cl, cg;
+        tiny_model_l(&lin, 1, SCALE_LEARNED, LEARNED_LINEAR, LEARNED_FROM_NONE, attn);
+        tiny_model_l(&lg, 1, SCALE_LEARNED, LEARNED_LOG, LEARNED_FROM_NONE, attn);
+        assert_string_equal(lg.layer[0].hscale->name, "l0.hscale_log");
+        assert_float_equal(lg.layer[0].hscale->data[1], logf(2.0f), 0);
+        cl.m = &lin;
+        cg.m = &lg;
+        tiny_batch(3, cl.x, cl.y);
+        tiny_batch(3, cg.x, cg.y);
+        assert_int_equal(tg_gradcheck("model, learned log scale", &lg.P, f_model, &cg, NULL), 0);
+        if (attn == ATTN_COMPOSED)
+            assert_int_equal(tg_gradcheck("model, learned linear scale", &lin.P, f_model, &cl, NULL), 0);
+        /* one backward each at the same point: dθ = e^θ · ds */
+        tg_ctx ctx;
+        tg_ctx_init(&ctx, 0);
+        tg_params_zero_grad(&lin.P);
+        tg_backward(&ctx, f_model(&ctx, &cl));
+        tg_ctx_reset(&ctx);
+        tg_params_zero_grad(&lg.P);
+        tg_backward(&ctx, f_model(&ctx, &cg));
+        for (int h = 0; h < 2; h++) {
+            float ds = lin.layer[0].hscale->grad[h], dth = lg.layer[0].hscale->grad[h];
+            float sh = expf(lg.layer[0].hscale->data[h]);
+            assert_true(fabsf(ds) > 1e-6f);   /* a gradient there is to compare */
+            assert_float_equal(dth, sh * ds, 1e-4f * fabsf(sh * ds) + 1e-7f);
+        }
+        tg_ctx_free(&ctx);
+        model_free(&lin);
+        model_free(&lg);
+    }
+}
+
+/* Weight decay in the model is the parameters' flag: embeddings and matrices
+ * decayed; LayerNorm gains and biases, the MLP biases, the QK-norm gains
+ * ([H, dh], 2-D) and the learned head scales never. Checked on the flags and on
+ * what a step of AdamW with zero gradients and SGD does. */
+static int should_decay(const char *name) {
+    static const char *const decayed[] = {"tok_emb", "pos_emb", "w_out", "wq", "wk", "wv", "wo", "w1", "w2"};
+    const char *base = strchr(name, '.') ? strchr(name, '.') + 1 : name;
+    for (size_t i = 0; i < sizeof decayed / sizeof *decayed; i++)
+        if (strcmp(base, decayed[i]) == 0) return 1;
+    return 0;
+}
+
+static void test_decay_in_model(void **s) {
+    (void)s;
+    const int modes[][2] = {{SCALE_QKNORM, 0}, {SCALE_LEARNED, LEARNED_LINEAR}, {SCALE_LEARNED, LEARNED_LOG}};
+    for (int k = 0; k < 3; k++)
+        for (int opt = 0; opt < 2; opt++) {
+            model m;
+            tiny_model(&m, modes[k][0], modes[k][1], LEARNED_FROM_SQRT, ATTN_COMPOSED);
+            int n_never = 0, qk = 0, hs = 0;
+            for (int i = 0; i < m.P.n; i++) {
+                const tg_tensor *t = m.P.list[i];
+                assert_int_equal(t->decay, should_decay(t->name));
+                n_never += !t->decay;
+                qk += strstr(t->name, "n_g") != NULL && t->ndim == 2;
+                hs += strstr(t->name, "hscale") != NULL;
+            }
+            assert_true(n_never >= 9);   /* lnf_g, lnf_b, and per layer ln1/ln2 gains and biases, b1, b2 */
+            if (modes[k][0] == SCALE_QKNORM) assert_int_equal(qk, 4);
+            else assert_int_equal(hs, 2);
+            float *before = malloc(m.P.numel * sizeof(float));
+            for (size_t i = 0; i < m.P.numel; i++) m.P.data[i] = 0.5f + (float)(i % 7);   /* no zeros */
+            memcpy(before, m.P.data, m.P.numel * sizeof(float));
+            tg_params_zero_grad(&m.P);
+            tg_adamw a;
+            tg_sgd o;
+            if (opt == 0) {
+                tg_adamw_init(&a, &m.P, 0.9f, 0.95f, 1e-8f, 0.5f);
+                tg_adamw_step(&a, &m.P, 0.2f);
+            } else {
+                tg_sgd_init(&o, &m.P, 0.9f, 0.5f);
+                tg_sgd_step(&o, &m.P, 0.2f);
+            }
+            for (int i = 0; i < m.P.n; i++) {
+                const tg_tensor *t = m.P.list[i];
+                const float *b = before + (t->data - m.P.data);
+                for (int64_t j = 0; j < t->numel; j++)
+                    if (t->decay) assert_float_equal(t->data[j], b[j] * 0.9f, 1e-6f * b[j]);
+                    else assert_true(t->data[j] == b[j]);   /* untouched, bit for bit */
+            }
+            if (opt == 0) tg_adamw_free(&a);
+            else tg_sgd_free(&o);
+            free(before);
+            model_free(&m);
+        }
+}
+
+/* The probe's maps: softmax rows over the visible keys (sum 1, masked keys 0),
+ * the same weights the training forward's composed op saves for that
+ * sequence, the same from a model configured with the fused op, and the model
+ * untouched (parameters, gradients, statistics). */
+static void test_attention_maps(void **s) {
+    (void)s;
+    model mc, mf;
+    tiny_model(&mc, SCALE_LEARNED, LEARNED_LOG, LEARNED_FROM_NONE, ATTN_COMPOSED);
+    tiny_model(&mf, SCALE_LEARNED, LEARNED_LOG, LEARNED_FROM_NONE, ATTN_FUSED);
+    task_cfg t = {.kind = TASK_HIST, .vocab = 8, .seq_len = 6, .alphabet = 4};
+    int probe[12], again[12];
+    attn_probe_tokens(&t, probe);
+    attn_probe_tokens(&t, again);
+    assert_memory_equal(probe, again, 6 * sizeof(int));
+    assert_int_equal(probe[0], 4);   /* hist's BOS */
+    enum { L = 2, H = 2, T = 6, N = L * H * T * T };
+    float maps[N], mapf[N];
+    int x[3 * 6], y[3 * 6];
+    tiny_batch(3, x, y);
+    tg_ctx ctx, pc;
+    tg_ctx_init(&ctx, 0);
+    tg_ctx_init(&pc, 0);
+    /* a training step's state: grads and stats from the last batch */
+    tg_params_zero_grad(&mc.P);
+    tg_backward(&ctx, model_forward(&mc, &ctx, x, y, 3, 1));
+    size_t bytes = mc.P.numel * sizeof(float);
+    float *data = malloc(bytes), *grad = malloc(bytes), ent[L * H], lsc[L * H];
+    memcpy(data, mc.P.data, bytes);
+    memcpy(grad, mc.P.grad, bytes);
+    memcpy(ent, mc.ent, sizeof ent);
+    memcpy(lsc, mc.logit_scale, sizeof lsc);
+    model_attention_maps(&mc, &pc, probe, 1, maps);
+    model_attention_maps(&mf, &pc, probe, 1, mapf);
+    assert_memory_equal(data, mc.P.data, bytes);
+    assert_memory_equal(grad, mc.P.grad, bytes);
+    assert_memory_equal(ent, mc.ent, sizeof ent);
+    assert_memory_equal(lsc, mc.logit_scale, sizeof lsc);
+    assert_memory_equal(maps, mapf, sizeof maps);   /* the same parameters: the same composed op */
+    for (int lh = 0; lh < L * H; lh++)
+        for (int i = 0; i < T; i++) {
+            double sum = 0;
+            for (int j = 0; j < T; j++) {
+                float w = maps[(lh * T + i) * T + j];
+                if (j > i) assert_true(w == 0.0f);
+                sum += w;
+            }
+            assert_float_equal(sum, 1.0, 1e-6);
+        }
+    /* the weights a training forward saves for the probe as its batch */
+    int py[6];
+    for (int i = 0; i < 6; i++) py[i] = -1;
+    py[1] = 0;
+    tg_ctx_reset(&ctx);
+    model_forward(&mc, &ctx, probe, py, 1, 0);
+    int layer = 0;
+    for (int i = 0; i < ctx.n_nodes; i++)
+        if (strcmp(ctx.nodes[i].op, "tg_attention") == 0) {
+            const float *P = tg_attention_probs(&ctx, ctx.nodes[i].out);
+            assert_non_null(P);
+            assert_memory_equal(P, maps + layer * H * T * T, H * T * T * sizeof(float));
+            layer++;
+        }
+    assert_int_equal(layer, L);
+    free(data);
+    free(grad);
+    tg_ctx_free(&ctx);
+    tg_ctx_free(&pc);
+    model_free(&mc);
+    model_free(&mf);
+}
+
 int main(void) {
     openblas_set_num_threads(1);
     const struct CMUnitTest tests[] = {
@@ -177,6 +400,10 @@ int main(void) {
         cmocka_unit_test(test_hist_reference),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_direction_at_init),
+        cmocka_unit_test(test_scale_mult_floats),
+        cmocka_unit_test(test_learned_scale_gradients),
+        cmocka_unit_test(test_decay_in_model),
+        cmocka_unit_test(test_attention_maps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

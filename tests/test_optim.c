@@ -17,11 +17,11 @@
 
 #define TOL 1e-6f
 
-/* The set every hand-worked test uses: a 2-D w [1,2] and a 1-D b [1], laid
- * out flat as P.data = {w0, w1, b0}. */
+/* The set every hand-worked test uses: a 2-D w [1,2] declared decayed and a
+ * 1-D b [1], laid out flat as P.data = {w0, w1, b0}. */
 static void make_wb(tg_params *P, float w0, float w1, float b0) {
     tg_params_init(P);
-    tg_param(P, "w", 2, (int[]){1, 2});
+    tg_param_decayed(P, "w", 2, (int[]){1, 2});
     tg_param(P, "b", 1, (int[]){1});
     tg_params_alloc(P);
     P->data[0] = w0;
@@ -118,9 +118,8 @@ static void test_adamw_three_steps(void **s) {
     tg_adamw o;
     tg_adamw_init(&o, &P, 0.9f, 0.999f, 1e-8f, 0.1f);
     assert_int_equal(o.n, 3);
-    assert_int_equal(o.decay[0], 1);
-    assert_int_equal(o.decay[1], 1);
-    assert_int_equal(o.decay[2], 0);
+    assert_int_equal(P.list[0]->decay, 1);
+    assert_int_equal(P.list[1]->decay, 0);
     const float g[3][3] = { { 0.5f, -1.0f, 1.0f }, { -1.0f, 0.5f, 0.5f }, { 0.2f, 2.0f, -1.0f } };
     const float want[3][3] = { { 0.89f, -1.88f, 0.4f },
                                { 0.917710354f, -1.8345663f, 0.306782038f },
@@ -142,29 +141,91 @@ static void test_adamw_three_steps(void **s) {
     tg_params_free(&P);
 }
 
-/* With a zero gradient Adam does not move, so only the decay acts: after k
- * steps w = w0·(1 − lr·wd)^k on the 2-D parameter, the 1-D one is untouched. */
-static void test_adamw_decay_only_matrices(void **s) {
+/* The decay rule is the flag given at declaration, not the shape: a 2-D gain
+ * declared with tg_param is not decayed, a 1-D vector declared with
+ * tg_param_decayed is. With a zero gradient neither optimizer moves a
+ * parameter but for the decay, so after k steps w = w0·(1 − lr·wd)^k where the
+ * flag is set and w = w0 elsewhere. */
+static void make_flagged(tg_params *P) {
+    tg_params_init(P);
+    tg_param_decayed(P, "emb", 2, (int[]){3, 2});       /* 0..5   decayed */
+    tg_param(P, "gain", 1, (int[]){2});                 /* 6..7 */
+    tg_param_decayed(P, "w3", 3, (int[]){1, 2, 2});     /* 8..11  decayed */
+    tg_param(P, "qk_gain", 2, (int[]){2, 2});           /* 12..15 a 2-D gain: not decayed */
+    tg_param_decayed(P, "user_vec", 1, (int[]){2});     /* 16..17 a 1-D parameter the user decays */
+    tg_param(P, "scale", 1, (int[]){1});                /* 18 */
+    tg_params_alloc(P);
+    for (size_t i = 0; i < P->numel; i++) P->data[i] = 1.0f + (float)i;
+}
+
+static int flagged_decayed(size_t i) { return i < 6 || (i >= 8 && i < 12) || (i >= 16 && i < 18); }
+
+static void test_decay_follows_the_flag(void **s) {
     (void)s;
-    tg_params P;
-    tg_params_init(&P);
-    tg_param(&P, "emb", 2, (int[]){3, 2});
-    tg_param(&P, "gain", 1, (int[]){2});
-    tg_param(&P, "w3", 3, (int[]){1, 2, 2});
-    tg_param(&P, "scale", 1, (int[]){1});
-    tg_params_alloc(&P);
-    for (size_t i = 0; i < P.numel; i++) P.data[i] = 1.0f + (float)i;
-    tg_adamw o;
-    tg_adamw_init(&o, &P, 0.9f, 0.95f, 1e-8f, 0.5f);
-    for (int k = 0; k < 4; k++) tg_adamw_step(&o, &P, 0.2f);   /* keep = 0.9 a step */
     const float k4 = 0.9f * 0.9f * 0.9f * 0.9f;
-    for (size_t i = 0; i < P.numel; i++) {
-        int decayed = i < 6 || (i >= 8 && i < 12);
-        assert_int_equal(o.decay[i], decayed);
-        assert_float_equal(P.data[i], (1.0f + (float)i) * (decayed ? k4 : 1.0f), TOL);
+    for (int opt = 0; opt < 2; opt++) {   /* AdamW, SGD (plain and with momentum: zero grads either way) */
+        tg_params P;
+        make_flagged(&P);
+        tg_adamw a;
+        tg_sgd o;
+        if (opt == 0) tg_adamw_init(&a, &P, 0.9f, 0.95f, 1e-8f, 0.5f);
+        else tg_sgd_init(&o, &P, 0.0f, 0.5f);
+        for (int k = 0; k < 4; k++) {   /* keep = 1 − 0.2·0.5 = 0.9 a step */
+            if (opt == 0) tg_adamw_step(&a, &P, 0.2f);
+            else tg_sgd_step(&o, &P, 0.2f);
+        }
+        for (size_t i = 0; i < P.numel; i++) {   /* values up to 19: float rounding is relative */
+            float want = (1.0f + (float)i) * (flagged_decayed(i) ? k4 : 1.0f);
+            assert_float_equal(P.data[i], want, TOL * want);
+        }
+        if (opt == 0) tg_adamw_free(&a);
+        else tg_sgd_free(&o);
+        tg_params_free(&P);
     }
-    tg_adamw_free(&o);
-    tg_params_free(&P);
+}
+
+/* lr_mult: a parameter's rate is lr·lr_mult, in both optimizers. Two
+ * parameters with the same values and grads, one at lr_mult 2.5: its step is
+ * 2.5 times the other's (Adam's first step is lr·sign(g); SGD's is lr·g), and
+ * its decoupled decay uses its own rate too. */
+static void test_lr_mult(void **s) {
+    (void)s;
+    for (int opt = 0; opt < 2; opt++) {
+        tg_params P;
+        tg_params_init(&P);
+        tg_tensor *a = tg_param(&P, "a", 1, (int[]){2});
+        tg_tensor *b = tg_param(&P, "b", 1, (int[]){2});
+        tg_tensor *c = tg_param_decayed(&P, "c", 1, (int[]){1});
+        tg_params_alloc(&P);
+        b->lr_mult = 2.5f;
+        c->lr_mult = 2.0f;
+        const float w0[] = {1.0f, -1.0f}, g[] = {0.5f, -0.25f};
+        for (int i = 0; i < 2; i++) {
+            a->data[i] = b->data[i] = w0[i];
+            a->grad[i] = b->grad[i] = g[i];
+        }
+        c->data[0] = 1.0f;   /* zero grad: only its decay moves it */
+        tg_adamw ad;
+        tg_sgd sg;
+        if (opt == 0) {
+            tg_adamw_init(&ad, &P, 0.9f, 0.95f, 1e-8f, 0.1f);
+            tg_adamw_step(&ad, &P, 0.01f);
+        } else {
+            tg_sgd_init(&sg, &P, 0.9f, 0.1f);
+            tg_sgd_step(&sg, &P, 0.01f);
+        }
+        for (int i = 0; i < 2; i++) {
+            float da = a->data[i] - w0[i], db = b->data[i] - w0[i];
+            float want = opt == 0 ? -0.01f * (g[i] > 0 ? 1.0f : -1.0f) : -0.01f * g[i];
+            assert_float_equal(da, want, 1e-7f);
+            assert_float_equal(db, 2.5f * want, 1e-7f);
+        }
+        /* AdamW: c *= 1 − lr·2·wd = 0.998; SGD: c −= lr·2·(0 + wd·c) = 0.998 too */
+        assert_float_equal(c->data[0], 0.998f, 1e-7f);
+        if (opt == 0) tg_adamw_free(&ad);
+        else tg_sgd_free(&sg);
+        tg_params_free(&P);
+    }
 }
 
 /* L = ½ Σ a_i (x_i − c_i)² over a [3,2] matrix and a [3] vector, curvatures
@@ -341,6 +402,11 @@ static void test_optim_misuse(void **s) {
     EXPECT_TG_ERROR(&c, tg_adamw_step(&adam, &P, -1e-3f), "tg_adamw_step: lr -0.001");
     EXPECT_TG_ERROR(&c, tg_adamw_step(&adam, &P, INFINITY), "tg_adamw_step: lr inf");
     EXPECT_TG_ERROR(&c, tg_sgd_step(&sgd, &P, -0.5f), "tg_sgd_step: lr -0.5");
+    P.list[0]->lr_mult = -1.0f;
+    EXPECT_TG_ERROR(&c, tg_adamw_step(&adam, &P, 0.1f), "tg_adamw_step: parameter 'w' has lr_mult -1");
+    P.list[0]->lr_mult = NAN;
+    EXPECT_TG_ERROR(&c, tg_sgd_step(&sgd, &P, 0.1f), "tg_sgd_step: parameter 'w' has lr_mult nan");
+    P.list[0]->lr_mult = 1.0f;
     assert_int_equal(adam.t, 0);   /* a refused step changed nothing */
 
     /* an optimizer used with parameters it was not made for */
@@ -366,7 +432,8 @@ int main(void) {
         cmocka_unit_test(test_sgd_momentum_three_steps),
         cmocka_unit_test(test_sgd_plain),
         cmocka_unit_test(test_adamw_three_steps),
-        cmocka_unit_test(test_adamw_decay_only_matrices),
+        cmocka_unit_test(test_decay_follows_the_flag),
+        cmocka_unit_test(test_lr_mult),
         cmocka_unit_test(test_adamw_minimises_quadratic),
         cmocka_unit_test(test_grad_norm),
         cmocka_unit_test(test_clip_above),

@@ -24,9 +24,12 @@ typedef struct {
     int B, *tokens, *targets;
 } trainer;
 
+/* scale_mode past the last mode: learned in the log form (it adds tg_exp) */
 static void trainer_init(trainer *t, int scale_mode) {
+    int log_form = scale_mode > SCALE_MULT;
     model_cfg mc = {.vocab = 32, .seq_len = 12, .d_model = 32, .heads = 2, .d_head = 16, .layers = 1,
-                    .scale_mode = scale_mode, .init = INIT_FANIN};
+                    .scale_mode = log_form ? SCALE_LEARNED : scale_mode, .init = INIT_FANIN, .mult = 2.0f,
+                    .learned_param = log_form ? LEARNED_LOG : LEARNED_LINEAR};
     model_init(&t->m, &mc, 3);
     t->task = (task_cfg){.kind = TASK_RECALL, .vocab = 32, .seq_len = 12, .keys = 4, .values = 4};
     tg_rng_seed(&t->rng, 3, 1);
@@ -58,7 +61,7 @@ static void trainer_free(trainer *t) {
 
 static void test_no_allocation_after_first_step(void **s) {
     (void)s;
-    for (int mode = 0; mode < 5; mode++) {   /* every scale mode: qknorm and learned add ops */
+    for (int mode = 0; mode <= SCALE_MULT + 1; mode++) {   /* every scale mode: qknorm and learned add ops */
         trainer t;
         trainer_init(&t, mode);
         trainer_step(&t, 1e-3f, 1);

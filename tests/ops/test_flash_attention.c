@@ -10,6 +10,7 @@
 #include <cmocka.h>
 #include <omp.h>
 
+#include "gradcheck.h"
 #include "tg_ops.h"
 #include "testutil.h"
 

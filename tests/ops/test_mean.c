@@ -5,6 +5,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "gradcheck.h"
 #include "tg_ops.h"
 #include "testutil.h"
 

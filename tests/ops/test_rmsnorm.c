@@ -6,6 +6,7 @@
 #include <math.h>
 #include <cmocka.h>
 
+#include "gradcheck.h"
 #include "tg_ops.h"
 #include "testutil.h"
 

@@ -1,0 +1,69 @@
+# Installing tapegrad: `cmake --install build --prefix P` puts
+#   P/include/tapegrad/   the public headers (tapegrad.h brings in all of them)
+#   P/lib/                libtapegrad.a, or libtapegrad.so.X.Y.Z + links (BUILD_SHARED_LIBS)
+#   P/lib/pkgconfig/      tapegrad.pc
+#   P/lib/cmake/tapegrad/ tapegradConfig.cmake, its version file, the target tapegrad::tapegrad
+#   P/bin/                the experiment programs (experiments/CMakeLists.txt)
+# Everything is relocatable: the .pc and the CMake files find the prefix from
+# where they are, and the programs find a shared library through $ORIGIN/../lib.
+include(CMakePackageConfigHelpers)
+
+# 0.x: a minor version may change the API or the ABI, so the soname and the
+# CMake compatibility rule follow major.minor; from 1.0 on, the major alone.
+if(PROJECT_VERSION_MAJOR EQUAL 0)
+  set(TG_SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+  set(TG_COMPAT SameMinorVersion)
+else()
+  set(TG_SOVERSION ${PROJECT_VERSION_MAJOR})
+  set(TG_COMPAT SameMajorVersion)
+endif()
+set_target_properties(tapegrad PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${TG_SOVERSION})
+
+# The public API is exactly these headers; they include one another by plain
+# name, which resolves next to the including header once installed. ops/parallel.h
+# (threading, includes cblas.h and omp.h) stays internal.
+set(TG_PUBLIC_HEADERS core/tg_core.h core/safetensors.h core/gradcheck.h core/tg_blas.h optim/tg_optim.h)
+foreach(op IN LISTS TG_OPS)
+  list(APPEND TG_PUBLIC_HEADERS ops/${op}.h)
+endforeach()
+list(TRANSFORM TG_PUBLIC_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/)
+list(APPEND TG_PUBLIC_HEADERS ${PROJECT_BINARY_DIR}/include/tg_ops.h ${PROJECT_BINARY_DIR}/include/tg_version.h
+     ${PROJECT_BINARY_DIR}/include/tapegrad.h)
+install(FILES ${TG_PUBLIC_HEADERS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tapegrad)
+
+# Exported from libtapegrad.so: tg_* names only. The version script hides
+# everything else, including the symbols of any static archive linked in.
+if(BUILD_SHARED_LIBS)
+  set(map ${PROJECT_SOURCE_DIR}/cmake/tapegrad.map)
+  target_link_options(tapegrad PRIVATE "LINKER:--version-script=${map}")
+  set_property(TARGET tapegrad APPEND PROPERTY LINK_DEPENDS ${map})
+  if(NOT TG_SANITIZE AND NOT TG_FUZZ)   # the sanitizer runtimes are resolved at load time
+    target_link_options(tapegrad PRIVATE "LINKER:-z,defs")   # every dependency recorded in the .so
+  endif()
+endif()
+
+install(TARGETS tapegrad EXPORT tapegradTargets INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+set(cmakedir ${CMAKE_INSTALL_LIBDIR}/cmake/tapegrad)
+install(EXPORT tapegradTargets NAMESPACE tapegrad:: DESTINATION ${cmakedir})
+if(BUILD_SHARED_LIBS)
+  set(TG_STATIC OFF)
+else()
+  set(TG_STATIC ON)
+endif()
+configure_package_config_file(cmake/tapegradConfig.cmake.in tapegradConfig.cmake INSTALL_DESTINATION ${cmakedir})
+write_basic_package_version_file(tapegradConfigVersion.cmake COMPATIBILITY ${TG_COMPAT})
+install(FILES ${PROJECT_BINARY_DIR}/tapegradConfig.cmake ${PROJECT_BINARY_DIR}/tapegradConfigVersion.cmake
+        DESTINATION ${cmakedir})
+
+# tapegrad.pc: a static link needs the private dependencies, a shared one does not
+# (pkg-config --static adds Requires.private and Libs.private).
+list(JOIN TG_PRIVATE_PKGS " " TG_PC_REQUIRES_PRIVATE)
+set(TG_PC_LIBS_PRIVATE "")
+foreach(lib IN LISTS OpenMP_C_LIB_NAMES ITEMS m)
+  string(APPEND TG_PC_LIBS_PRIVATE " -l${lib}")
+endforeach()
+string(STRIP "${TG_PC_LIBS_PRIVATE}" TG_PC_LIBS_PRIVATE)
+file(RELATIVE_PATH TG_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)   # ../..
+string(REGEX REPLACE "/$" "" TG_PC_TO_PREFIX "${TG_PC_TO_PREFIX}")
+configure_file(cmake/tapegrad.pc.in tapegrad.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/tapegrad.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,0 +1,68 @@
+/* tg_gradcheck: checks an op's (or a whole model's) backward against finite
+ * differences. A new op is not done until this passes on it.
+ *
+ * What it compares. `f` builds a graph on the ctx it is given, from the
+ * parameters in P (and anything in `user`: inputs, attributes), and returns one
+ * output of any shape. The checker reduces that output to a scalar
+ *     L = Σ out ⊙ R,   R a fixed N(0, 1) tensor (seeded: the same every run),
+ * takes the analytic gradient dL/dP from one tg_backward_seed(out, R) (a
+ * vector-Jacobian product: every element of the Jacobian is weighted), then for
+ * every element x of P computes a numeric derivative: central differences
+ *     D(h) = (L(x + h) − L(x − h)) / ((x + h) − (x − h))
+ * at h and h/2, combined by Richardson extrapolation (4·D(h/2) − D(h)) / 3 so
+ * the O(h²) truncation terms cancel. The perturbed x is rounded to float and the
+ * step actually taken is used; L and the quotients are computed in double.
+ *
+ * Tolerances. h = opts.h · max(1, |x|). An element passes when
+ *     |analytic − numeric| <= atol · max(1, max |numeric|) + rtol · |numeric|
+ * (max over all elements of P). Defaults: h = 1e-2, rtol = 1e-3, atol = 1e-4.
+ * Why: the forward runs in float32, so each L carries rounding noise of a few
+ * 1e-7 · Σ|out ⊙ R|; with h = 1e-2 that is ~1e-5 relative in the quotient, and
+ * the truncation left after Richardson is O(h⁴). The library's own ops use at
+ * most 0.65 of the limit (the attention ops; the others under 0.2), while a
+ * backward off by 0.3% fails (tests/test_gradcheck.c). A non-finite
+ * analytic or numeric value always fails. Loosen a tolerance only for an op
+ * whose forward is itself noisier (say so where you do), never until it passes.
+ *
+ * Reading its report (stderr). For the first 5 failing elements:
+ *     rope: d/d x[18]: analytic 0.90056, numeric -0.53144 (|diff| 1.43 > 0.000843)
+ * `x[18]` is the flat element 18 of the parameter named "x" (row-major). Then,
+ * when anything failed or when verbose:
+ *     rope: 180 elements, 144 outside tolerance, worst error/limit 4449.498
+ * (examples/custom_op with its backward rotating the wrong way.)
+ * worst error/limit is the largest |analytic − numeric| / limit over P: under 1
+ * passes; a wrong backward is usually far above 1 (inf for a NaN). A few
+ * failures at isolated elements usually mean a kink in the forward (relu, max,
+ * |x|) within h of x: move the test point, do not widen the tolerance.
+ * Set the environment variable TG_GC_VERBOSE (any value) to print the summary
+ * line of every check, passing or not.
+ *
+ * Requirements on f: deterministic (the same P gives the same output; seed any
+ * randomness afresh inside f), and the output's size must not depend on P.
+ * Every element of P is perturbed (4 forward passes each), so check small
+ * shapes: a few hundred to a few thousand elements. Non-square, batch > 1 and
+ * odd sizes catch more transposition and indexing bugs than square ones.
+ * f runs on the checker's own context: misuse inside it aborts with the op's
+ * message, as an op called anywhere else would. */
+#ifndef TG_GRADCHECK_H
+#define TG_GRADCHECK_H
+#include "tg_core.h"
+
+typedef tg_tensor *(*tg_gc_fn)(tg_ctx *ctx, void *user);
+
+/* A field left 0 takes its default (h 1e-2, rtol 1e-3, atol 1e-4); verbose
+ * prints the summary line even when the check passes, as TG_GC_VERBOSE does. */
+typedef struct tg_gc_opts {
+    double h, rtol, atol;
+    int verbose;
+} tg_gc_opts;
+
+/* Checks d(Σ f(P) ⊙ R)/dP for every element of P (tg_params_alloc done, values
+ * set). opts may be NULL (all defaults). `label` starts every report line.
+ * Returns the number of elements outside tolerance (0: pass), or -1 when the
+ * output's size changed under a perturbation. P's values are restored exactly;
+ * P->grad holds the analytic gradient afterwards. Misuse (P not allocated or
+ * empty, f returning NULL, a negative option) goes through tg_fail_h(&P->err). */
+int tg_gradcheck(const char *label, tg_params *P, tg_gc_fn f, void *user, const tg_gc_opts *opts);
+
+#endif

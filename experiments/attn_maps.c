@@ -1,0 +1,125 @@
+/* attn_maps: an attn_scale --dump-attn file as text, for gnuplot
+ * (scripts/plot_attn.sh), or a summary of where each head looks.
+ *   attn_maps FILE
+ *   attn_maps --summary FILE
+ * stdout: the file's metadata as "# key=value" lines, "# tokens=..." (the
+ * probe), then one block per layer, head and step (in that nesting, block
+ * number ((l·H) + h)·n_steps + s), each "# block=k layer=l head=h step=s" and
+ * T·T lines "key query weight", the masked keys (key > query) as NaN; blocks
+ * end with two blank lines (gnuplot's `index`). Exit 2 with a message when the
+ * file is not such a dump or lacks a map its metadata promises.
+ * --summary: one line per layer, head and step: the mean largest weight of a
+ * row, and where each query row (positions 1..T-1) puts its largest weight,
+ * as shares of the rows, checked in this order: itself, the BOS (position 0),
+ * an earlier copy of its own token ("same"), the previous position, elsewhere. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "safetensors.h"
+
+static int meta_int(const tg_st_file *f, const char *key, int lo, int hi, int *v) {
+    const char *s = tg_st_meta(f, key);
+    char *end;
+    long x = s ? strtol(s, &end, 10) : 0;
+    if (!s || end == s || *end || x < lo || x > hi) return -1;
+    *v = (int)x;
+    return 0;
+}
+
+/* where row i of a T×T map puts its largest weight; see the header */
+static void summarise(const float *w, const int64_t *tok, int T, int l, int h, int step) {
+    int n[5] = {0};   /* self, bos, same, prev, other */
+    double top = 0;
+    for (int i = 1; i < T; i++) {
+        const float *r = w + (size_t)i * T;
+        int a = 0;
+        for (int j = 1; j <= i; j++) a = r[j] > r[a] ? j : a;
+        top += r[a];
+        n[a == i ? 0 : a == 0 ? 1 : tok[a] == tok[i] ? 2 : a == i - 1 ? 3 : 4]++;
+    }
+    double rows = T - 1;
+    printf("%d\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\n", l, h, step, top / rows, n[0] / rows, n[1] / rows,
+           n[2] / rows, n[3] / rows, n[4] / rows);
+}
+
+int main(int argc, char **argv) {
+    int summary = argc == 3 && strcmp(argv[1], "--summary") == 0;
+    if ((argc != 2 && !summary) || argv[argc - 1][0] == '-') {
+        fprintf(stderr, "usage: attn_maps [--summary] FILE\n(FILE: written by attn_scale --dump-attn ... --dump-attn-file FILE)\n");
+        return 2;
+    }
+    const char *path = argv[argc - 1];
+    char err[600];
+    tg_st_file f;
+    if (tg_st_read(path, &f, err, sizeof err)) {
+        fprintf(stderr, "attn_maps: %s\n", err);
+        return 2;
+    }
+    int rc = 2, L, H, steps[256], n = 0;
+    const char *fmt = tg_st_meta(&f, "format"), *list = tg_st_meta(&f, "steps");
+    const tg_st_entry *tok = tg_st_find(&f, "probe.tokens");
+    float *w = NULL;
+    int64_t *tokens = NULL;
+    if (!fmt || strcmp(fmt, "tapegrad.attn_maps") != 0 || !list || !tok || tok->dtype != TG_ST_I64 || tok->ndim != 1 ||
+        tok->numel < 1 || tok->numel > 4096 || meta_int(&f, "config.layers", 1, 64, &L) ||
+        meta_int(&f, "config.heads", 1, 256, &H)) {
+        fprintf(stderr, "attn_maps: %s is not an attn_scale --dump-attn file (format, steps, probe.tokens, config)\n", path);
+        goto out;
+    }
+    for (const char *p = list; *p && n < 256;) {
+        char *end;
+        long s = strtol(p, &end, 10);
+        if (end == p || s < 0 || (*end && *end != ',')) {
+            fprintf(stderr, "attn_maps: %s: metadata steps '%.40s' is not a list of steps\n", path, list);
+            goto out;
+        }
+        steps[n++] = (int)s;
+        p = *end ? end + 1 : end;
+    }
+    const int T = (int)tok->numel;
+    tokens = malloc((size_t)T * sizeof *tokens);
+    w = malloc((size_t)T * T * sizeof *w);
+    if (!tokens || !w) {
+        fprintf(stderr, "attn_maps: out of memory\n");
+        goto out;
+    }
+    tg_st_get_i64(tok, tokens);
+    for (int i = 0; i < f.n_meta; i++)
+        if (strcmp(f.meta[i].key, TG_ST_CHECKSUM_KEY) != 0) printf("# %s=%s\n", f.meta[i].key, f.meta[i].value);
+    printf("# seq_len=%d\n# tokens=", T);
+    for (int i = 0; i < T; i++) printf("%s%lld", i ? " " : "", (long long)tokens[i]);
+    printf("\n");
+    if (summary) printf("layer\thead\tstep\ttop_weight\tself\tbos\tsame\tprev\tother\n");
+    for (int l = 0, k = 0; l < L; l++)
+        for (int h = 0; h < H; h++)
+            for (int s = 0; s < n; s++, k++) {
+                char name[96];
+                snprintf(name, sizeof name, "attn.l%d.h%d.step%d", l, h, steps[s]);
+                const tg_st_entry *e = tg_st_find(&f, name);
+                if (!e || e->dtype != TG_ST_F32 || e->ndim != 2 || e->shape[0] != T || e->shape[1] != T) {
+                    fprintf(stderr, "attn_maps: %s: tensor %s is missing or not F32 [%d,%d]\n", path, name, T, T);
+                    goto out;
+                }
+                tg_st_get_f32(e, w);
+                if (summary) {
+                    summarise(w, tokens, T, l, h, steps[s]);
+                    continue;
+                }
+                printf("# block=%d layer=%d head=%d step=%d\n", k, l, h, steps[s]);
+                for (int i = 0; i < T; i++)
+                    for (int j = 0; j < T; j++) {
+                        if (j > i) printf("%d %d NaN\n", j, i);
+                        else printf("%d %d %.6g\n", j, i, (double)w[(size_t)i * T + j]);
+                    }
+                printf("\n\n");
+            }
+    rc = fflush(stdout) || ferror(stdout) ? 1 : 0;
+    if (rc) fprintf(stderr, "attn_maps: write error on stdout\n");
+out:
+    free(w);
+    free(tokens);
+    tg_st_free(&f);
+    return rc;
+}
