@@ -135,5 +135,14 @@ S status test 2>status.err
 grep -q "8 done, 0 running, 0 queued, 0 interrupted (started, will resume), 0 failed, 0 not started" status.err || { no "final status"; cat status.err; }
 ls test/runs/*.lock >/dev/null 2>&1 && no "lock files left: $(ls test/runs/*.lock)"
 
+# ---- a run that fails: status names it with its last message; collect goes on ----------
+S plan bad --grid "seed=1,2" $SIZE --set debug-nan=30 --set steps=60 --bin "$bin" 2>/dev/null
+S plan bad --grid "seed=3" $SIZE --set steps=60 --bin "$bin" 2>/dev/null
+S run bad -j 2 --bin "$bin" 2>bad.err && no "a sweep with failing runs exited 0"
+grep -q "1 done, 0 running, 0 queued, 0 interrupted (started, will resume), 2 failed" bad.err || { no "status with failed runs"; cat bad.err; }
+grep -q "failed: seed-1 exit 3 attn_scale: stopping (--on-nan stop)" bad.err || { no "status does not name the failed run and its message"; cat bad.err; }
+S collect bad >/dev/null 2>bad_collect.err || no "collect with failed runs failed"
+grep -q "2 runs not finished" bad_collect.err || no "collect does not name the failed runs as missing"
+
 [ "$fails" -eq 0 ] && echo "sweep_local: all checks passed"
 exit "$fails"

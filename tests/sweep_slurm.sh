@@ -47,11 +47,13 @@ S plan local --grid "$GRID" $SIZE --bin "$bin" 2>/dev/null
 cmp -s slurm/manifest.tsv local/manifest.tsv || no "one grid planned twice gave two manifests"
 
 t1=$SECONDS
-S run slurm --engine slurm --bin "$bin" 2>submit.err || { no "sbatch failed"; cat submit.err; }
+# --time: an sbatch option the tool passes through
+S run slurm --engine slurm --bin "$bin" --time=30 2>submit.err || { no "sbatch failed"; cat submit.err; }
 S run slurm --engine slurm --bin "$bin" 2>again.err
 grep -q "nothing to submit" again.err || { no "run again while queued: $(cat again.err)"; }
 [ "$(wc -l <slurm/slurm/jobs.tsv)" -eq 1 ] || no "run again while queued submitted a second array"
 job=$(cut -f1 slurm/slurm/jobs.tsv)
+scontrol show job "$job" | grep -q 'TimeLimit=00:30:00' || no "--time=30 did not reach sbatch"
 ids=$(cat slurm/slurm/sub-*.ids)
 
 # a running task whose run has a checkpoint (and is not in $1): "task id"
