@@ -78,9 +78,11 @@ wait_for 300 more_done || no "no run finished in 300 s"
 par=$(pgrep -P "$sid" -x parallel || pgrep -P "$sid" | head -1)
 [ -n "$par" ] && kill -TERM "$par"
 wait "$sid"
+# the wrappers and training processes end after parallel: wait for every one
+ended() { ! ps -o pid= -s "$sid" >/dev/null; }
+wait_for 60 ended || no "processes of the sweep still run 60 s after parallel was stopped"
 sid=""
-no_locks() { ! has 'test/runs/*.lock'; }
-wait_for 60 no_locks || no "training processes still hold locks 60 s after parallel was stopped"
+has 'test/runs/*.lock' && no "lock files left after the stopped sweep's processes ended: $(ls test/runs/*.lock)"
 done1=$(n_done test)
 echo "parallel stopped with SIGTERM: $done1 of 8 runs done"
 [ "$done1" -lt 8 ] || no "parallel was stopped after every run had finished: nothing was interrupted"
@@ -94,19 +96,25 @@ setsid "$sweep" run test -j 2 --bin "$bin" >run2.out 2>&1 &
 sid=$!
 before=$(n_done test)
 wait_for 120 more_done || no "the second run finished nothing in 120 s"
-wait_for 60 has test/runs/*.tsv.lock
-# every process of the sweep but the training processes: as a SIGKILLed batch
-# shell leaves its children running
+# every process of the sweep but its training processes (those holding a
+# lock): as a SIGKILLed batch shell leaves its children running. They are
+# paused (SIGSTOP) right after, so that they still run when the next sweep
+# comes, whatever the machine's speed (not before: a stopped process whose
+# process group loses its parent gets SIGHUP).
+training() { orphans=$(for f in test/runs/*.tsv.lock; do sed -n 's/^pid=\([0-9]*\).*/\1/p' "$f" 2>/dev/null; done |
+                       while read -r p; do kill -0 "$p" 2>/dev/null && echo "$p"; done); [ -n "$orphans" ]; }
+wait_for 60 training || no "no training process to leave running"
+parents=$(for p in $orphans; do ps -o ppid= -p "$p"; done)
 kill -KILL $(ps -o pid=,comm= -s "$sid" | awk '$2 != "attn_scale" { print $1 }') 2>/dev/null
+reparented() { for p in $orphans; do ps -o ppid= -p "$p" | grep -qxF -f <(printf '%s\n' $parents) && return 1; done; return 0; }
+wait_for 30 reparented || no "the training processes kept their killed parents"
+orphans=$(for p in $orphans; do kill -STOP "$p" 2>/dev/null && echo "$p"; done)
 wait "$sid" 2>/dev/null
 sid=""
-orphans=$(for f in test/runs/*.tsv.lock; do sed -n 's/^pid=\([0-9]*\).*/\1/p' "$f" 2>/dev/null; done | while read -r p; do kill -0 "$p" 2>/dev/null && echo "$p"; done)
-echo "sweep SIGKILLed: $(n_done test) of 8 runs done, training processes still running: $(echo $orphans)"
+echo "sweep SIGKILLed: $(n_done test) of 8 runs done, training processes left (paused): $(echo $orphans)"
 
 # ---- run again: waits for the orphans' locks, resumes the rest ---------------------------------
-# The orphans are paused (SIGSTOP) until a run of the new sweep has met one's
-# lock, so that path is taken whatever the machine's speed.
-[ -n "$orphans" ] && kill -STOP $orphans
+# The orphans stay paused until a run of the new sweep has met one's lock.
 S run test -j 2 --bin "$bin" 2>run3.err &
 run3=$!
 locked() { grep -q 'is in use by' test/runs/*.err; }
