@@ -266,6 +266,13 @@ int tg_st_write(const char *path, const tg_st_tensor *t, int n, const tg_st_kv *
         return tg_errf(err, errlen, "tg_st_write %s: out of memory", path);
     }
 
+    /* the rename would replace a device node, FIFO or socket for everyone: write only over regular files */
+    struct stat tst;
+    if (stat(path, &tst) == 0 && !S_ISREG(tst.st_mode)) {
+        free(chunk);
+        free(b.s);
+        return tg_errf(err, errlen, "tg_st_write %s: not a regular file", path);
+    }
     /* temporary file beside the target, so rename() is atomic */
     const char *slash = strrchr(path, '/');
     size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;

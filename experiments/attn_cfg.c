@@ -12,7 +12,7 @@ const char *const optim_names[] = {"adam", "sgd", NULL};
 const char *const on_nan_names[] = {"stop", "skip", NULL};
 const char *const attn_run_options[] = {"steps", "threads", "log", "log-every", "save", "save-every",
                                         "resume", "stop-at", "on-nan", "debug-nan", "dump-attn", "dump-attn-file",
-                                        NULL};
+                                        "overwrite", "check", NULL};
 
 void attn_cfg_defaults(attn_cfg *c) {
     *c = (attn_cfg){
@@ -67,6 +67,8 @@ int attn_cfg_options(attn_cfg *c, cli_opt *opts) {
         {"debug-nan", CLI_INT, &c->debug_nan, -1, 10000000, NULL, "testing aid: poison a gradient with NaN at this step (-1: never)"},
         {"dump-attn", CLI_STR, &c->dump_attn, 0, 0, NULL, "STEP[,STEP...]: save every head's attention weights on the probe sequence at these steps (needs --dump-attn-file)"},
         {"dump-attn-file", CLI_STR, &c->dump_attn_file, 0, 0, NULL, "safetensors file of --dump-attn, rewritten atomically at each of its steps"},
+        {"overwrite", CLI_FLAG, &c->overwrite, 0, 0, NULL, "a fresh run may replace an existing --log or --save file (of another run); without it such a run is refused"},
+        {"check", CLI_FLAG, &c->check, 0, 0, NULL, "check the flags and their combination, then exit (0: this run would start) without reading or writing any file"},
     };
     int n = (int)(sizeof o / sizeof o[0]);
     _Static_assert(sizeof o / sizeof o[0] <= ATTN_MAX_OPTS, "raise ATTN_MAX_OPTS");

@@ -25,6 +25,7 @@ typedef struct {
     /* runs that survive: checkpoints, resume, failure handling */
     const char *save, *resume;
     int save_every, stop_at, on_nan, debug_nan;
+    int overwrite, check;   /* switches of the invocation, not settings of the run */
 } attn_cfg;
 
 void attn_cfg_defaults(attn_cfg *c);

@@ -20,6 +20,7 @@
 #include "guard.h"
 #include "model.h"
 #include "runlog.h"
+#include "runlock.h"
 #include "tasks.h"
 #include "tg_blas.h"
 #include "tg_ops.h"
@@ -274,8 +275,23 @@ int main(int argc, char **argv) {
         fprintf(stderr, "attn_scale: %s\n", err);
         return 2;
     }
+    if (c.check) return 0;   /* --check: these flags would start; no file read or written */
+    /* one writer per run file, for the whole run; then nothing is written before every check */
+    runlock locks[4];
+    int nlocks = 0;
+    if (run_target_check("--log", c.log, err, sizeof err) || run_target_check("--save", c.save, err, sizeof err) ||
+        run_target_check("--dump-attn-file", c.dump_attn_file, err, sizeof err) ||
+        (c.log && runlock_take(locks, &nlocks, "--log", c.log, 0, err, sizeof err)) ||
+        (c.save && runlock_take(locks, &nlocks, "--save", c.save, 0, err, sizeof err)) ||
+        (c.dump_attn_file && runlock_take(locks, &nlocks, "--dump-attn-file", c.dump_attn_file, 0, err, sizeof err)) ||
+        (c.resume && runlock_take(locks, &nlocks, "--resume", c.resume, 1, err, sizeof err))) {
+        fprintf(stderr, "attn_scale: %s\n", err);
+        runlock_release(locks, nlocks);
+        return 2;
+    }
     if (c.save && ckpt_check_writable(c.save, err, sizeof err)) {
         fprintf(stderr, "attn_scale: --save %s\n", err);
+        runlock_release(locks, nlocks);
         return 2;
     }
     openblas_set_num_threads(1);   /* its threaded sgemm mallocs per call; the ops use OpenMP instead */
@@ -329,6 +345,16 @@ int main(int argc, char **argv) {
             fprintf(stderr, "attn_scale: note: the learning-rate schedule now ends at step %d, so from here on this "
                     "is not the run a straight --steps %d would have been\n", c.steps, c.steps);
     }
+    /* a fresh run does not replace another run's files, unless told to */
+    if ((!c.resume && run_owner_check("--log", c.log, NULL, c.overwrite,
+                                      "continue that run with --resume CHECKPOINT (its log is kept)", err, sizeof err)) ||
+        run_owner_check("--save", c.save, c.resume, c.overwrite,
+                        c.resume ? "to continue a run, --save names its --resume file"
+                                 : "continue that run with --resume on it", err, sizeof err)) {
+        fprintf(stderr, "attn_scale: %s\n", err);
+        status = 2;
+        goto done;
+    }
     if (c.dump_attn) {
         char info[600];
         if (attn_dump_init(&dump, &c, opts, nopt, st.step, info, sizeof info, err, sizeof err)) {
@@ -375,6 +401,7 @@ int main(int argc, char **argv) {
     }
 done:
     runlog_close(&L);
+    runlock_release(locks, nlocks);
     attn_dump_free(&dump);
     free(hdr);
     train_state_free_logged(&st);

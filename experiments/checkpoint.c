@@ -74,7 +74,7 @@ int ckpt_save(const char *path, const train_state *s, const cli_opt *opts, int n
     META("n_params", "%zu", P->numel);
 #undef META
     for (int i = 0; i < n_opts; i++) {
-        if (opts[i].kind == CLI_STR) continue;   /* paths are not the run's identity */
+        if (opts[i].kind == CLI_STR || opts[i].kind == CLI_FLAG) continue;   /* paths and switches are not the run's identity */
         snprintf(kv[nm].key, sizeof kv[nm].key, "config.%s", opts[i].name);
         cli_value(&opts[i], kv[nm].value, sizeof kv[nm].value);
         nm++;
@@ -170,7 +170,7 @@ static int load_parsed(const tg_st_file *f, train_state *s, const cli_opt *opts,
     /* the settings, before any tensor: a different model is best said as a flag */
     if (changed && changed_len) changed[0] = 0;
     for (int i = 0; i < n_opts; i++) {
-        if (opts[i].kind == CLI_STR) continue;
+        if (opts[i].kind == CLI_STR || opts[i].kind == CLI_FLAG) continue;
         char key[96], now[96];
         snprintf(key, sizeof key, "config.%s", opts[i].name);
         cli_value(&opts[i], now, sizeof now);
@@ -193,7 +193,7 @@ static int load_parsed(const tg_st_file *f, train_state *s, const cli_opt *opts,
         const char *k = f->meta[i].key;
         if (strncmp(k, "config.", 7) != 0) continue;
         const cli_opt *o = cli_find(opts, n_opts, k + 7);
-        if (!o || o->kind == CLI_STR)
+        if (!o || o->kind == CLI_STR || o->kind == CLI_FLAG)
             return tg_errf(err, errlen, "it has a setting --%.40s that this program does not know", k + 7);
     }
 

@@ -153,6 +153,7 @@ const cli_opt *cli_find(const cli_opt *opts, int n, const char *name) {
 void cli_dump(FILE *f, const cli_opt *opts, int n) {
     for (int i = 0; i < n; i++) {
         const cli_opt *o = &opts[i];
+        if (o->kind == CLI_FLAG) continue;   /* a switch of the invocation, not a setting */
         fprintf(f, "# ");
         for (const char *c = o->name; *c; c++) fputc(*c == '-' ? '_' : *c, f);
         if (o->kind == CLI_STR) {   /* a path may be long */

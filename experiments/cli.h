@@ -26,8 +26,8 @@ enum { CLI_OK = 0, CLI_HELP = 1, CLI_ERROR = 2 };
  * option given on the command line. */
 int cli_parse(const cli_opt *opts, int n, int argc, char **argv, char *err, size_t errlen, int *seen);
 void cli_usage(FILE *f, const char *prog, const char *summary, const cli_opt *opts, int n);
-/* Writes "# name=value" lines for every option (the log's configuration),
- * the name with '-' as '_'. */
+/* Writes "# name=value" lines for every option but the CLI_FLAG switches
+ * (the log's configuration), the name with '-' as '_'. */
 void cli_dump(FILE *f, const cli_opt *opts, int n);
 /* An option's current value as cli_dump writes it ("" for an unset string). */
 void cli_value(const cli_opt *o, char *buf, size_t len);

@@ -33,10 +33,11 @@ for mode in none sqrt dk qknorm; do
     for s in $seeds; do list+=("$mode $s"); done
 done
 # one OpenBLAS thread per run, runs side by side: the small per-head GEMMs gain
-# nothing from a second thread
+# nothing from a second thread. --overwrite: a rerun replaces the logs of the
+# previous reproduction on purpose (attn_scale refuses that without it)
 if ! printf '%s\n' "${list[@]}" | xargs -P "$jobs" -L 1 bash -c '
         bin=$1 out=$2 mode=$3 seed=$4
-        "$bin/attn_scale" --scale "$mode" --seed "$seed" --threads 1 --log "$out/${mode}_s$seed.tsv" \
+        "$bin/attn_scale" --scale "$mode" --seed "$seed" --threads 1 --log "$out/${mode}_s$seed.tsv" --overwrite \
             > "$out/${mode}_s$seed.out" ||
             { echo "scripts/reproduce.sh: attn_scale --scale $mode --seed $seed failed" >&2; exit 1; }' _ "$bin" "$out"; then
     echo "scripts/reproduce.sh: a training run failed (see above)" >&2

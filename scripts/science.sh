@@ -81,7 +81,7 @@ run_all() {
     if ! printf '%s\n' "${todo[@]}" | xargs -P "$jobs" -d '\n' -n 1 bash -c '
             IFS="|" read -r label prog flags <<<"$4"
             case $prog in
-                attn_scale) cmd=("$1") ;;
+                attn_scale) cmd=("$1" --overwrite) ;;   # a rerun replaces the log of a failed or changed run
                 torch) cmd=(/usr/bin/python3 "$3/scripts/torch_attn_scale.py") ;;
             esac
             "${cmd[@]}" $flags --log "$2/$label.tsv" >"$2/$label.out" 2>"$2/$label.err" ||

@@ -16,6 +16,10 @@ TG_BUILD_PACKAGES=(cmake build-essential pkg-config libopenblas-dev libxsmm-dev 
 # CI only: clang's libFuzzer (scripts/fuzz.sh) and valgrind (scripts/valgrind.sh).
 TG_FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 TG_VALGRIND_PACKAGES=(valgrind)
+# Sweeps (scripts/sweep): GNU parallel runs them, gnuplot draws the figures;
+# a real single-node Slurm for the Slurm engine's test (scripts/slurm_local.sh).
+TG_SWEEP_PACKAGES=(parallel gnuplot-nox)
+TG_SLURM_PACKAGES=(slurmctld slurmd slurm-client munge)
 # CI only (scripts/test_install.sh): `pkg-config --static` of OpenBLAS asks for -lgfortran.
 TG_INSTALL_PACKAGES=(libgfortran-12-dev)
 # Plots (scripts/plot.sh, plot_attn.sh, science.sh) and the PyTorch references (bench_torch.py,

@@ -1,40 +1,30 @@
 #!/usr/bin/env bash
 # Summarises attn_scale logs: one row per run, then the √d_k verdicts.
 #   scripts/summarize.sh runs/*.tsv
-# final_loss: mean training loss over the last 10% of logged steps.
-# ent/unif: mean attention entropy over heads / uniform entropy of the causal
-#   rows (1 = uniform, 0 = one token), at the end (last 10%) and at 10% of the
-#   steps (ent@10%) and at step 0 (ent@0); heads<0.1@10%: how many heads are below 10% of uniform there.
-# Verdicts pair runs of one framework only (scripts/torch_attn_scale.py's logs say framework=torch).
+# The per-run figures (final_loss, ent/unif at the end, at 0 and at 10% of the
+# steps, heads below 10% of uniform there) are defined in scripts/logstats.awk.
+# Verdict: the unscaled run against the scaled run of the same task, optimizer,
+# d_head, seed, steps, lr, init and framework (scripts/torch_attn_scale.py's
+# logs say framework=torch; verdicts pair runs of one framework only): "failure reproduced" when its final loss is
+# at least 3x the scaled run's and at least 0.25 nats above it.
 set -euo pipefail
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 [ $# -gt 0 ] || { echo "usage: scripts/summarize.sh LOG.tsv ..." >&2; exit 2; }
 for f in "$@"; do [ -r "$f" ] || { echo "scripts/summarize.sh: cannot read '$f'" >&2; exit 2; }; done
-awk -F'\t' '
-function flush(   n, k, i, fl, fe, h) {
-    if (!file) return
-    n = nrow; if (n < 2) { printf "%s: fewer than 2 logged steps\n", file > "/dev/stderr"; bad = 1; return }
-    k = int((n + 9) / 10); fl = 0; fe = 0
-    for (i = n - k + 1; i <= n; i++) { fl += loss[i]; fe += ent[i] }
-    fl /= k; fe /= k * unif
-    key = cfg["task"] "|" cfg["optim"] "|" cfg["d_head"] "|" cfg["scale"] "|" cfg["steps"] "|" cfg["lr"] "|" cfg["init"] "|" cfg["framework"]
-    printf "%-7s %-5s %-7s %6s %5s %6s %11.4f %9.3f %9.3f %9.3f %14s  %s\n", cfg["task"], cfg["optim"], cfg["scale"], cfg["d_head"], cfg["seed"], cfg["steps"], fl, fe, e0 / unif, e10 / unif, low10 "/" nh, run
-    runs[++nruns] = key; rseed[nruns] = cfg["seed"]; rloss[nruns] = fl; rlow[nruns] = low10; rnh[nruns] = nh; re10[nruns] = e10 / unif
-    rhmin[nruns] = hmin10
-}
-FNR == 1 { flush(); file = FILENAME; run = FILENAME; sub(/.*\//, "", run); sub(/\.tsv$/, "", run); nrow = 0; hdr = 0; delete cfg; low10 = "-"; e10 = 0; nh = 0 }
-/^# / { split(substr($0, 3), kv, "="); cfg[kv[1]] = kv[2]; if (kv[1] == "ref_entropy_uniform") unif = kv[2] + 0; next }
-!hdr { hdr = 1; nh = 0; for (i = 1; i <= NF; i++) { col[$i] = i; if ($i ~ /^nent_/) hc[++nh] = i }; target = cfg["steps"] / 10; got10 = 0; next }
+set +e
+stats=$(awk -F'\t' -v keys=task,optim,scale,d_head,seed,steps,lr,init,framework -f "$top/scripts/logstats.awk" "$@")
+bad=$?
+set -e
+printf '%s\n' "$stats" | awk -F'\t' -v bad=$bad '
+NF < 17 { next }
 {
-    nrow++; loss[nrow] = $2; ent[nrow] = $3
-    if (nrow == 1) e0 = $3
-    if (!got10 && $1 + 0 >= target) {
-        got10 = 1; e10 = $3; low10 = 0; hmin10 = 1
-        for (h = 1; h <= nh; h++) { if ($(hc[h]) < 0.1) low10++; if ($(hc[h]) < hmin10) hmin10 = $(hc[h]) }
-    }
+    run = $1; sub(/.*\//, "", run); sub(/\.tsv$/, "", run)
+    printf "%-7s %-5s %-7s %6s %5s %6s %11.4f %9.3f %9.3f %9.3f %14s  %s\n", $2, $3, $4, $5, $6, $7, $11, $12, $13, $14, $15 "/" $16, run
+    fw = $10 == "-" ? "" : $10   # tapegrad logs have no framework line
+    runs[++nruns] = $2 "|" $3 "|" $5 "|" $4 "|" $7 "|" $8 "|" $9 "|" fw; rseed[nruns] = $6; rloss[nruns] = $11; rlow[nruns] = $15; rnh[nruns] = $16
 }
 BEGIN { printf "%-7s %-5s %-7s %6s %5s %6s %11s %9s %9s %9s %14s  %s\n", "task", "optim", "scale", "d_head", "seed", "steps", "final_loss", "ent/unif", "ent@0", "ent@10%", "heads<0.1@10%", "run" }
 END {
-    flush()
     # verdicts: every unscaled run against the scaled run of the same task, optimizer, d_head and seed
     printf "\n"
     for (i = 1; i <= nruns; i++) {
@@ -49,4 +39,4 @@ END {
         }
     }
     exit bad
-}' "$@"
+}'

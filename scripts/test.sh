@@ -13,7 +13,7 @@ case "${1:-}" in
     *) echo "scripts/test.sh: unknown option '$1' (use --sanitize or nothing)" >&2; exit 2 ;;
 esac
 
-tg_need "${TG_BUILD_PACKAGES[@]}"
+tg_need "${TG_BUILD_PACKAGES[@]}" "${TG_SWEEP_PACKAGES[@]}"   # sweeps: tests/sweep_local.sh
 cmake -S "$top" -B "$build" -DTG_WERROR=ON "${flags[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)"
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)"

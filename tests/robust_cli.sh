@@ -9,7 +9,11 @@
 # - failure handling: a NaN gradient stops with exit 3 naming the step and the
 #   tensor, keeps the last checkpoint and flushes the log; --on-nan skip goes on;
 # - hostile input: bad flags, paths and checkpoints exit 2 with one message,
-#   before training, and leave existing files as they were.
+#   before training, and leave existing files as they were;
+# - one writer: a second process on a running run's log or checkpoint is
+#   refused (exit 2, the holder's pid); a fresh run does not replace another
+#   run's files without --overwrite; FIFOs, sockets, devices and folders are
+#   refused as --log/--save.
 set -u
 bin=$1
 . "$(dirname "$0")/cli_util.sh"
@@ -82,7 +86,8 @@ done
 # ---- non-finite values --------------------------------------------------------
 run 0 pre $T --steps 40 --log nan.tsv
 cp nan.tsv nan_before.tsv
-run 3 nan $T --steps 40 --debug-nan 23 --save nan.st --save-every 10 --log nan.tsv
+# the same run again, now with a NaN: it replaces the clean run's log on purpose
+run 3 nan $T --steps 40 --debug-nan 23 --save nan.st --save-every 10 --log nan.tsv --overwrite
 grep -q 'step 23: non-finite gradient norm (nan): gradient of parameter tok_emb \[16,16\] is nan' nan.err ||
     no "NaN: the message does not name the step and the tensor: $(head -1 nan.err)"
 tail -1 nan.tsv | grep -q '^# stopped at step 23: non-finite' || no "NaN: no note at the end of the log"
@@ -126,6 +131,74 @@ run 0 seed2 $T --steps 120 --seed 2 --log other.tsv
 cp other.tsv other_keep.tsv
 bad otherlog "its header says seed=2, this run has 1" $T --steps 150 --resume keep.st --log other.tsv
 cmp -s other.tsv other_keep.tsv || no "a refused resume changed another run's log"
+
+# ---- one writer per run file ----------------------------------------------------
+# A run holds FILE.lock for its log and its checkpoint: a second process naming
+# either is refused at once (exit 2, the holder's pid named), whatever it asks,
+# and the first run goes on unharmed: stopped and resumed, its rows are a
+# straight run's.
+"$bin" $long --save held.st --save-every 50 --log held.tsv >held.out 2>held.err &
+holder=$!
+i=0
+while [ ! -s held.st ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+[ -s held.st ] || no "lock: the first run wrote no checkpoint in 30 s"
+for args in "--log held.tsv --overwrite" "--log ./held.tsv --overwrite" "--save held.st --overwrite --log x1.tsv" \
+            "--resume held.st --save held.st" "--resume held.st --log held.tsv"; do
+    run 2 second $long $args
+    grep -q "is in use by process $holder .*held\.\(st\|tsv\)\.lock" second.err ||
+        { no "lock: '$args' not refused with the holder's pid"; sed 's/^/  | /' second.err | head -3; }
+done
+[ -e x1.tsv ] && no "lock: a refused run created its log"
+kill -s TERM "$holder"
+wait "$holder"
+[ $? -eq 143 ] || no "lock: the first run did not end as SIGTERM asked"
+[ "$(grep -c '^# tapegrad' held.tsv)" -eq 1 ] || no "lock: the first run's log got a second header"
+at=$(grep -ao '"step":"[0-9]*"' held.st | tr -dc 0-9)
+run 0 held_res $long --resume held.st --save held.st --stop-at $((at + 50)) --log held.tsv
+run 0 held_ref $long --save held_ref.st --stop-at $((at + 50)) --log held_ref.tsv
+[ "$(rows held.tsv)" = "$(rows held_ref.tsv)" ] || no "lock: the first run's rows differ from a straight run's after the refusals"
+ls ./*.lock >/dev/null 2>&1 && no "lock files left after every run ended: $(ls ./*.lock | tr '\n' ' ')"
+
+# ---- a fresh run does not replace another run's files ---------------------------
+cp straight.tsv mine.tsv
+cp ck.st mine.st
+bad fresh_log "exists .* belongs to another run; continue that run with --resume" $T --steps 120 --seed 3 --log mine.tsv
+cmp -s mine.tsv straight.tsv || no "fresh_log: the other run's log changed"
+bad fresh_save "pass --overwrite to replace it on purpose" $T --steps 120 --seed 3 --save mine.st
+cmp -s mine.st ck.st || no "fresh_save: the other run's checkpoint changed"
+bad other_save "--save names its --resume file" $T --steps 120 --resume ck.st --save mine.st
+run 0 replaced $T --steps 120 --seed 3 --log mine.tsv --save mine.st --overwrite
+grep -q '^# seed=3$' mine.tsv || no "--overwrite: the log was not replaced"
+grep -q '^# overwrite' mine.tsv && no "--overwrite is written into the log's settings"
+: >empty.tsv
+run 0 empty $T --steps 20 --log empty.tsv   # an empty file is nobody's log
+
+# ---- --log/--save on something that is not a regular file -----------------------
+# Nodes made here, in this test's own folder (never /dev): a FIFO, a socket, a
+# character device (root only), a folder. Each is refused before anything is
+# written, and is still what it was.
+mkdir nodes
+mkfifo nodes/fifo
+kinds="fifo:-p dir:-d"
+if python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("nodes/sock")' 2>/dev/null; then kinds="$kinds sock:-S"
+else echo "note: no python3: the socket case is not tested"; fi
+if mknod nodes/chr c 1 3 2>/dev/null; then kinds="$kinds chr:-c"
+else echo "note: not root: the character-device case is not tested"; fi
+ln -s fifo nodes/link
+kinds="$kinds link:-p"
+for kv in $kinds; do
+    node=nodes/${kv%%:*}; test=${kv#*:}
+    [ "$node" = nodes/dir ] && node=nodes
+    for flag in --log --save; do
+        other=""; [ $flag = --save ] && other="--log nodes/$flag.tsv"
+        run 2 "node_${kv%%:*}$flag" $T --steps 20 $flag "$node" $other
+        grep -q -- "$flag $node: not a regular file" "node_${kv%%:*}$flag.err" ||
+            { no "$flag on ${kv%%:*}: no 'not a regular file'"; sed 's/^/  | /' "node_${kv%%:*}$flag.err" | head -3; }
+        test "$test" "$node" || no "$flag on ${kv%%:*}: the node was replaced"
+    done
+done
+[ -z "$(ls -A nodes | grep -v '^\(fifo\|sock\|chr\|link\)$')" ] || no "refused runs left files among the nodes: $(ls -A nodes)"
+
 ls -a | grep -q '^\.[^.]' && no "temporary files left: $(ls -a | grep '^\.[^.]' | tr '\n' ' ')"
 
 [ "$fails" -eq 0 ] && echo "robust_cli: all checks passed"

@@ -80,7 +80,7 @@ bad order "steps must increase" $T --dump-attn 20,0 --dump-attn-file keep.st --l
 bad nofile "--dump-attn needs --dump-attn-file" $T --dump-attn 0 --log keep.tsv
 bad nosteps "--dump-attn-file needs --dump-attn" $T --dump-attn-file keep.st --log keep.tsv
 bad fifo "fifo: not a regular file" $T --dump-attn 0 --dump-attn-file fifo --log keep.tsv
-bad folder "folder is a folder" $T --dump-attn 0 --dump-attn-file folder --log keep.tsv
+bad folder "dump-attn-file folder: not a regular file (a folder)" $T --dump-attn 0 --dump-attn-file folder --log keep.tsv
 bad nodir "cannot create a file in its folder" $T --dump-attn 0 --dump-attn-file no/such/m.st --log keep.tsv
 bad samelog "is also the --log file" $T --dump-attn 0 --dump-attn-file keep.tsv --log keep.tsv
 bad savefifo "fifo: not a regular file" $T --save fifo --log keep.tsv

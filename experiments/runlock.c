@@ -1,0 +1,118 @@
+#define _POSIX_C_SOURCE 200809L   /* fcntl locks, gethostname */
+#include "runlock.h"
+#include "tg_core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int held(const runlock *locks, int n, const struct stat *st) {
+    for (int i = 0; i < n; i++)
+        if (locks[i].dev == st->st_dev && locks[i].ino == st->st_ino) return 1;
+    return 0;
+}
+
+/* "pid=N host=H" of the holder, from the lock (pid) and the file (host). */
+static void holder(int fd, char *buf, size_t len) {
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    char text[128] = "";
+    ssize_t k = pread(fd, text, sizeof text - 1, 0);
+    text[k > 0 ? k : 0] = 0;
+    text[strcspn(text, "\n")] = 0;
+    if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK && fl.l_pid > 0) {
+        const char *host = strstr(text, "host=");
+        snprintf(buf, len, "process %ld%s%.64s", (long)fl.l_pid, host ? " on " : "", host ? host + 5 : "");
+    } else
+        snprintf(buf, len, "another process (%.80s)", text[0] ? text : "no pid recorded");
+}
+
+int runlock_take(runlock *locks, int *n, const char *flag, const char *file, int optional, char *err, size_t errlen) {
+    size_t len = strlen(file) + 6;
+    char *path = malloc(len);
+    if (!path) return tg_errf(err, errlen, "%s %s: out of memory", flag, file);
+    snprintf(path, len, "%s.lock", file);
+    for (int attempt = 0; attempt < 100; attempt++) {
+        struct stat st;
+        if (stat(path, &st) == 0 && held(locks, *n, &st)) {   /* e.g. --resume and --save one file */
+            free(path);
+            return 0;
+        }
+        /* O_NONBLOCK: a FIFO planted at FILE.lock must not hang the open */
+        int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+        if (fd < 0 && optional && (errno == EACCES || errno == EPERM || errno == EROFS)) {
+            free(path);   /* a read-only folder: nobody can write there either */
+            return 0;
+        }
+        if (fd < 0) {
+            int e = errno;
+            tg_errf(err, errlen, "%s %s: cannot create a file in its folder (%s: %s)", flag, file, path, strerror(e));
+            free(path);
+            return -1;
+        }
+        if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+            close(fd);
+            tg_errf(err, errlen, "%s %s: its lock file %s is not a regular file", flag, file, path);
+            free(path);
+            return -1;
+        }
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        if (fcntl(fd, F_SETLK, &fl)) {
+            char who[160];
+            holder(fd, who, sizeof who);
+            close(fd);
+            tg_errf(err, errlen, "%s %s is in use by %s (it holds %s); refusing to be a second writer of that run",
+                    flag, file, who, path);
+            free(path);
+            return -1;
+        }
+        struct stat now;
+        if (stat(path, &now) || now.st_dev != st.st_dev || now.st_ino != st.st_ino) {
+            close(fd);   /* the holder unlinked it as we opened it: take the new one */
+            continue;
+        }
+        char host[64] = "?", text[128];
+        gethostname(host, sizeof host - 1);
+        host[sizeof host - 1] = 0;
+        int k = snprintf(text, sizeof text, "pid=%ld host=%s\n", (long)getpid(), host);
+        if (ftruncate(fd, 0) == 0 && pwrite(fd, text, (size_t)k, 0) != k) { /* informative only */ }
+        locks[*n] = (runlock){.fd = fd, .dev = st.st_dev, .ino = st.st_ino, .path = path};
+        (*n)++;
+        return 0;
+    }
+    free(path);
+    return tg_errf(err, errlen, "%s %s: its lock file keeps being replaced", flag, file);
+}
+
+void runlock_release(runlock *locks, int n) {
+    for (int i = 0; i < n; i++) {
+        unlink(locks[i].path);   /* before the lock goes, so nobody takes a lock on a file about to vanish */
+        close(locks[i].fd);
+        free(locks[i].path);
+    }
+}
+
+static const char *kind_of(mode_t m) {
+    return S_ISDIR(m) ? "a folder" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+         : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : "not a plain file";
+}
+
+int run_target_check(const char *flag, const char *file, char *err, size_t errlen) {
+    struct stat st;
+    if (!file || stat(file, &st)) return 0;   /* missing: created later (its folder is tried then) */
+    if (S_ISREG(st.st_mode)) return 0;
+    return tg_errf(err, errlen, "%s %s: not a regular file (%s); name a new or regular file", flag, file,
+                   kind_of(st.st_mode));
+}
+
+int run_owner_check(const char *flag, const char *file, const char *resume, int overwrite, const char *how,
+                    char *err, size_t errlen) {
+    struct stat st, rs;
+    if (!file || overwrite || stat(file, &st) || st.st_size == 0) return 0;
+    if (resume && stat(resume, &rs) == 0 && rs.st_dev == st.st_dev && rs.st_ino == st.st_ino) return 0;
+    return tg_errf(err, errlen, "%s %s exists (%lld bytes) and belongs to another run; %s, or pass --overwrite to "
+                   "replace it on purpose", flag, file, (long long)st.st_size, how);
+}
