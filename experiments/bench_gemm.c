@@ -152,11 +152,11 @@ int main(int argc, char **argv) {
     /* attention per head, as ops/attention.c: S = Q Kᵀ, O = P V; dV += Pᵀ dO,
      * dP = dO Vᵀ, G = dL K, dK += dLᵀ Q */
     add("attn.QKt", 0, 1, T, T, d, HD, HD, T, 0.0f, L, HEAD, HEAD, SCRATCH);
-    products[n_products - 1].op_transposes = T >= 4 * d;   /* as tg_attention (transpose_first) */
+    products[n_products - 1].op_transposes = T >= 2 * d;   /* as tg_attention (transpose_first) */
     add("attn.PV", 0, 0, T, d, T, T, HD, HD, 0.0f, L, SCRATCH, HEAD, HEAD);
     add("attn.PtdO", 1, 0, T, d, T, T, HD, HD, 1.0f, L, SCRATCH, HEAD, HEAD);
     add("attn.dOVt", 0, 1, T, T, d, HD, HD, T, 0.0f, L, HEAD, HEAD, SCRATCH);
-    products[n_products - 1].op_transposes = T >= 4 * d;
+    products[n_products - 1].op_transposes = T >= 2 * d;
     add("attn.dLK", 0, 0, T, d, T, T, HD, d, 0.0f, L, SCRATCH, HEAD, SCRATCH);
     add("attn.dLtQ", 1, 0, T, d, T, T, HD, HD, 1.0f, L, SCRATCH, HEAD, HEAD);
 

@@ -43,11 +43,13 @@ __attribute__((always_inline)) static inline float softmax_row(float *row, int n
 }
 
 /* Q Kᵀ and dO Vᵀ: libxsmm has no kernel for a transposed B, OpenBLAS has,
- * but for short rows it is slow. Measured (bench_attn --attn composed, one
- * thread): a head's K transposed first and the product on libxsmm is 4-15%
- * faster from T = 4·d on (T 128-512, d 32-64), 3-20% slower below (T 32,
- * d 16; T 64-256, d 128). */
-static int transpose_first(int T, int d) { return T >= 4 * d; }
+ * but for short rows it is slow. Measured with a head's K (V) transposed
+ * first and the product on libxsmm: the whole op (bench_attn --attn composed,
+ * one thread) 4-15% faster at T = 4·d and more (T 128-512, d 32-64), about
+ * the same at T = 2·d (T 32, d 16; T 64, d 32; T 256, d 128 within 3%), and
+ * 20% slower at T = d/2 (T 64, d 128); a `small` training step (T 32, d 16)
+ * 3-4% faster, with one thread and with two (bench_step). */
+static int transpose_first(int T, int d) { return T >= 2 * d; }
 
 /* The backward's products, planned once a call (ops/gemm.h). */
 typedef struct { tg_gemm_plan dV, dP, G, dK; } bwd_plans;

@@ -214,9 +214,9 @@ static void test_grad_grid(void **s) {
             }
 }
 
-/* T >= 4·d: the op transposes K (and V in backward) and runs Q Kᵀ and dO Vᵀ
- * on libxsmm (ops/attention.c, transpose_first); the cases above take the
- * other path. */
+/* T >= 2·d: the op transposes K (and V in backward) and runs Q Kᵀ and dO Vᵀ
+ * on libxsmm (ops/attention.c, transpose_first); the cases above (T 5, d 4)
+ * take the other path. */
 static void test_grad_long_rows(void **s) {
     (void)s;
     for (int causal = 0; causal < 2; causal++) {
