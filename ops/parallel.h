@@ -15,7 +15,7 @@
 #endif
 
 /* Below this much work a parallel region costs more than it saves (a region
- * costs ~2 µs here, spinning), and on a loaded machine a thread that waits for
+ * costs 2-4 µs here, spinning), and on a loaded machine a thread that waits for
  * a descheduled partner can lose a whole time slice: small calls run on the
  * calling thread. Work is counted in multiply-adds of a matrix product (~10 ps
  * each here, so the threshold is ~10 µs); an element of an element-wise pass
