@@ -36,22 +36,20 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 begin_re='^<!-- generated (markdown )?by: (.*) -->$'
 for page in "${pages[@]}"; do
     mapfile -t lines <"$page"
-    : >"$tmp/new"
     n=${#lines[@]} i=0 changed=""
     while [ $i -lt $n ]; do
         line=${lines[$i]}
-        printf '%s\n' "$line" >>"$tmp/new"
+        printf '%s\n' "$line"
         i=$((i + 1))
         [[ "$line" =~ $begin_re ]] || continue
         md=${BASH_REMATCH[1]} cmd=${BASH_REMATCH[2]} at=$i
-        old=$tmp/old; : >"$old"
-        while [ $i -lt $n ] && [ "${lines[$i]}" != "<!-- end generated -->" ]; do
-            printf '%s\n' "${lines[$i]}" >>"$old"; i=$((i + 1))
-        done
-        if [ $i -ge $n ]; then problem "$page:$at: the block of '$cmd' has no '<!-- end generated -->'"; cat "$old" >>"$tmp/new"; continue; fi
+        old=$tmp/old; j=$i
+        while [ $i -lt $n ] && [ "${lines[$i]}" != "<!-- end generated -->" ]; do i=$((i + 1)); done
+        [ $i -eq $j ] && : >"$old" || printf '%s\n' "${lines[@]:$j:$((i - j))}" >"$old"
+        if [ $i -ge $n ]; then problem "$page:$at: the block of '$cmd' has no '<!-- end generated -->'"; cat "$old"; continue; fi
         if ! bash -o pipefail -c "$cmd" >"$tmp/out" 2>"$tmp/err"; then
             problem "$page:$at: '$cmd' failed: $(head -3 "$tmp/err")"
-            cat "$old" >>"$tmp/new"; continue
+            cat "$old"; continue
         fi
         {
             if [ -n "$md" ]; then
@@ -67,51 +65,52 @@ for page in "${pages[@]}"; do
                 changed=1; echo "scripts/docs.sh: $page:$at: updated the block of '$cmd'" >&2
             fi
         fi
-        cat "$tmp/block" >>"$tmp/new"
-    done
+        cat "$tmp/block"
+    done >"$tmp/new"
     if [ -n "$changed" ]; then cp "$tmp/new" "$page.tmp" && mv "$page.tmp" "$page"; fi
 done
 
 # ---- figures and links -----------------------------------------------------
 # every heading's anchor, per page: "page<TAB>anchor"
-for page in "${pages[@]}"; do
-    awk -v page="$page" '
-        /^```/ { code = !code; next }
-        code || !/^#+ / { next }
-        {
-            h = $0; sub(/^#+ +/, "", h); h = tolower(h)
-            gsub(/\xe2\x80\x94|\xe2\x80\x93|\xc3\x97|\xe2\x88\x9a|\xc2\xb7|\xe2\x80\xa6|\xe2\x80\x99/, "", h)   # em/en dash, x, sqrt, dot, ..., quote
-            gsub(/[!-,.\/:-@[-^`{-~]/, "", h); gsub(/ /, "-", h)
-            a = h; if (h in seen) a = h "-" seen[h]; seen[h]++
-            print page "\t" a
-        }' "$page"
-done >"$tmp/anchors"
-for page in "${pages[@]}"; do
-    dir=$(dirname "$page")
-    # links outside code: "line<TAB>target"; images too (their target is checked as a file)
-    awk '
-        /^```/ { code = !code; next }
-        code { next }
-        { s = $0; gsub(/`[^`]*`/, "", s)
-          while (match(s, /\]\([^) ]+\)/)) { print FNR "\t" substr(s, RSTART + 2, RLENGTH - 3); s = substr(s, RSTART + RLENGTH) }
-          while (match(s, /src="[^"]+"/)) { print FNR "\t" substr(s, RSTART + 5, RLENGTH - 6); s = substr(s, RSTART + RLENGTH) } }' "$page" |
-    while IFS=$'\t' read -r ln target; do
-        case "$target" in http://*|https://*|mailto:*) continue ;; esac
-        file=${target%%#*} anchor=""
-        [[ "$target" == *"#"* ]] && anchor=${target#*#}
-        if [ -n "$file" ]; then
-            path=$dir/$file
-            [ -e "$path" ] || { problem "$page:$ln: '$target': no file $path"; continue; }
-        else
-            path=$page
-        fi
-        if [ -n "$anchor" ]; then
-            rel=$(realpath --relative-to="$top" "$path")
-            grep -qxF "$rel"$'\t'"$anchor" "$tmp/anchors" || problem "$page:$ln: '$target': no heading with anchor #$anchor in $rel"
-        fi
-    done 2>&1 | tee -a "$tmp/linkproblems" >&2
-done
-problems=$((problems + $(grep -c . "$tmp/linkproblems" 2>/dev/null || true)))
+awk '
+    FNR == 1 { code = 0; delete seen }
+    /^```/ { code = !code; next }
+    code || !/^#+ / { next }
+    {
+        h = $0; sub(/^#+ +/, "", h); h = tolower(h)
+        gsub(/\xe2\x80\x94|\xe2\x80\x93|\xc3\x97|\xe2\x88\x9a|\xc2\xb7|\xe2\x80\xa6|\xe2\x80\x99/, "", h)   # em/en dash, x, sqrt, dot, ..., quote
+        gsub(/[!-,.\/:-@[-^`{-~]/, "", h); gsub(/ /, "-", h)
+        a = h; if (h in seen) a = h "-" seen[h]; seen[h]++
+        print FILENAME "\t" a
+    }' "${pages[@]}" >"$tmp/anchors"
+# links outside code, "page<TAB>line<TAB>target<TAB>path<TAB>anchor" (path: the target's file,
+# relative to the top, "" for the page itself); images too (their target is checked as a file)
+awk '
+    function norm(p,   n, a, i, o, k) {   # a/b/../c -> a/c
+        n = split(p, a, "/"); k = 0
+        for (i = 1; i <= n; i++) { if (a[i] == "." || a[i] == "") continue
+            if (a[i] == ".." && k > 0 && o[k] != "..") k--; else o[++k] = a[i] }
+        p = ""; for (i = 1; i <= k; i++) p = p (i > 1 ? "/" : "") o[i]; return p
+    }
+    FNR == 1 { code = 0; dir = FILENAME; if (!sub(/\/[^\/]*$/, "", dir)) dir = "." }
+    /^```/ { code = !code; next }
+    code { next }
+    { s = $0; gsub(/`[^`]*`/, "", s)
+      while (match(s, /\]\([^) ]+\)|src="[^"]+"/)) {
+          t = substr(s, RSTART, RLENGTH); s = substr(s, RSTART + RLENGTH)
+          if (t ~ /^src=/) t = substr(t, 6, length(t) - 6); else t = substr(t, 3, length(t) - 3)
+          if (t ~ /^(https?|mailto):/) continue
+          f = t; a = ""; if (index(t, "#")) { f = substr(t, 1, index(t, "#") - 1); a = substr(t, index(t, "#") + 1) }
+          print FILENAME "\t" FNR "\t" t "\t" (f == "" ? FILENAME : norm(dir "/" f)) "\t" a } }' "${pages[@]}" >"$tmp/links"
+while IFS=$'\t' read -r page ln target path anchor; do
+    [ -e "$path" ] || problem "$page:$ln: '$target': no file $path"
+done <"$tmp/links"
+# anchors into pages that exist
+awk -F'\t' 'FNR == NR { have[$1 "\t" $2] = 1; next }
+    $5 != "" && !(($4 "\t" $5) in have) { printf "scripts/docs.sh: %s:%s: '\''%s'\'': no heading with anchor #%s in %s\n", $1, $2, $3, $5, $4 }' \
+    "$tmp/anchors" "$tmp/links" >"$tmp/linkproblems"
+cat "$tmp/linkproblems" >&2
+problems=$((problems + $(wc -l <"$tmp/linkproblems")))
 
 if [ $problems -gt 0 ]; then
     [ -n "$check" ] && echo "scripts/docs.sh --check: $problems problems" >&2
