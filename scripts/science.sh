@@ -474,8 +474,35 @@ maps_figures() {
         "$top/build/experiments/attn_maps" --summary "$dir/maps-$sc.st" | grep -v '^#' | tee "$dir/summary-$sc.tsv"
     done
     echo
+    echo "== the same, mean over the heads: the share of rows whose largest weight is on each place"
+    for sc in none sqrt; do
+        awk -F'\t' -v OFS='\t' -v sc=$sc 'NR == 1 { for (i = 4; i <= NF; i++) name[i] = $i; nf = NF; next }
+            { if (!($3 in n)) order[++m] = $3; n[$3]++; for (i = 4; i <= nf; i++) sum[$3, i] += $i }
+            END { for (j = 1; j <= m; j++) { s = order[j]; line = sc OFS s OFS n[s]
+                      for (i = 4; i <= nf; i++) line = line OFS sprintf("%.3f", sum[s, i] / n[s]); print line } }' "$dir/summary-$sc.tsv"
+    done | sed "1i scale\tstep\theads\t$(head -1 "$dir/summary-none.tsv" | cut -f4- | sed 's/\t/ (mean)\t/g') (mean)" >"$dir/summary-heads.tsv"
+    column -t -s$'\t' "$dir/summary-heads.tsv"
+    echo
+    echo "== the key most rows of a head look at: its position (0: the BOS), token, and the share of rows (1..T-1) whose largest weight is there"
+    for sc in none sqrt; do
+        "$top/build/experiments/attn_maps" "$dir/maps-$sc.st" | awk -v OFS='\t' -v sc=$sc '
+        function flush(   q, k, best, c) {
+            if (!inblk) return
+            delete c; best = -1
+            for (q = 1; q < T; q++) { c[arg[q]]++; if (best < 0 || c[arg[q]] > c[best] || (c[arg[q]] == c[best] && arg[q] < best)) best = arg[q] }
+            print sc, l, h, st, best, best == 0 ? "BOS" : tok[best + 1], sprintf("%.3f", c[best] / (T - 1))
+            delete mx; delete arg
+        }
+        /^# tokens=/ { T = split(substr($0, 10), tok, " ") }
+        /^# block=/ { flush(); inblk = 1; split($0, f, /[ =]/); l = f[5]; h = f[7]; st = f[9]; next }
+        /^#/ { next }
+        NF == 3 && $3 != "NaN" && $2 > 0 && (!($2 in mx) || $3 > mx[$2]) { mx[$2] = $3; arg[$2] = $1 }
+        END { flush() }'
+    done | sed '1i scale\tlayer\thead\tstep\tkey_pos\tkey_token\tshare_of_rows' >"$dir/top-key.tsv"
+    column -t -s$'\t' "$dir/top-key.tsv"
+    echo
     run_env
-    publish summary-none.tsv summary-sqrt.tsv
+    publish summary-none.tsv summary-sqrt.tsv summary-heads.tsv top-key.tsv
 }
 
 "${grid}_grid"
