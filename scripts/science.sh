@@ -213,7 +213,7 @@ map_figures() {
         gnuplot <<EOF
 set terminal pngcairo size 1150,$((170 + 95 * r)) font ",10" noenhanced
 set output '$figs/$name'
-set title "temperature map: softmax(c/sqrt(d_head) q.k), mean over seeds $(list $seeds), $steps steps\nnarrow framed cells: none (c = sqrt(d_head)); bold number: every seed reached the c = 1 loss + $reach"
+set title "temperature map: softmax(c/sqrt(d_head) q.k), mean over seeds $(list $seeds), $steps steps\nnarrow black-framed cells: none (c = sqrt(d_head)); green frame, bold number: every seed reached the c = 1 loss + $reach nats"
 set xlabel "c, the multiplier of the scaled logits (log2 axis; c = 1: sqrt, c = sqrt(d_head): none)"
 set xrange [$xmin:$xmax]; set yrange [$r - 0.5:-0.5]
 set ytics ($ytics)
@@ -227,6 +227,7 @@ plot '$dir/.rows.tsv' using (none(\$6) ? 1/0 : \$5):1:(0.5):(0.45):$col with box
      '' using (none(\$6) ? \$5 : 1/0):1:(0.2):(0.45):$col with boxxyerror lc palette notitle, \
      '' using (none(\$6) ? \$5 : 1/0):1:(0.2):(0.45) with boxxyerror fs empty lc rgb "white" lw 4 notitle, \
      '' using (none(\$6) ? \$5 : 1/0):1:(0.2):(0.45) with boxxyerror fs empty lc rgb "black" lw 1.5 notitle, \
+     '' using (\$12 == \$7 ? \$5 : 1/0):1:(none(\$6) ? 0.17 : 0.46):(0.41) with boxxyerror fs empty lc rgb "#1e8449" lw 3 notitle, \
      '' using (\$12 == \$7 ? 1/0 : \$5):(\$1 + (none(\$6) ? 0.25 : -0.12)):(sprintf("$fmt", \$$col)) with labels boxed font ",8" notitle, \
      '' using (\$12 == \$7 ? \$5 : 1/0):(\$1 + (none(\$6) ? 0.25 : -0.12)):(sprintf("$fmt", \$$col)) with labels boxed font ",9:Bold" notitle, \
      '' using (none(\$6) ? \$5 : 1/0):(\$1 - 0.25):("none") with labels boxed font ",7" notitle
