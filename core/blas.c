@@ -7,6 +7,7 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <libxsmm.h>
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
@@ -296,15 +297,26 @@ void tg_blas_info_get(tg_blas_info *b) {
     b->chosen_by = !getenv("OPENBLAS_CORETYPE") ? "openblas" : user_core(asked) ? "user" : "tapegrad";
     b->blas_threads = openblas_get_num_threads();
     b->threads = omp_get_max_threads();
+    snprintf(b->xsmm, sizeof b->xsmm, "%s", libxsmm_get_target_arch());
 }
 
 const char *tg_blas_info_str(const tg_blas_info *b, char *buf, size_t len) {
-    snprintf(buf, len, "%s %s core=%s chosen_by=%s threads=%d omp_threads=%d", b->name, b->version, b->core,
-             b->chosen_by, b->blas_threads, b->threads);
+    snprintf(buf, len, "%s %s core=%s chosen_by=%s threads=%d omp_threads=%d libxsmm=%s", b->name, b->version,
+             b->core, b->chosen_by, b->blas_threads, b->threads, b->xsmm);
     return buf;
 }
 
+/* The length of the word after "libxsmm=" in line (0 if absent), *w at it. */
+static size_t xsmm_word(const char *line, const char **w) {
+    const char *p = strstr(line, " libxsmm=");
+    *w = p ? p + 9 : "";
+    return p ? strcspn(*w, " ") : 0;
+}
+
 int tg_blas_same_kernel(const char *a, const char *b) {
+    const char *xa, *xb;
+    size_t xn = xsmm_word(a, &xa), xm = xsmm_word(b, &xb);
+    if (xn != xm || strncmp(xa, xb, xn) != 0) return 0;
     for (int words = 0; words < 3; words++) {   /* name, version, core=... */
         size_t n = strcspn(a, " "), m = strcspn(b, " ");
         if (n != m || strncmp(a, b, n) != 0) return 0;

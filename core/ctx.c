@@ -158,12 +158,26 @@ tg_node *tg_record(tg_ctx *ctx, const char *op, tg_backward_fn bw, tg_tensor *ou
     return n;
 }
 
-/* Activation grads are (re)zeroed at every call, so backward twice on one tape
- * gives the same activation grads; parameter grads accumulate. */
+/* Activation grads start every backward pass unwritten (grad_set = 0, read as
+ * zeros), so backward twice on one tape gives the same activation grads; they
+ * are zeroed only when an op adds into them first (just before it does: the
+ * zeroing and the adding share the cache), and not at all when an op writes
+ * them whole first. Parameter grads are always written: they accumulate. */
 static void prepare_grad(tg_ctx *ctx, tg_tensor *t) {
     if (!t || !t->requires_grad || t->is_param) return;
     if (!t->grad) t->grad = tg_arena_alloc(ctx, (size_t)t->numel * sizeof(float));
-    memset(t->grad, 0, (size_t)t->numel * sizeof(float));
+    t->grad_set = 0;
+}
+
+int tg_grad_first(tg_tensor *t) {
+    if (t->is_param || t->grad_set) return 0;
+    t->grad_set = 1;
+    return 1;
+}
+
+float *tg_grad_acc(tg_tensor *t) {
+    if (tg_grad_first(t)) memset(t->grad, 0, (size_t)t->numel * sizeof(float));
+    return t->grad;
 }
 
 void tg_backward_seed(tg_ctx *ctx, tg_tensor *out, const float *dout) {
@@ -176,8 +190,16 @@ void tg_backward_seed(tg_ctx *ctx, tg_tensor *out, const float *dout) {
         for (int j = 0; j < n->n_in; j++) prepare_grad(ctx, n->in[j]);
     }
     if (!out->grad) tg_fail(ctx, "tg_backward: the output is not made by an op on this tape");
-    for (int64_t i = 0; i < out->numel; i++) out->grad[i] += dout[i];
-    for (int i = ctx->n_nodes - 1; i >= 0; i--) ctx->nodes[i].backward(ctx, &ctx->nodes[i]);
+    if (tg_grad_first(out)) memcpy(out->grad, dout, (size_t)out->numel * sizeof(float));
+    else for (int64_t i = 0; i < out->numel; i++) out->grad[i] += dout[i];
+    for (int i = ctx->n_nodes - 1; i >= 0; i--) {
+        tg_node *n = &ctx->nodes[i];
+        tg_grad_acc(n->out);   /* nothing downstream wrote it: its gradient is 0 */
+        if (!n->own_grads)
+            for (int j = 0; j < n->n_in; j++)
+                if (n->in[j] && n->in[j]->grad) tg_grad_acc(n->in[j]);
+        n->backward(ctx, n);
+    }
 }
 
 void tg_backward(tg_ctx *ctx, tg_tensor *loss) {

@@ -23,15 +23,17 @@ typedef struct tg_blas_info {
     const char *chosen_by;   /* "openblas" (its own detection), "tapegrad" or "user" */
     int blas_threads;    /* OpenBLAS's threads */
     int threads;         /* tapegrad's (OpenMP) threads */
+    char xsmm[16];       /* libxsmm's code target for the small products (ops/gemm.c): "cpx" */
 } tg_blas_info;
 
 void tg_blas_info_get(tg_blas_info *b);
-/* "OpenBLAS 0.3.21 core=SkylakeX chosen_by=tapegrad threads=1 omp_threads=2"
- * (threads: OpenBLAS's) into buf; returns buf. */
+/* "OpenBLAS 0.3.21 core=SkylakeX chosen_by=tapegrad threads=1 omp_threads=2
+ * libxsmm=cpx" (threads: OpenBLAS's) into buf; returns buf. */
 const char *tg_blas_info_str(const tg_blas_info *b, char *buf, size_t len);
 
-/* 1 if two tg_blas_info_str lines name the same library, version and core
- * (threads aside): the same products bit for bit. */
+/* 1 if two tg_blas_info_str lines name the same library, version and core,
+ * and the same libxsmm target or none in both (threads aside): the same
+ * products bit for bit. */
 int tg_blas_same_kernel(const char *a, const char *b);
 
 /* ---- the CPU and the kernels' ranking -------------------------------------- */

@@ -46,6 +46,7 @@ typedef struct tg_tensor {
     float *grad;        /* NULL unless requires_grad (and grads were made) */
     int requires_grad;
     int is_param;       /* param grads accumulate across backward calls */
+    int grad_set;       /* in backward: grad holds this pass's sum so far (else garbage, read as 0) */
     const char *name;   /* params and named activations; for messages */
     /* parameters only, read by the optimizers at every step (see tg_optim.h): */
     int decay;          /* 1: weight decay applies (declared with tg_param_decayed) */
@@ -100,6 +101,7 @@ struct tg_node {
     tg_tensor *in[TG_MAX_IN];
     int n_in;
     void *saved;              /* op's own struct: attributes + saved values */
+    int own_grads;            /* 1: backward readies its inputs' grads itself (tg_grad_first/tg_grad_acc) */
 };
 
 /* Called by an op after it made `out`. Sets out->requires_grad from the
@@ -109,13 +111,25 @@ struct tg_node {
 tg_node *tg_record(tg_ctx *ctx, const char *op, tg_backward_fn bw, tg_tensor *out,
                    int n_in, tg_tensor *const *in, size_t saved_bytes);
 
-/* Zeroes every activation grad on the tape (allocating them the first time),
- * sets d loss = 1, and runs the nodes' backward functions last to first.
- * Parameter grads accumulate: zero them between steps (tg_params_zero_grad). */
+/* Runs the nodes' backward functions last to first from d loss = 1, every
+ * activation grad starting from 0 (allocated the first time). Parameter grads
+ * accumulate: zero them between steps (tg_params_zero_grad).
+ * Activation grads are zeroed lazily: before a node's backward, its output's
+ * grad if nothing wrote it, and its inputs' grads if nothing wrote them yet
+ * (unless the node set own_grads; then its backward calls, for each input
+ * with a grad, tg_grad_first or tg_grad_acc, before any thread writes). */
 void tg_backward(tg_ctx *ctx, tg_tensor *loss);
 /* The same from any output: seeds out->grad with dout (out->numel floats), a
  * vector-Jacobian product. Gradient checks and Jacobian rows use it. */
 void tg_backward_seed(tg_ctx *ctx, tg_tensor *out, const float *dout);
+
+/* In a backward function: 1 if t's grad holds nothing yet in this pass, and
+ * the caller then overwrites all of it instead of adding (a matrix product
+ * with beta = 0: no zeroing, no read); 0 if it must add. Marks it written. */
+int tg_grad_first(tg_tensor *t);
+/* In a backward function: t's grad, zeroed first if nothing wrote it yet in
+ * this pass, ready for +=. */
+float *tg_grad_acc(tg_tensor *t);
 
 /* ---- parameters --------------------------------------------------------- */
 /* Declare every parameter, then tg_params_alloc lays them out in one flat data

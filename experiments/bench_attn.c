@@ -1,6 +1,9 @@
 /* bench_attn: one attention op alone, forward + backward, at a long sequence:
- * milliseconds and the process's peak resident memory.
+ * milliseconds, the process's peak resident memory, and the op's rate against
+ * one 2048³ sgemm on as many threads.
  *   bench_attn --attn fused --seq-len 4096      (B = 1, H = 4, d_head = 64)
+ * The rate counts the T×T×d products the op performs (fused: 7, QKᵀ again in
+ * backward; composed: 6), 2·T²·d FLOPs each, half of it when causal.
  * Run one process per configuration: peak RSS is the process's. */
 #include <cblas.h>
 #include <omp.h>
@@ -17,7 +20,7 @@
 
 int main(int argc, char **argv) {
     if (tg_blas_ensure("bench_attn", argv)) return 1;   /* first: it may restart the program */
-    int attn = ATTN_FUSED, T = 4096, B = 1, H = 4, dh = 64, threads = 1, reps = 2, causal = 1;
+    int attn = ATTN_FUSED, T = 4096, B = 1, H = 4, dh = 64, threads = 1, reps = 2, causal = 1, sgemm = 1;
     const cli_opt opts[] = {
         {"attn", CLI_CHOICE, &attn, 0, 0, attn_names, "attention op"},
         {"seq-len", CLI_INT, &T, 1, 1 << 20, NULL, "T"},
@@ -27,6 +30,7 @@ int main(int argc, char **argv) {
         {"causal", CLI_INT, &causal, 0, 1, NULL, "causal mask"},
         {"threads", CLI_INT, &threads, 1, 256, NULL, "OpenMP threads"},
         {"reps", CLI_INT, &reps, 1, 1000, NULL, "forward+backward repetitions (the best is reported)"},
+        {"sgemm", CLI_INT, &sgemm, 0, 1, NULL, "1: also the rate of a 2048³ sgemm on --threads threads"},
     };
     const int nopt = (int)(sizeof opts / sizeof opts[0]);
     char err[256];
@@ -66,9 +70,17 @@ int main(int argc, char **argv) {
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("attn=%s B=%d T=%d H=%d d_head=%d causal=%d threads=%d ms=%.1f peak_rss_mb=%.1f arena_mb=%.1f\n",
-           attn_names[attn], B, T, H, dh, causal, threads, best, ru.ru_maxrss / 1024.0,
+    double gflop = (attn == ATTN_FUSED ? 7 : 6) * (causal ? 1.0 : 2.0) * T * (double)T * dh * B * H / 1e9;
+    printf("attn=%s B=%d T=%d H=%d d_head=%d causal=%d threads=%d ms=%.1f gflops=%.1f peak_rss_mb=%.1f arena_mb=%.1f",
+           attn_names[attn], B, T, H, dh, causal, threads, best, gflop / (best / 1e3), ru.ru_maxrss / 1024.0,
            (double)ctx.arena_peak / (1 << 20));
+    if (sgemm) {
+        double peak = timing_sgemm_gflops(2048, threads, 3);
+        printf(" sgemm_gflops=%.1f of_sgemm=%.0f%%", peak, 100 * gflop / (best / 1e3) / peak);
+    }
+    tg_blas_info bi;
+    tg_blas_info_get(&bi);
+    printf(" blas_core=%s libxsmm=%s\n", bi.core, bi.xsmm);
     free(dout);
     tg_ctx_free(&ctx);
     tg_params_free(&P);

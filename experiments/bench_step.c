@@ -1,6 +1,7 @@
 /* bench_step: milliseconds per full training step (forward, backward, clip,
- * AdamW) of the toy transformer at a named size, and what the same step's
- * matrix products alone take in OpenBLAS.
+ * AdamW) of the toy transformer at a named size, what the same step's matrix
+ * products alone take in OpenBLAS, and the rate of one 2048³ sgemm on as many
+ * threads (the machine's practical peak: of_peak is the step's share of it).
  *   bench_step --size seed --threads 2 --attn fused
  * prints one line of key=value pairs (README.md: "Speed"). Tokens and targets
  * are uniform random: speed does not depend on the task. */
@@ -147,12 +148,14 @@ int main(int argc, char **argv) {
     }
     tg_ctx ctx;
     tg_ctx_init(&ctx, 0);
-    double *ms = malloc(sizeof(double) * (size_t)steps);
+    /* wall time, and the CPU time of all threads (on a busy machine it leaves
+     * out the time the process waited for a core) */
+    double *ms = malloc(sizeof(double) * (size_t)steps), *cpu = malloc(sizeof(double) * (size_t)steps);
     size_t allocs = 0;
     float loss = 0;
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup) malloc_count_start();
-        double t0 = timing_now_ms();
+        double t0 = timing_now_ms(), c0 = timing_cpu_ms();
         tg_ctx_reset(&ctx);
         tg_tensor *l = model_forward(&m, &ctx, tokens, targets, B, 0);
         tg_params_zero_grad(&m.P);
@@ -160,26 +163,31 @@ int main(int argc, char **argv) {
         tg_clip_grad_norm(&m.P, 1.0f);
         tg_adamw_step(&opt, &m.P, 1e-3f);
         loss = l->data[0];
-        if (s >= warmup) ms[s - warmup] = timing_now_ms() - t0;
+        if (s >= warmup) {
+            ms[s - warmup] = timing_now_ms() - t0;
+            cpu[s - warmup] = timing_cpu_ms() - c0;
+        }
     }
     allocs = malloc_count_stop();
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak_mb = ru.ru_maxrss / 1024.0;   /* before the sgemm timing allocates its own buffers */
-    double med = timing_median(ms, steps);   /* sorts: ms[0] is the min */
+    double med = timing_median(ms, steps), cpu_med = timing_median(cpu, steps);   /* sorts: ms[0] is the min */
     double gflop = 3 * forward_flops(&mc, B) / 1e9;
     printf("size=%s threads=%d attn=%s T=%d median_ms=%.3f min_ms=%.3f max_ms=%.3f gflops=%.1f peak_rss_mb=%.1f "
-           "allocs_per_step=%.2f",
+           "allocs_per_step=%.2f cpu_ms=%.3f",
            size_names[size], threads, attn_names[attn], T, med, ms[0], ms[steps - 1], gflop / (med / 1e3), peak_mb,
-           (double)allocs / steps);
+           (double)allocs / steps, cpu_med);
     if (sgemm) {
-        double g = sgemm_ms(&mc, B, threads, 5);
-        printf(" sgemm_ms=%.3f sgemm_gflops=%.1f sgemm_share=%.2f", g, gflop / (g / 1e3), g / med);
+        double g = sgemm_ms(&mc, B, threads, 5), peak = timing_sgemm_gflops(2048, threads, 3);
+        printf(" sgemm_ms=%.3f sgemm_gflops=%.1f sgemm_share=%.2f peak_gflops=%.1f of_peak=%.2f", g,
+               gflop / (g / 1e3), g / med, peak, gflop / (med / 1e3) / peak);
     }
     tg_blas_info bi;
     tg_blas_info_get(&bi);
-    printf(" loss=%.4f blas_core=%s\n", loss, bi.core);
+    printf(" loss=%.4f blas_core=%s libxsmm=%s\n", loss, bi.core, bi.xsmm);
     free(ms);
+    free(cpu);
     free(tokens);
     free(targets);
     tg_ctx_free(&ctx);

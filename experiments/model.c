@@ -165,7 +165,7 @@ static tg_tensor *forward(model *m, tg_ctx *ctx, const int *tokens, const int *t
         a = tg_reshape(ctx, a, 3, (int[]){B, T, H * dh});
         x = tg_add(ctx, x, tg_matmul(ctx, a, L->wo, 0, 0));
         h = tg_layernorm(ctx, x, L->ln2_g, L->ln2_b, 1e-5f);
-        h = tg_gelu(ctx, tg_add(ctx, tg_matmul(ctx, h, L->w1, 0, 0), L->b1));
+        h = tg_bias_gelu(ctx, tg_matmul(ctx, h, L->w1, 0, 0), L->b1);   /* = tg_gelu(tg_add(...)), one pass */
         x = tg_add(ctx, x, tg_add(ctx, tg_matmul(ctx, h, L->w2, 0, 0), L->b2));
     }
     x = tg_layernorm(ctx, x, m->lnf_g, m->lnf_b, 1e-5f);

@@ -1,10 +1,11 @@
 #include "flash_attention.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
+#include "gemm.h"
 #include "parallel.h"
+#include "vmath.h"
 
 enum { BQ = TG_FLASH_BQ, BK = TG_FLASH_BK };
 
@@ -29,13 +30,17 @@ static int visible(int causal, int i, int j0, int nk) {
 /* What one (batch, head) contributes to the stats. */
 typedef struct { double entropy; float max_logit; int saturated; } head_part;
 
-/* Per-thread scratch of the forward: a logit tile, the output accumulator, and
- * the running max, sum and entropy accumulator of each query row. */
-typedef struct { float *S, *O; float *m; double *l, *A; } fwd_scratch;
+/* Per-thread scratch of the forward: a logit tile, the output accumulator,
+ * the running max, sum and entropy accumulator of each query row, and the
+ * head's Kᵀ [d, T]: Q_i K_jᵀ then runs on libxsmm (ops/gemm.h), which has no
+ * kernel for a transposed B; a head's K is transposed once. */
+typedef struct { float *S, *O; float *m; double *l, *A; float *Kt; } fwd_scratch;
 
-static void forward_head(const flash_rec *r, const float *Q, const float *K, const float *V, float *O,
-                         float *lse, float s, int want_stats, fwd_scratch *w, head_part *part) {
+TG_VEC_CLONES static void forward_head(const flash_rec *r, const float *Q, const float *K, const float *V,
+                                       float *O, float *lse, float s, int want_stats, fwd_scratch *w,
+                                       head_part *part) {
     const int T = r->T, d = r->d, dv = r->dv, ldq = r->H * d, ldv = r->H * dv;
+    tg_transpose(K, ldq, T, d, w->Kt);
     part->entropy = 0;
     part->max_logit = -INFINITY;
     part->saturated = 0;
@@ -51,12 +56,12 @@ static void forward_head(const flash_rec *r, const float *Q, const float *K, con
         for (int j0 = 0; j0 < kend; j0 += BK) {
             int nk = kend - j0 < BK ? kend - j0 : BK;
             /* S = Q_i K_jᵀ; the logits are s·S, scaled below row by row as in backward */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, d, 1.0f, Q + (int64_t)i0 * ldq, ldq,
-                        K + (int64_t)j0 * ldq, ldq, 0.0f, w->S, BK);
+            tg_gemm(0, 0, nq, nk, d, 1.0f, Q + (int64_t)i0 * ldq, ldq, w->Kt + j0, T, 0.0f, w->S, BK);
             for (int a = 0; a < nq; a++) {
                 float *x = w->S + (int64_t)a * BK;
                 int nv = visible(r->causal, i0 + a, j0, nk);
                 float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
                 for (int j = 0; j < nv; j++) {
                     x[j] *= s;
                     mx = x[j] > mx ? x[j] : mx;
@@ -70,29 +75,40 @@ static void forward_head(const flash_rec *r, const float *Q, const float *K, con
                     w->l[a] *= alpha;
                     float fa = (float)alpha;
                     float *o = w->O + (int64_t)a * dv;
+#pragma omp simd
                     for (int c = 0; c < dv; c++) o[c] *= fa;
                 }
                 w->m[a] = m;
                 double l = 0, A = 0;
-                for (int j = 0; j < nv; j++) {
-                    float y = x[j] - m;   /* <= 0: exp never overflows, whatever the logits */
-                    x[j] = expf(y);
-                    l += x[j];
-                    if (want_stats) A += (double)x[j] * y;
+                if (want_stats) {
+#pragma omp simd reduction(+ : l, A)
+                    for (int j = 0; j < nv; j++) {
+                        float y = x[j] - m;   /* <= 0: exp never overflows, whatever the logits */
+                        x[j] = tg_exp_neg(y);
+                        l += x[j];
+                        A += (double)x[j] * y;
+                    }
+                } else {
+#pragma omp simd reduction(+ : l)
+                    for (int j = 0; j < nv; j++) {
+                        x[j] = tg_exp_neg(x[j] - m);
+                        l += x[j];
+                    }
                 }
                 w->l[a] += l;
                 w->A[a] += A;
-                for (int j = nv; j < nk; j++) x[j] = 0.0f;   /* masked: weight 0, never exponentiated */
+                if (nv < nk)   /* masked: weight 0, never exponentiated */
+                    memset(x + nv, 0, (size_t)(nk - nv) * sizeof(float));
             }
             /* O_i += P V_j (unnormalised: divided by ℓ at the end) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, dv, nk, 1.0f, w->S, BK,
-                        V + (int64_t)j0 * ldv, ldv, 1.0f, w->O, dv);
+            tg_gemm(0, 0, nq, dv, nk, 1.0f, w->S, BK, V + (int64_t)j0 * ldv, ldv, 1.0f, w->O, dv);
         }
         for (int a = 0; a < nq; a++) {
             double l = w->l[a];
             float inv = (float)(1.0 / l);
             const float *o = w->O + (int64_t)a * dv;
             float *out = O + (int64_t)(i0 + a) * ldv;
+#pragma omp simd
             for (int c = 0; c < dv; c++) out[c] = o[c] * inv;
             lse[i0 + a] = (float)(w->m[a] + log(l));
             if (want_stats) {
@@ -121,16 +137,19 @@ static void forward_item(void *arg, int bh, int thread) {
                  r->lse + (int64_t)bh * T, head_mult(r, j->hs, h), j->want_stats, &j->ws[thread], &j->parts[bh]);
 }
 
-/* Per-thread scratch of the backward: raw scores, weights, dP then dS, D, and
- * per row Σ dS·S, Σ dS and Σ P·S for the head-scale gradient. */
-typedef struct { float *S, *P, *G, *D; double *gs, *g1, *ps; } bwd_scratch;
+/* Per-thread scratch of the backward: raw scores, weights, dP then s·dS, D,
+ * per row Σ dS·S, Σ dS and Σ P·S for the head-scale gradient, and the head's
+ * Kᵀ [d, T] and Vᵀ [dv, T] (as in the forward). */
+typedef struct { float *S, *P, *G, *D; double *gs, *g1, *ps; float *Kt, *Vt; } bwd_scratch;
 
 /* Returns Σ dS ⊙ Q Kᵀ over the head (for the head-scale gradient). */
-static double backward_head(const flash_rec *r, const float *Q, const float *K, const float *V, const float *O,
-                            const float *dO, const float *lse, float *dQ, float *dK, float *dV, float s,
-                            int need_dS, int want_hs, bwd_scratch *w) {
+TG_VEC_CLONES static double backward_head(const flash_rec *r, const float *Q, const float *K, const float *V,
+                                          const float *O, const float *dO, const float *lse, float *dQ, float *dK,
+                                          float *dV, float s, int need_dS, int want_hs, bwd_scratch *w) {
     const int T = r->T, d = r->d, dv = r->dv, ldq = r->H * d, ldv = r->H * dv;
     double dhs = 0;
+    tg_transpose(K, ldq, T, d, w->Kt);
+    if (need_dS) tg_transpose(V, ldv, T, dv, w->Vt);
     for (int i0 = 0; i0 < T; i0 += BQ) {
         int nq = T - i0 < BQ ? T - i0 : BQ;
         int kend = r->causal ? i0 + nq : T;
@@ -139,53 +158,59 @@ static double backward_head(const flash_rec *r, const float *Q, const float *K, 
             for (int a = 0; a < nq; a++) {
                 const float *o = O + (int64_t)(i0 + a) * ldv, *g = dO + (int64_t)(i0 + a) * ldv;
                 double D = 0;
+#pragma omp simd reduction(+ : D)
                 for (int c = 0; c < dv; c++) D += (double)g[c] * o[c];
                 w->D[a] = (float)D;
                 w->gs[a] = w->g1[a] = w->ps[a] = 0;
             }
         for (int j0 = 0; j0 < kend; j0 += BK) {
             int nk = kend - j0 < BK ? kend - j0 : BK;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, d, 1.0f, Q + (int64_t)i0 * ldq, ldq,
-                        K + (int64_t)j0 * ldq, ldq, 0.0f, w->S, BK);
+            tg_gemm(0, 0, nq, nk, d, 1.0f, Q + (int64_t)i0 * ldq, ldq, w->Kt + j0, T, 0.0f, w->S, BK);
             for (int a = 0; a < nq; a++) {
                 const float *x = w->S + (int64_t)a * BK;
                 float *p = w->P + (int64_t)a * BK, L = lse[i0 + a];
                 int nv = visible(r->causal, i0 + a, j0, nk);
-                for (int j = 0; j < nv; j++) p[j] = expf(s * x[j] - L);
-                for (int j = nv; j < nk; j++) p[j] = 0.0f;
+#pragma omp simd
+                for (int j = 0; j < nv; j++) p[j] = tg_exp_neg(s * x[j] - L);   /* s·x <= lse: <= 0 */
+                if (nv < nk) memset(p + nv, 0, (size_t)(nk - nv) * sizeof(float));
             }
             /* O = P V  =>  dV_j += Pᵀ dO_i */
             if (dV)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, dv, nq, 1.0f, w->P, BK,
-                            dO + (int64_t)i0 * ldv, ldv, 1.0f, dV + (int64_t)j0 * ldv, ldv);
+                tg_gemm(1, 0, nk, dv, nq, 1.0f, w->P, BK, dO + (int64_t)i0 * ldv, ldv, 1.0f, dV + (int64_t)j0 * ldv,
+                        ldv);
             if (!need_dS) continue;
-            /* dP = dO_i V_jᵀ, then dS = P ⊙ (dP − D) (0 where masked, as P is) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, dv, 1.0f, dO + (int64_t)i0 * ldv, ldv,
-                        V + (int64_t)j0 * ldv, ldv, 0.0f, w->G, BK);
+            /* dP = dO_i V_jᵀ, then dS = P ⊙ (dP − D) (0 where masked, as P is); G keeps s·dS */
+            tg_gemm(0, 0, nq, nk, dv, 1.0f, dO + (int64_t)i0 * ldv, ldv, w->Vt + j0, T, 0.0f, w->G, BK);
             for (int a = 0; a < nq; a++) {
                 const float *p = w->P + (int64_t)a * BK, *x = w->S + (int64_t)a * BK;
                 float *g = w->G + (int64_t)a * BK, D = w->D[a];
                 int nv = visible(r->causal, i0 + a, j0, nk);
-                for (int j = 0; j < nv; j++) g[j] = p[j] * (g[j] - D);
-                for (int j = nv; j < nk; j++) g[j] = 0.0f;
-                if (!want_hs) continue;
-                double gs = 0, g1 = 0, ps = 0;
-                for (int j = 0; j < nv; j++) {
-                    gs += (double)g[j] * x[j];
-                    g1 += g[j];
-                    ps += (double)p[j] * x[j];
+                if (want_hs) {
+                    double gs = 0, g1 = 0, ps = 0;
+#pragma omp simd reduction(+ : gs, g1, ps)
+                    for (int j = 0; j < nv; j++) {
+                        float ds = p[j] * (g[j] - D);
+                        gs += (double)ds * x[j];
+                        g1 += ds;
+                        ps += (double)p[j] * x[j];
+                        g[j] = s * ds;
+                    }
+                    w->gs[a] += gs;
+                    w->g1[a] += g1;
+                    w->ps[a] += ps;
+                } else {
+#pragma omp simd
+                    for (int j = 0; j < nv; j++) g[j] = s * (p[j] * (g[j] - D));
                 }
-                w->gs[a] += gs;
-                w->g1[a] += g1;
-                w->ps[a] += ps;
+                if (nv < nk) memset(g + nv, 0, (size_t)(nk - nv) * sizeof(float));
             }
-            /* logits = s · Q Kᵀ  =>  dQ_i += s dS K_j,  dK_j += s dSᵀ Q_i */
+            /* logits = s · Q Kᵀ  =>  dQ_i += (s dS) K_j,  dK_j += (s dS)ᵀ Q_i */
             if (dQ)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, d, nk, s, w->G, BK,
-                            K + (int64_t)j0 * ldq, ldq, 1.0f, dQ + (int64_t)i0 * ldq, ldq);
+                tg_gemm(0, 0, nq, d, nk, 1.0f, w->G, BK, K + (int64_t)j0 * ldq, ldq, 1.0f, dQ + (int64_t)i0 * ldq,
+                        ldq);
             if (dK)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, d, nq, s, w->G, BK,
-                            Q + (int64_t)i0 * ldq, ldq, 1.0f, dK + (int64_t)j0 * ldq, ldq);
+                tg_gemm(1, 0, nk, d, nq, 1.0f, w->G, BK, Q + (int64_t)i0 * ldq, ldq, 1.0f, dK + (int64_t)j0 * ldq,
+                        ldq);
         }
         /* Exactly, Σ_j dS_ij = 0, so Σ_j dS_ij S_ij = Σ_j dS_ij (S_ij − c_i) for any c_i.
          * In float32, D (from O) and the recomputed P disagree by about |logit|·2^-24, so a
@@ -235,6 +260,8 @@ static void flash_backward(tg_ctx *ctx, const tg_node *n) {
         ws[t].gs = tg_arena_alloc(ctx, (size_t)BQ * sizeof(double));
         ws[t].g1 = tg_arena_alloc(ctx, (size_t)BQ * sizeof(double));
         ws[t].ps = tg_arena_alloc(ctx, (size_t)BQ * sizeof(double));
+        ws[t].Kt = tg_arena_alloc(ctx, (size_t)d * T * sizeof(float));
+        ws[t].Vt = tg_arena_alloc(ctx, (size_t)dv * T * sizeof(float));
     }
     double *dhs = tg_arena_alloc(ctx, (size_t)B * H * sizeof(double));
     bwd_job job = { r, q, k, v, hs, out, need_dS, want_hs, ws, dhs };
@@ -267,6 +294,7 @@ tg_tensor *tg_flash_attention(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor
         ws[t].m = tg_arena_alloc(ctx, BQ * sizeof(float));
         ws[t].l = tg_arena_alloc(ctx, BQ * sizeof(double));
         ws[t].A = tg_arena_alloc(ctx, BQ * sizeof(double));
+        ws[t].Kt = tg_arena_alloc(ctx, (size_t)d * T * sizeof(float));
     }
     head_part *parts = tg_arena_alloc(ctx, (size_t)B * H * sizeof *parts);
     fwd_job job = { &r, q, k, v, head_scale, out, stats != NULL, ws, parts };

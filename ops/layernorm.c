@@ -17,6 +17,7 @@ typedef struct {
     float *dg_parts, *db_parts;   /* [parts, D] each, or NULL */
     int64_t rows_per_part;
     float eps;
+    int dx_first;   /* nothing wrote dx yet: write, not add */
 } ln_job;
 
 TG_VEC_CLONES static void backward_part(void *arg, int part, int thread) {
@@ -44,11 +45,12 @@ TG_VEC_CLONES static void backward_part(void *arg, int part, int thread) {
         if (!jb->dx) continue;
         float mg = (float)(sg / D), mgx = (float)(sgx / D);
         float *dx = jb->dx + i * D;
+        if (jb->dx_first) {
 #pragma omp simd
-        for (int j = 0; j < D; j++) {
-            float xh = (xr[j] - mu) * rs;
-            float gh = dy[j] * gain[j];
-            dx[j] += rs * (gh - mg - xh * mgx);
+            for (int j = 0; j < D; j++) dx[j] = rs * (dy[j] * gain[j] - mg - (xr[j] - mu) * rs * mgx);
+        } else {
+#pragma omp simd
+            for (int j = 0; j < D; j++) dx[j] += rs * (dy[j] * gain[j] - mg - (xr[j] - mu) * rs * mgx);
         }
     }
 }
@@ -66,11 +68,13 @@ static void layernorm_backward(tg_ctx *ctx, const tg_node *n) {
     tg_tensor *x = n->in[0], *gain = n->in[1], *bias = n->in[2];
     int D = r->D;
     ln_job jb = { .r = r, .x = x->data, .dy = n->out->grad, .gain = gain ? gain->data : filled(ctx, D, 1.0f),
-                  .dx = x->grad, .rows_per_part = rows_per_part(D) };
+                  .dx = x->grad, .rows_per_part = rows_per_part(D), .dx_first = x->grad && tg_grad_first(x) };
+    if (gain && gain->grad) tg_grad_acc(gain);
+    if (bias && bias->grad) tg_grad_acc(bias);
     int parts = tg_parts(r->rows, jb.rows_per_part);
     jb.dg_parts = tg_arena_alloc(ctx, (size_t)parts * D * sizeof(float));
     jb.db_parts = tg_arena_alloc(ctx, (size_t)parts * D * sizeof(float));
-    tg_parallel_for(parts, r->rows * D, backward_part, &jb);
+    tg_parallel_for(parts, TG_WORK_NORM * r->rows * D, backward_part, &jb);
     for (int p = 0; p < parts; p++)
         for (int j = 0; j < D; j++) {
             if (gain && gain->grad) gain->grad[j] += jb.dg_parts[(int64_t)p * D + j];
@@ -122,9 +126,12 @@ tg_tensor *tg_layernorm(tg_ctx *ctx, tg_tensor *x, tg_tensor *gain, tg_tensor *b
     ln_job jb = { .r = &rec, .x = x->data, .gain = gain ? gain->data : filled(ctx, D, 1.0f),
                   .bias = bias ? bias->data : filled(ctx, D, 0.0f),
                   .y = y->data, .mean = mean, .rstd = rstd, .rows_per_part = rows_per_part(D), .eps = eps };
-    tg_parallel_for(tg_parts(rows, jb.rows_per_part), rows * D, forward_part, &jb);
+    tg_parallel_for(tg_parts(rows, jb.rows_per_part), TG_WORK_NORM * rows * D, forward_part, &jb);
     tg_node *n = tg_record(ctx, "tg_layernorm", layernorm_backward, y, 3, (tg_tensor *[]){x, gain, bias},
                            sizeof(layernorm_rec));
-    if (n) *(layernorm_rec *)n->saved = rec;
+    if (n) {
+        *(layernorm_rec *)n->saved = rec;
+        n->own_grads = 1;
+    }
     return y;
 }

@@ -1,8 +1,6 @@
 #include "matmul.h"
 
-#include <cblas.h>
-
-#include "parallel.h"
+#include "gemm.h"
 
 typedef struct { int ta, tb; int nbatch, M, N, K; int b_shared; } matmul_rec;
 
@@ -14,74 +12,44 @@ static void shapes(const matmul_rec *r, int *lda, int *ldb) {
     *ldb = r->tb ? r->K : r->N;
 }
 
-/* One row-major C[M,N] = alpha·op(A)·op(B) + beta·C, split over tapegrad's
- * threads by blocks of C's rows or columns (whichever is longer), each block a
- * single-threaded OpenBLAS call. Not OpenBLAS's own threads: its threaded
- * sgemm mallocs a job array on every call, and a step must not allocate. Each
- * element of C is computed by one call over the whole K, so the result does
- * not depend on the thread count. */
-typedef struct {
-    int ta, tb, M, N, K, lda, ldb, ldc, by_rows, chunk;
-    float alpha, beta;
-    const float *A, *B;
-    float *C;
-} gemm_job;
-
-static void gemm_part(void *arg, int i, int thread) {
-    (void)thread;
-    const gemm_job *g = arg;
-    int len = g->by_rows ? g->M : g->N, lo = i * g->chunk, n = len - lo < g->chunk ? len - lo : g->chunk;
-    if (n <= 0) return;
-    const float *A = g->A, *B = g->B;
-    float *C = g->C;
-    int M = g->M, N = g->N;
-    if (g->by_rows) {   /* rows lo.. of op(A) and C */
-        A += g->ta ? lo : (int64_t)lo * g->lda;
-        C += (int64_t)lo * g->ldc;
-        M = n;
-    } else {            /* columns lo.. of op(B) and C */
-        B += g->tb ? (int64_t)lo * g->ldb : lo;
-        C += lo;
-        N = n;
-    }
-    cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans, M, N, g->K,
-                g->alpha, A, g->lda, B, g->ldb, g->beta, C, g->ldc);
-}
-
-static void gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-                 int ldb, float beta, float *C, int ldc) {
-    gemm_job g = { ta, tb, M, N, K, lda, ldb, ldc, M >= N, 0, alpha, beta, A, B, C };
-    int nt = tg_threads(), len = g.by_rows ? M : N;
-    /* blocks a multiple of 16 long: whole micro-kernel tiles in every part */
-    g.chunk = ((len + nt - 1) / nt + 15) / 16 * 16;
-    int parts = (len + g.chunk - 1) / g.chunk;
-    int blas = tg_blas_serial_begin();
-    tg_parallel_for(parts, (int64_t)M * N * K, gemm_part, &g);
-    tg_blas_serial_end(blas);
-}
+/* dA = dC·Bᵀ with B [K,N] as stored: libxsmm has no kernel for a transposed
+ * B, OpenBLAS has. Measured (bench_gemm, one thread, the transposition
+ * included): with Bᵀ made first (K·N floats) the product on libxsmm is 10-25%
+ * faster at 512 rows (small), 10-30% at 2048-4096 (seed, large), about equal
+ * at 4096×1024×256. Below a few hundred rows the copy would weigh more. */
+enum { TRANSPOSE_MIN_ROWS = 256 };
 
 static void matmul_backward(tg_ctx *ctx, const tg_node *n) {
-    (void)ctx;
     const matmul_rec *r = n->saved;
     tg_tensor *a = n->in[0], *b = n->in[1], *c = n->out;
     int lda, ldb, M = r->M, N = r->N, K = r->K;
     shapes(r, &lda, &ldb);
     int64_t sa = (int64_t)M * K, sb = r->b_shared ? 0 : (int64_t)K * N, sc = (int64_t)M * N;
+    /* a grad nothing wrote yet is written (beta 0) rather than zeroed and added to */
+    float beta_a = a->grad && tg_grad_first(a) ? 0.0f : 1.0f;
+    float beta_b = b->grad && tg_grad_first(b) ? 0.0f : 1.0f;
+    float *bt = a->grad && !r->ta && !r->tb && M >= TRANSPOSE_MIN_ROWS
+                    ? tg_arena_alloc(ctx, (size_t)K * N * sizeof(float)) : NULL;
     for (int i = 0; i < r->nbatch; i++) {
         const float *A = a->data + i * sa, *B = b->data + i * sb, *dC = c->grad + i * sc;
         if (a->grad) {
             float *dA = a->grad + i * sa;
-            if (!r->ta)   /* dA[M,K] += dC[M,N] · op(B)ᵀ */
-                gemm(0, !r->tb, M, K, N, 1.0f, dC, N, B, ldb, 1.0f, dA, lda);
-            else          /* dA[K,M] += op(B) · dCᵀ */
-                gemm(r->tb, 1, K, M, N, 1.0f, B, ldb, dC, N, 1.0f, dA, lda);
+            if (bt) {     /* dA[M,K] += dC[M,N] · Bᵀ, Bᵀ made first */
+                tg_transpose(B, ldb, K, N, bt);
+                tg_gemm_threads(0, 0, M, K, N, 1.0f, dC, N, bt, K, beta_a, dA, lda);
+            } else if (!r->ta) {   /* dA[M,K] += dC[M,N] · op(B)ᵀ */
+                tg_gemm_threads(0, !r->tb, M, K, N, 1.0f, dC, N, B, ldb, beta_a, dA, lda);
+            } else {      /* dA[K,M] += op(B) · dCᵀ */
+                tg_gemm_threads(r->tb, 1, K, M, N, 1.0f, B, ldb, dC, N, beta_a, dA, lda);
+            }
         }
         if (b->grad) {
             float *dB = b->grad + i * sb;
             if (!r->tb)   /* dB[K,N] += op(A)ᵀ · dC */
-                gemm(!r->ta, 0, K, N, M, 1.0f, A, lda, dC, N, 1.0f, dB, ldb);
+                tg_gemm_threads(!r->ta, 0, K, N, M, 1.0f, A, lda, dC, N, beta_b, dB, ldb);
             else          /* dB[N,K] += dCᵀ · op(A) */
-                gemm(1, r->ta, N, K, M, 1.0f, dC, N, A, lda, 1.0f, dB, ldb);
+                tg_gemm_threads(1, r->ta, N, K, M, 1.0f, dC, N, A, lda, beta_b, dB, ldb);
+            if (r->b_shared) beta_b = 1.0f;   /* one dB summed over the batch */
         }
     }
 }
@@ -122,10 +90,13 @@ tg_tensor *tg_matmul(tg_ctx *ctx, tg_tensor *a, tg_tensor *b, int ta, int tb) {
     shapes(&r, &lda, &ldb);
     int64_t sa = (int64_t)r.M * r.K, sb = r.b_shared ? 0 : (int64_t)r.K * r.N, sc = (int64_t)r.M * r.N;
     for (int i = 0; i < r.nbatch; i++)
-        gemm(r.ta, r.tb, r.M, r.N, r.K, 1.0f, a->data + i * sa, lda, b->data + i * sb, ldb, 0.0f,
+        tg_gemm_threads(r.ta, r.tb, r.M, r.N, r.K, 1.0f, a->data + i * sa, lda, b->data + i * sb, ldb, 0.0f,
              c->data + i * sc, r.N);
 
     tg_node *n = tg_record(ctx, "tg_matmul", matmul_backward, c, 2, (tg_tensor *[]){a, b}, sizeof r);
-    if (n) *(matmul_rec *)n->saved = r;
+    if (n) {
+        *(matmul_rec *)n->saved = r;
+        n->own_grads = 1;
+    }
     return c;
 }

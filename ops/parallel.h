@@ -14,10 +14,16 @@
 #include <omp.h>
 #endif
 
-/* Below this many multiply-adds a parallel region costs more than it saves,
- * and on a loaded machine a thread that waits for a descheduled partner can
- * lose a whole time slice: small calls run on the calling thread. */
+/* Below this much work a parallel region costs more than it saves (a region
+ * costs 2-4 µs here, spinning), and on a loaded machine a thread that waits for
+ * a descheduled partner can lose a whole time slice: small calls run on the
+ * calling thread. Work is counted in multiply-adds of a matrix product (~10 ps
+ * each here, so the threshold is ~10 µs); an element of an element-wise pass
+ * counts as what it measured (perf, `small` step, 1 thread): */
 #define TG_PAR_MIN_WORK ((int64_t)1 << 20)
+#define TG_WORK_COPY 32   /* ~0.3 ns: add, reshape, gelu, grad-norm and clip passes */
+#define TG_WORK_NORM 48   /* ~0.45 ns: layernorm, AdamW */
+#define TG_WORK_EXP 96    /* ~1 ns: cross-entropy (max, exp and sum a row) */
 
 static inline int tg_threads(void) {
 #ifdef _OPENMP
@@ -57,7 +63,7 @@ static inline void tg_parallel_for(int n, int64_t work, tg_par_fn fn, void *arg)
  * picked at load time (GCC function multi-versioning). Same operations in the
  * same order, no FMA contraction (ISO C mode): the same results either way. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define TG_VEC_CLONES __attribute__((target_clones("avx2", "default")))
+#define TG_VEC_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define TG_VEC_CLONES
 #endif

@@ -1,8 +1,10 @@
 #include "reshape.h"
 
+#include <string.h>
+
 #include "parallel.h"
 
-typedef struct { const float *g; float *dx; int64_t n; } reshape_job;
+typedef struct { const float *g; float *dx; int64_t n; int first; } reshape_job;
 
 TG_VEC_CLONES static void backward_part(void *arg, int part, int thread) {
     (void)thread;
@@ -10,6 +12,10 @@ TG_VEC_CLONES static void backward_part(void *arg, int part, int thread) {
     int64_t lo = (int64_t)part * TG_PART, hi = lo + TG_PART < j->n ? lo + TG_PART : j->n;
     float *dx = j->dx;
     const float *g = j->g;
+    if (j->first) {   /* nothing wrote dx yet: a copy */
+        memcpy(dx + lo, g + lo, (size_t)(hi - lo) * sizeof(float));
+        return;
+    }
 #pragma omp simd
     for (int64_t i = lo; i < hi; i++) dx[i] += g[i];
 }
@@ -18,8 +24,8 @@ static void reshape_backward(tg_ctx *ctx, const tg_node *n) {
     (void)ctx;
     tg_tensor *x = n->in[0];
     if (!x->grad) return;
-    reshape_job j = { n->out->grad, x->grad, x->numel };
-    tg_parallel_for(tg_parts(x->numel, TG_PART), x->numel, backward_part, &j);
+    reshape_job j = { n->out->grad, x->grad, x->numel, tg_grad_first(x) };
+    tg_parallel_for(tg_parts(x->numel, TG_PART), TG_WORK_COPY * x->numel, backward_part, &j);
 }
 
 tg_tensor *tg_reshape(tg_ctx *ctx, tg_tensor *x, int ndim, const int *shape) {
@@ -37,6 +43,7 @@ tg_tensor *tg_reshape(tg_ctx *ctx, tg_tensor *x, int ndim, const int *shape) {
         tg_fail(ctx, "tg_reshape: %s has %lld elements, %s has %lld", TG_SHAPE(x), (long long)x->numel,
                 TG_SHAPE(&want), (long long)n);
     tg_tensor *out = tg_view(ctx, x, ndim, shape);
-    tg_record(ctx, "tg_reshape", reshape_backward, out, 1, (tg_tensor *[]){x}, 0);
+    tg_node *node = tg_record(ctx, "tg_reshape", reshape_backward, out, 1, (tg_tensor *[]){x}, 0);
+    if (node) node->own_grads = 1;
     return out;
 }

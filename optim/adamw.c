@@ -47,7 +47,9 @@ typedef struct {
 } adam_job;
 
 /* One parameter's elements [lo, hi) of the flat buffers. keep is 1 for a
- * parameter without decay, and w·1 is w exactly. */
+ * parameter without decay, and w·1 is w exactly. Vectorised only because this
+ * file is built with -fno-math-errno (optim/CMakeLists.txt): with errno, GCC
+ * keeps every sqrtf a call. */
 TG_VEC_CLONES static void adam_range(const adam_job *j, size_t lo, size_t hi, float keep, float step_size) {
     float *w = j->P->data, *m = j->m, *v = j->v;
     const float *g = j->P->grad;
@@ -105,7 +107,7 @@ void tg_adamw_step(tg_adamw *o, tg_params *P, float lr) {
     }
     const float bc2_sqrt = (float)sqrt(1.0 - pow(b2, (double)o->t));
     adam_job j = { P, o->m, o->v, o->keep, o->step_size, b1, b2, eps, bc2_sqrt, o->n };
-    tg_parallel_for(tg_parts((int64_t)o->n, TG_PART), 8 * (int64_t)o->n, adam_part, &j);
+    tg_parallel_for(tg_parts((int64_t)o->n, TG_PART), TG_WORK_NORM * (int64_t)o->n, adam_part, &j);
 }
 
 void tg_adamw_free(tg_adamw *o) {

@@ -34,7 +34,7 @@ float tg_grad_norm(const tg_params *P) {
     size_t per_part = (P->numel + 255) / 256;
     clip_job j = { P->grad, P->numel, per_part > TG_PART ? per_part : TG_PART, sums, 1.0f };
     int parts = tg_parts((int64_t)P->numel, (int64_t)j.per_part);
-    tg_parallel_for(parts, 2 * (int64_t)P->numel, sumsq_part, &j);
+    tg_parallel_for(parts, TG_WORK_COPY * (int64_t)P->numel, sumsq_part, &j);
     double s = 0.0;
     for (int p = 0; p < parts; p++) s += sums[p];
     return (float)sqrt(s);
@@ -46,7 +46,7 @@ float tg_clip_grad_norm(tg_params *P, float max_norm) {
     float norm = tg_grad_norm(P);
     if (max_norm > 0.0f && isfinite(norm) && norm > max_norm) {
         clip_job j = { P->grad, P->numel, 0, NULL, (float)(max_norm / ((double)norm + 1e-6)) };
-        tg_parallel_for(tg_parts((int64_t)P->numel, TG_PART), (int64_t)P->numel, scale_part, &j);
+        tg_parallel_for(tg_parts((int64_t)P->numel, TG_PART), TG_WORK_COPY * (int64_t)P->numel, scale_part, &j);
     }
     return norm;
 }

@@ -6,6 +6,8 @@
 #   scripts/bench.sh                      sizes small seed large, 2 threads, 3 rounds
 #   THREADS=1 ROUNDS=5 SIZES="seed" scripts/bench.sh
 #   ATTN=composed scripts/bench.sh        tapegrad's other attention op
+#   BASE=/path/to/other/build scripts/bench.sh
+#                                         also that build's bench_step in each round (before/after)
 # Needs a Release build in build/ and Debian's python3-torch (/usr/bin/python3).
 # Kernels: tapegrad runs as a user runs it (OPENBLAS_CORETYPE unset: it picks
 # its kernel itself); PyTorch (Debian's uses the system OpenBLAS) gets
@@ -16,6 +18,8 @@ threads=${THREADS:-2}; rounds=${ROUNDS:-3}; sizes=${SIZES:-small seed large}
 steps=${STEPS:-20}; attn=${ATTN:-}
 bench="$top/build/experiments/bench_step"
 [ -x "$bench" ] || { echo "bench.sh: build first (cmake -S . -B build && cmake --build build)" >&2; exit 2; }
+base=${BASE:+$BASE/experiments/bench_step}
+[ -z "$base" ] || [ -x "$base" ] || { echo "bench.sh: BASE=$BASE has no experiments/bench_step" >&2; exit 2; }
 /usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "bench.sh: needs python3-torch for /usr/bin/python3" >&2; exit 2; }
 best=$(env -u OPENBLAS_CORETYPE "$top/build/experiments/blas_info" --best-core)
 torch_core=$(OPENBLAS_VERBOSE=2 OPENBLAS_CORETYPE=$best /usr/bin/python3 -c 'import torch' 2>&1 | sed -n 's/^Core: //p')
@@ -29,6 +33,8 @@ for size in $sizes; do
         sg=1; [ "$r" -gt 1 ] && sg=0   # the sgemm reference once a size
         env -u OPENBLAS_CORETYPE "$bench" --size "$size" --threads "$threads" --steps "$steps" --sgemm "$sg" ${attn:+--attn "$attn"} \
             | sed 's/^/impl=tapegrad /' | tee -a "$raw"
+        [ -z "$base" ] || env -u OPENBLAS_CORETYPE "$base" --size "$size" --threads "$threads" --steps "$steps" \
+            --sgemm 0 ${attn:+--attn "$attn"} | sed 's/^/impl=base /' | tee -a "$raw"
         OPENBLAS_CORETYPE=$best /usr/bin/python3 "$top/scripts/bench_torch.py" --size "$size" --threads "$threads" --steps "$steps" \
             | sed 's/^/impl=torch /' | tee -a "$raw"
         "${tuned[@]}" OPENBLAS_CORETYPE="$best" /usr/bin/python3 "$top/scripts/bench_torch.py" --size "$size" --threads "$threads" \
@@ -37,7 +43,7 @@ for size in $sizes; do
 done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# kernels: tapegrad (OPENBLAS_CORETYPE unset) ran OpenBLAS core=$(sed -n 's/.* blas_core=\([^ ]*\).*/\1/p' "$raw" |
-    sort -u | tr '\n' ' ')- PyTorch (OPENBLAS_CORETYPE=$best) ran core=${torch_core:-unknown} (OPENBLAS_VERBOSE=2)"
+    sort -u | tr '\n' ' ')and libxsmm=$(sed -n 's/.* libxsmm=\([^ ]*\).*/\1/p' "$raw" | sort -u | tr '\n' ' ')- PyTorch (OPENBLAS_CORETYPE=$best) ran core=${torch_core:-unknown} (OPENBLAS_VERBOSE=2)"
 echo
 awk '
 function med(list,   n, a, i, j, t) {
@@ -51,20 +57,31 @@ function med(list,   n, a, i, j, t) {
     k = f["size"] SUBSEP f["impl"]
     ms[k] = ms[k] " " f["median_ms"]; rss[k] = f["peak_rss_mb"]
     if (f["impl"] == "tapegrad") { allocs[f["size"]] = f["allocs_per_step"]; attn[f["size"]] = f["attn"] }
-    if ("sgemm_gflops" in f) { sg[f["size"]] = f["sgemm_gflops"]; sgms[f["size"]] = f["sgemm_ms"] }
+    if ("sgemm_gflops" in f) { sg[f["size"]] = f["sgemm_gflops"]; sgms[f["size"]] = f["sgemm_ms"]; pk[f["size"]] = f["peak_gflops"] }
     if (!(f["size"] in seen)) { seen[f["size"]] = 1; order[++ns] = f["size"]; gf[f["size"]] = f["gflops"] * f["median_ms"] }
 }
 END {
-    printf "%-6s %-8s %10s %10s %12s %8s %9s %9s %9s %7s %7s %8s %8s\n", "size", "attn", "tapegrad", "torch", "torch_tuned",
-           "ratio", "tg_GF/s", "sgemm_ms", "sgemm_GF/s", "of_sgemm", "allocs", "tg_MB", "torch_MB"
+    printf "%-6s %-8s %10s %10s %12s %8s %9s %9s %9s %7s %8s %7s %7s %7s %8s\n", "size", "attn", "tapegrad", "torch", "torch_tuned",
+           "ratio", "tg_GF/s", "sgemm_ms", "sgemm_GF/s", "of_sgemm", "peak_GF/s", "of_peak", "allocs", "tg_MB", "torch_MB"
     for (s = 1; s <= ns; s++) {
         z = order[s]
         t = med(ms[z SUBSEP "tapegrad"]); p = med(ms[z SUBSEP "torch"]); q = med(ms[z SUBSEP "torch_tuned"])
         best = p < q ? p : q; gflop = gf[z] / 1e3
-        printf "%-6s %-8s %8.2fms %8.2fms %10.2fms %7.2fx %9.1f %9.2f %9.1f %8.0f%% %7s %7.0f %8.0f\n", z, attn[z], t, p, q,
-               t / best, gflop / (t / 1e3), sgms[z], sg[z], 100 * gflop / (t / 1e3) / sg[z], allocs[z],
+        printf "%-6s %-8s %8.2fms %8.2fms %10.2fms %7.2fx %9.1f %9.2f %9.1f %6.0f%% %8.1f %6.0f%% %7s %7.0f %8.0f\n", z, attn[z], t, p, q,
+               t / best, gflop / (t / 1e3), sgms[z], sg[z], 100 * gflop / (t / 1e3) / sg[z], pk[z], 100 * gflop / (t / 1e3) / pk[z], allocs[z],
                rss[z SUBSEP "tapegrad"], rss[z SUBSEP "torch"] < rss[z SUBSEP "torch_tuned"] ? rss[z SUBSEP "torch"] : rss[z SUBSEP "torch_tuned"]
     }
     print "ratio: tapegrad median over the better PyTorch median; of_sgemm: tapegrad GFLOP/s over the"
-    print "sgemm-only rate of the same products (OpenBLAS, same threads); medians over the rounds."
+    print "sgemm-only rate of the same products (OpenBLAS, same threads); of_peak: over one 2048^3 sgemm"
+    print "(OpenBLAS, same threads: the sgemm rate of the speed targets); medians over the rounds."
+    hdr = 0
+    for (s = 1; s <= ns; s++) {
+        z = order[s]
+        if (!((z SUBSEP "base") in ms)) continue
+        if (!hdr++) printf "\n%-6s %10s %10s %8s %10s %10s\n", "size", "base", "tapegrad", "speedup", "base_ratio", "ratio"
+        b = med(ms[z SUBSEP "base"]); t = med(ms[z SUBSEP "tapegrad"])
+        p = med(ms[z SUBSEP "torch"]); q = med(ms[z SUBSEP "torch_tuned"]); best = p < q ? p : q
+        printf "%-6s %8.2fms %8.2fms %7.2fx %9.2fx %9.2fx\n", z, b, t, b / t, b / best, t / best
+    }
+    if (hdr) print "base: bench_step of BASE in the same rounds; speedup = base / tapegrad; ratios over the better PyTorch."
 }' "$raw"

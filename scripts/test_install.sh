@@ -61,7 +61,9 @@ for variant in static shared; do
         [ "$needed" -eq $want ] || { echo "test_install: $prog: $needed libtapegrad dependencies, want $want" >&2; exit 1; }
     done
     if [ $variant = shared ]; then
-        ldd "$P/bin/attn_scale" | grep -q "libtapegrad.so.* => $P/bin/../lib/" \
+        # the whole of ldd's output first: grep -q closing the pipe early kills ldd (SIGPIPE, pipefail)
+        loaded=$(ldd "$P/bin/attn_scale")
+        grep -q "libtapegrad.so.* => $P/bin/../lib/" <<<"$loaded" \
             || { echo "test_install: bin/attn_scale does not load $P/lib/libtapegrad.so" >&2; exit 1; }
         sh "$top/tests/exported_symbols.sh" "$P/lib/libtapegrad.so" "$P/include/tapegrad" >&2
     fi

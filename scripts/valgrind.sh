@@ -36,7 +36,7 @@ cd "$build/tests"
 # at T = 262 (across the 256-key tile) take over 15 minutes under memcheck in
 # this Debug build. The flash op itself still runs here: attn_scale_fused below
 # trains with it (forward, backward, stats) across two key tiles.
-for t in test_core test_gradcheck test_optim test_blas test_checkpoint test_experiment test_seed_figures test_op_*; do
+for t in test_core test_gradcheck test_gemm test_optim test_blas test_checkpoint test_experiment test_seed_figures test_op_*; do
     [ "$t" = test_op_flash_attention ] && continue
     [ -x "$t" ] && check "$t" 0 "./$t"
 done

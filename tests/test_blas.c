@@ -181,6 +181,13 @@ static void test_same_kernel(void **st) {
                                      "OpenBLAS 0.3.21 core=SkylakeX chosen_by=user threads=1"));
     assert_false(tg_blas_same_kernel("OpenBLAS 0.3.21 core=Haswell", "OpenBLAS 0.3.26 core=Haswell"));
     assert_false(tg_blas_same_kernel("OpenBLAS 0.3.21 core=Sky", "OpenBLAS 0.3.21 core=SkylakeX"));
+    /* libxsmm's target too: a line without one (before libxsmm) differs from one with */
+    assert_true(tg_blas_same_kernel("OpenBLAS 0.3.21 core=Haswell threads=1 libxsmm=hsw",
+                                    "OpenBLAS 0.3.21 core=Haswell threads=2 libxsmm=hsw"));
+    assert_false(tg_blas_same_kernel("OpenBLAS 0.3.21 core=Haswell threads=1 libxsmm=hsw",
+                                     "OpenBLAS 0.3.21 core=Haswell threads=1 libxsmm=cpx"));
+    assert_false(tg_blas_same_kernel("OpenBLAS 0.3.21 core=Haswell threads=1",
+                                     "OpenBLAS 0.3.21 core=Haswell threads=1 libxsmm=hsw"));
     tg_blas_info b;
     char line[256];
     tg_blas_info_get(&b);
@@ -188,6 +195,7 @@ static void test_same_kernel(void **st) {
     assert_true(tg_blas_core_tier(b.core) != TG_TIER_UNKNOWN);   /* a name the table knows */
     tg_blas_info_str(&b, line, sizeof line);
     assert_non_null(strstr(line, "core="));
+    assert_non_null(strstr(line, " libxsmm="));
     assert_true(tg_blas_same_kernel(line, line));
 }
 

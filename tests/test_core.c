@@ -84,6 +84,89 @@ static void test_params_flat(void **s) {
 
 /* PCG32 reference stream: seed 42, stream 54 is the example of the PCG paper's
  * pcg32-demo; these are its first outputs. */
+/* ---- backward: activation grads start at zero every pass, lazily ---------- */
+/* Two toy ops: y = 2x, adding into dx (the default: the tape zeroes dx first),
+ * and z = 3x, which writes dx whole when nothing wrote it yet (own_grads). */
+static void double_backward(tg_ctx *ctx, const tg_node *n) {
+    (void)ctx;
+    tg_tensor *x = n->in[0];
+    for (int64_t i = 0; i < x->numel; i++) x->grad[i] += 2 * n->out->grad[i];
+}
+static tg_tensor *op_double(tg_ctx *ctx, tg_tensor *x) {
+    tg_tensor *y = tg_new_like(ctx, x);
+    for (int64_t i = 0; i < x->numel; i++) y->data[i] = 2 * x->data[i];
+    tg_record(ctx, "double", double_backward, y, 1, (tg_tensor *[]){x}, 0);
+    return y;
+}
+static void triple_backward(tg_ctx *ctx, const tg_node *n) {
+    (void)ctx;
+    tg_tensor *x = n->in[0];
+    if (!x->grad) return;
+    int first = tg_grad_first(x);
+    for (int64_t i = 0; i < x->numel; i++) x->grad[i] = (first ? 0 : x->grad[i]) + 3 * n->out->grad[i];
+}
+static tg_tensor *op_triple(tg_ctx *ctx, tg_tensor *x) {
+    tg_tensor *y = tg_new_like(ctx, x);
+    for (int64_t i = 0; i < x->numel; i++) y->data[i] = 3 * x->data[i];
+    tg_node *n = tg_record(ctx, "triple", triple_backward, y, 1, (tg_tensor *[]){x}, 0);
+    if (n) n->own_grads = 1;
+    return y;
+}
+/* out = a + b elementwise, adding into both (default) */
+static void sum2_backward(tg_ctx *ctx, const tg_node *n) {
+    (void)ctx;
+    for (int j = 0; j < 2; j++)
+        for (int64_t i = 0; i < n->out->numel; i++) n->in[j]->grad[i] += n->out->grad[i];
+}
+static tg_tensor *op_sum2(tg_ctx *ctx, tg_tensor *a, tg_tensor *b) {
+    tg_tensor *y = tg_new_like(ctx, a);
+    for (int64_t i = 0; i < a->numel; i++) y->data[i] = a->data[i] + b->data[i];
+    tg_record(ctx, "sum2", sum2_backward, y, 2, (tg_tensor *[]){a, b}, 0);
+    return y;
+}
+
+static void test_backward_lazy_zeroing(void **s) {
+    (void)s;
+    tg_params P;
+    tg_params_init(&P);
+    tg_tensor *w = tg_param(&P, "w", 1, (int[]){3});
+    tg_params_alloc(&P);
+    for (int i = 0; i < 3; i++) w->data[i] = (float)(i + 1);
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    /* h = 2w; out = 3h + 2h + 2(3h) (h used three times, by both kinds of op);
+     * dead = 3h is never used: its grad is nobody's, and reads as 0 */
+    tg_tensor *h = op_double(&ctx, w);
+    tg_tensor *t = op_triple(&ctx, h);
+    tg_tensor *out = op_sum2(&ctx, op_sum2(&ctx, t, op_double(&ctx, h)), op_double(&ctx, op_triple(&ctx, h)));
+    tg_tensor *dead = op_triple(&ctx, h);
+    (void)dead;
+    const float seed[3] = {1, 10, 100};
+    float first[3], first_t[3];
+    for (int pass = 0; pass < 2; pass++) {
+        /* garbage where the grads live: nothing may read it as a value */
+        for (int i = 0; i < ctx.n_nodes; i++)
+            if (ctx.nodes[i].out->grad) memset(ctx.nodes[i].out->grad, 0x7f, (size_t)ctx.nodes[i].out->numel * 4);
+        tg_backward_seed(&ctx, out, seed);
+        for (int i = 0; i < 3; i++) {
+            /* d out / d h = 3 + 2 + 6 = 11; d out / d t = 1 */
+            assert_float_equal(h->grad[i], 11 * seed[i], 0);
+            assert_float_equal(t->grad[i], seed[i], 0);
+            /* param grads accumulate over the passes: d out / d w = 22 */
+            assert_float_equal(w->grad[i], 22 * seed[i] * (pass + 1), 0);
+        }
+        if (pass == 0) {
+            memcpy(first, h->grad, sizeof first);
+            memcpy(first_t, t->grad, sizeof first_t);
+        } else {   /* the same activation grads again */
+            assert_memory_equal(first, h->grad, sizeof first);
+            assert_memory_equal(first_t, t->grad, sizeof first_t);
+        }
+    }
+    tg_ctx_free(&ctx);
+    tg_params_free(&P);
+}
+
 static void test_rng_reference(void **s) {
     (void)s;
     tg_rng r;
@@ -121,6 +204,7 @@ int main(void) {
         cmocka_unit_test(test_bad_tensors_error),
         cmocka_unit_test(test_arena_reuse),
         cmocka_unit_test(test_params_flat),
+        cmocka_unit_test(test_backward_lazy_zeroing),
         cmocka_unit_test(test_rng_reference),
         cmocka_unit_test(test_rng_normal_moments),
     };

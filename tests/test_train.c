@@ -4,7 +4,9 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <cmocka.h>
 #include <cblas.h>
 #include <omp.h>
@@ -117,6 +119,55 @@ static void test_no_allocation_threaded(void **s) {
     omp_set_num_threads(1);
 }
 
+/* Backward twice on one tape: the same activation grads, bit for bit (each
+ * pass starts them from zero, written lazily by the ops); parameter grads
+ * accumulate (twice the first pass's, within rounding). Both attention ops,
+ * learned head scales (every input of attention has a grad). */
+static void test_backward_twice(void **s) {
+    (void)s;
+    for (int attn = 0; attn < 2; attn++) {
+        model m;
+        model_cfg mc = {.vocab = 32, .seq_len = 12, .d_model = 32, .heads = 2, .d_head = 16, .layers = 2,
+                        .scale_mode = SCALE_LEARNED, .init = INIT_FANIN, .attn = attn};
+        model_init(&m, &mc, 7);
+        tg_ctx ctx;
+        tg_ctx_init(&ctx, 0);
+        task_cfg task = {.kind = TASK_RECALL, .vocab = 32, .seq_len = 12, .keys = 4, .values = 4};
+        tg_rng rng;
+        tg_rng_seed(&rng, 7, 1);
+        int tokens[4 * 12], targets[4 * 12];
+        task_batch(&task, &rng, 4, tokens, targets);
+        tg_tensor *loss = model_forward(&m, &ctx, tokens, targets, 4, 0);
+        tg_params_zero_grad(&m.P);
+        tg_backward(&ctx, loss);
+        size_t total = 0;
+        for (int i = 0; i < ctx.n_nodes; i++) total += (size_t)ctx.nodes[i].out->numel;
+        float *acts = malloc(total * sizeof(float)), *pg = malloc(m.P.numel * sizeof(float));
+        size_t at = 0;
+        for (int i = 0; i < ctx.n_nodes; i++, at += (size_t)ctx.nodes[i - 1].out->numel)
+            memcpy(acts + at, ctx.nodes[i].out->grad, (size_t)ctx.nodes[i].out->numel * sizeof(float));
+        memcpy(pg, m.P.grad, m.P.numel * sizeof(float));
+        tg_backward(&ctx, loss);
+        at = 0;
+        for (int i = 0; i < ctx.n_nodes; i++) {
+            const tg_tensor *o = ctx.nodes[i].out;
+            if (memcmp(acts + at, o->grad, (size_t)o->numel * sizeof(float)))
+                fail_msg("attn %d: node %d (%s): its output's grad differs in the second pass", attn, i,
+                         ctx.nodes[i].op);
+            at += (size_t)o->numel;
+        }
+        /* accumulated: twice the first pass's, up to float rounding of the sums */
+        float gmax = 0;
+        for (size_t i = 0; i < m.P.numel; i++) gmax = fabsf(pg[i]) > gmax ? fabsf(pg[i]) : gmax;
+        assert_true(gmax > 0);
+        for (size_t i = 0; i < m.P.numel; i++) assert_float_equal(m.P.grad[i], 2 * pg[i], 1e-6 * gmax);
+        free(acts);
+        free(pg);
+        tg_ctx_free(&ctx);
+        model_free(&m);
+    }
+}
+
 /* One-layer model, associative recall: from ln(values) = 1.39 nats to well
  * below half of it in 300 steps. */
 static void test_end_to_end_learns(void **s) {
@@ -141,6 +192,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_allocation_after_first_step),
         cmocka_unit_test(test_no_allocation_threaded),
+        cmocka_unit_test(test_backward_twice),
         cmocka_unit_test(test_end_to_end_learns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -214,6 +214,27 @@ static void test_grad_grid(void **s) {
             }
 }
 
+/* T >= 2·d: the op transposes K (and V in backward) and runs Q Kᵀ and dO Vᵀ
+ * on libxsmm (ops/attention.c, transpose_first); the cases above (T 5, d 4)
+ * take the other path. */
+static void test_grad_long_rows(void **s) {
+    (void)s;
+    for (int causal = 0; causal < 2; causal++) {
+        tg_params P;
+        tg_params_init(&P);
+        attn_case c = { .scale = 0.7f, .causal = causal };
+        c.q = tg_param(&P, "q", 4, (int[]){2, 9, 2, 2});
+        c.k = tg_param(&P, "k", 4, (int[]){2, 9, 2, 2});
+        c.v = tg_param(&P, "v", 4, (int[]){2, 9, 2, 2});
+        c.hs = tg_param(&P, "head_scale", 1, (int[]){2});
+        tg_params_alloc(&P);
+        tg_test_fill(&P, 70 + (uint64_t)causal, 0.7f);
+        assert_int_equal(tg_gradcheck(causal ? "attention T=9 d=2 causal" : "attention T=9 d=2", &P, f_attn, &c, NULL),
+                         0);
+        tg_params_free(&P);
+    }
+}
+
 /* Self-attention on one tensor: q, k and v's three contributions must add. */
 static tg_tensor *f_self(tg_ctx *ctx, void *u) {
     attn_case *c = u;
@@ -445,6 +466,7 @@ int main(void) {
         cmocka_unit_test(test_worked_example),
         cmocka_unit_test(test_matches_composed),
         cmocka_unit_test(test_grad_grid),
+        cmocka_unit_test(test_grad_long_rows),
         cmocka_unit_test(test_grad_shared_input),
         cmocka_unit_test(test_grad_partial),
         cmocka_unit_test(test_stats_match_probs),

@@ -2,7 +2,9 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <cmocka.h>
 
 #include "gradcheck.h"
@@ -57,6 +59,49 @@ static void test_values(void **s) {
     tg_ctx_free(&ctx);
 }
 
+/* Tall products (2·600 rows, over tg_matmul's TRANSPOSE_MIN_ROWS): dA = dC·Bᵀ
+ * runs with Bᵀ made first; a gradient check of that size costs too much, so
+ * against a double loop. The rows also fold two batches over a shared b. */
+static void test_tall_backward(void **s) {
+    (void)s;
+    enum { NB = 2, R = 600, K = 24, N = 40 };
+    tg_params P;
+    tg_params_init(&P);
+    tg_tensor *a = tg_param(&P, "a", 3, (int[]){NB, R, K}), *b = tg_param(&P, "b", 2, (int[]){K, N});
+    tg_params_alloc(&P);
+    tg_test_fill(&P, 31, 1.0f);
+    float *dc = malloc(sizeof(float) * NB * R * N);
+    tg_rng r;
+    tg_rng_seed(&r, 32, 1);
+    tg_fill_normal(&r, dc, NB * R * N, 0.0f, 1.0f);
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    tg_tensor *x = tg_scale(&ctx, a, 1.0f);   /* an activation: its grad is written, not added to */
+    tg_backward_seed(&ctx, tg_matmul(&ctx, x, b, 0, 0), dc);
+    for (int i = 0; i < NB * R; i++)
+        for (int k = 0; k < K; k++) {
+            double want = 0, mag = 0;
+            for (int j = 0; j < N; j++) {
+                want += (double)dc[i * N + j] * b->data[k * N + j];
+                mag += fabs((double)dc[i * N + j] * b->data[k * N + j]);
+            }
+            assert_float_equal(x->grad[i * K + k], want, (N + 2) * 0x1p-23 * mag + 1e-30);
+            assert_float_equal(a->grad[i * K + k], want, (N + 2) * 0x1p-23 * mag + 1e-30);
+        }
+    for (int k = 0; k < K; k++)
+        for (int j = 0; j < N; j++) {
+            double want = 0, mag = 0;
+            for (int i = 0; i < NB * R; i++) {
+                want += (double)a->data[i * K + k] * dc[i * N + j];
+                mag += fabs((double)a->data[i * K + k] * dc[i * N + j]);
+            }
+            assert_float_equal(b->grad[k * N + j], want, (NB * R + 2) * 0x1p-23 * mag + 1e-30);
+        }
+    free(dc);
+    tg_ctx_free(&ctx);
+    tg_params_free(&P);
+}
+
 static void test_shape_errors(void **s) {
     (void)s;
     tg_ctx ctx;
@@ -76,6 +121,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_grad_all_variants),
+        cmocka_unit_test(test_tall_backward),
         cmocka_unit_test(test_shape_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

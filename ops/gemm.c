@@ -1,0 +1,169 @@
+#include "gemm.h"
+
+#include <cblas.h>
+#include <libxsmm.h>
+
+#include "parallel.h"
+
+#define TILE TG_GEMM_TILE
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+/* libxsmm's AVX kernels return with the vector registers' upper halves in
+ * use; code after them (glibc's exp in cross-entropy) then ran 3-4x slower
+ * (measured: cross-entropy from 4% to 13% of a `small` step). vzeroupper
+ * after a run of kernels costs nothing measurable. */
+static void clean_upper(const tg_gemm_plan *p) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (p->avx) __asm__ volatile("vzeroupper");
+#else
+    (void)p;
+#endif
+}
+
+/* Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: libxsmm's a is
+ * our B as stored (never transposed here), its b our A (TRANS_B when ta). */
+static tg_gemm_kernel dispatch(const tg_gemm_plan *p, int rows, int cols, int k, float beta) {
+    const float one = 1.0f;
+    const libxsmm_blasint lda = p->ldb, ldb = p->lda, ldc = p->ldc;
+    const int flags = (p->ta ? LIBXSMM_GEMM_FLAG_TRANS_B : 0) | (beta == 0.0f ? LIBXSMM_GEMM_FLAG_BETA_0 : 0);
+    const int prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
+    return libxsmm_smmdispatch(cols, rows, k, &lda, &ldb, &ldc, &one, &beta, &flags, &prefetch);
+}
+
+/* One kernel per kind of tile and K chunk the product has. */
+static int dispatch_all(tg_gemm_plan *p) {
+    int last_rows = p->M - (p->mt - 1) * TILE, last_cols = p->N - (p->nt - 1) * TILE;
+    int last_k = p->K - (p->nkc - 1) * p->kc;
+    for (int r = p->mt > 1 ? 0 : 1; r < 2; r++)
+        for (int c = p->nt > 1 ? 0 : 1; c < 2; c++)
+            for (int kk = 0; kk < (p->nkc > 2 ? 3 : p->nkc); kk++) {
+                /* chunk kinds: the first, a middle one, the last (the first is the last when nkc = 1) */
+                int last = kk == (p->nkc > 2 ? 2 : p->nkc - 1), rest = kk > 0;
+                tg_gemm_kernel f = dispatch(p, r ? last_rows : TILE, c ? last_cols : TILE,
+                                            last ? last_k : p->kc, rest ? 1.0f : p->beta);
+                if (!f) return 0;
+                p->fn[r][c][last][rest] = f;
+            }
+    return 1;
+}
+
+void tg_gemm_plan_init(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
+                       float beta, int ldc) {
+    *p = (tg_gemm_plan){ .ta = !!ta, .tb = !!tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc,
+                         .alpha = alpha, .beta = beta };
+    if (ta ? (int64_t)M * N <= TG_GEMM_XSMM_MAX_MN_TA : N <= TG_GEMM_XSMM_MAX_N) tg_gemm_plan_xsmm(p);
+}
+
+int tg_gemm_plan_xsmm(tg_gemm_plan *p) {
+    if (p->tb || p->alpha != 1.0f || (p->beta != 0.0f && p->beta != 1.0f)) return 0;
+    p->nkc = (p->K + TG_GEMM_KCHUNK - 1) / TG_GEMM_KCHUNK;
+    p->kc = (p->K + p->nkc - 1) / p->nkc;   /* equal chunks but the last */
+    p->nkc = (p->K + p->kc - 1) / p->kc;
+    p->mt = (p->M + TILE - 1) / TILE;
+    p->nt = (p->N + TILE - 1) / TILE;
+    p->xsmm = dispatch_all(p);
+    p->avx = libxsmm_get_target_archid() >= LIBXSMM_X86_AVX;
+    return p->xsmm;
+}
+
+/* Tile t (row-major order over C's tiles) over the whole K. */
+static void run_tile(const tg_gemm_plan *p, const float *A, const float *B, float *C, int t) {
+    int i = t / p->nt, j = t % p->nt, r = i == p->mt - 1, c = j == p->nt - 1;
+    int64_t r0 = (int64_t)i * TILE, c0 = (int64_t)j * TILE;
+    float *Ct = C + r0 * p->ldc + c0;
+    for (int kk = 0; kk < p->nkc; kk++) {
+        int64_t k0 = (int64_t)kk * p->kc;
+        const float *At = p->ta ? A + k0 * p->lda + r0 : A + r0 * p->lda + k0;
+        p->fn[r][c][kk == p->nkc - 1][kk > 0](B + k0 * p->ldb + c0, At, Ct);
+    }
+}
+
+static void blas(const tg_gemm_plan *p, int M, int N, const float *A, const float *B, float *C) {
+    cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans, p->tb ? CblasTrans : CblasNoTrans, M, N, p->K,
+                p->alpha, A, p->lda, B, p->ldb, p->beta, C, p->ldc);
+}
+
+void tg_gemm_run(const tg_gemm_plan *p, const float *A, const float *B, float *C) {
+    if (!p->xsmm) {
+        blas(p, p->M, p->N, A, B, C);
+        return;
+    }
+    for (int t = 0; t < p->mt * p->nt; t++) run_tile(p, A, B, C, t);
+    clean_upper(p);
+}
+
+void tg_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+             float beta, float *C, int ldc) {
+    tg_gemm_plan p;
+    tg_gemm_plan_init(&p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc);
+    tg_gemm_run(&p, A, B, C);
+}
+
+/* Split over threads. libxsmm: one item a tile. OpenBLAS: blocks of
+ * TG_GEMM_BLAS_BLOCK of C's rows or columns (whichever is longer), each a
+ * single-threaded call: OpenBLAS's own threaded sgemm mallocs a job array on
+ * every call, and a step must not allocate. The blocks do not depend on the
+ * thread count: OpenBLAS's result for an element can depend on the shape of
+ * the call (measured: its Haswell kernels, 512×64×256 with B transposed, as
+ * one call or as two of 256 rows), so the split must not. */
+typedef struct {
+    const tg_gemm_plan *p;
+    const float *A, *B;
+    float *C;
+    int by_rows, chunk;
+} gemm_job;
+
+static void tile_item(void *arg, int t, int thread) {
+    (void)thread;
+    const gemm_job *g = arg;
+    run_tile(g->p, g->A, g->B, g->C, t);
+    clean_upper(g->p);
+}
+
+static void blas_item(void *arg, int i, int thread) {
+    (void)thread;
+    const gemm_job *g = arg;
+    const tg_gemm_plan *p = g->p;
+    int len = g->by_rows ? p->M : p->N, lo = i * g->chunk, n = min_int(len - lo, g->chunk);
+    if (n <= 0) return;
+    if (g->by_rows)   /* rows lo.. of op(A) and C */
+        blas(p, n, p->N, g->A + (p->ta ? lo : (int64_t)lo * p->lda), g->B, g->C + (int64_t)lo * p->ldc);
+    else              /* columns lo.. of op(B) and C */
+        blas(p, p->M, n, g->A, g->B + (p->tb ? (int64_t)lo * p->ldb : lo), g->C + lo);
+}
+
+void tg_gemm_run_threads(const tg_gemm_plan *p, const float *A, const float *B, float *C) {
+    gemm_job g = { p, A, B, C, p->M >= p->N, 0 };
+    int64_t work = (int64_t)p->M * p->N * p->K;
+    if (p->xsmm) {
+        tg_parallel_for(p->mt * p->nt, work, tile_item, &g);
+        return;
+    }
+    int len = g.by_rows ? p->M : p->N;
+    g.chunk = TG_GEMM_BLAS_BLOCK;
+    int blas_threads = tg_blas_serial_begin();
+    tg_parallel_for((len + g.chunk - 1) / g.chunk, work, blas_item, &g);
+    tg_blas_serial_end(blas_threads);
+}
+
+void tg_gemm_threads(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                     int ldb, float beta, float *C, int ldc) {
+    tg_gemm_plan p;
+    tg_gemm_plan_init(&p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc);
+    tg_gemm_run_threads(&p, A, B, C);
+}
+
+void tg_transpose(const float *X, int ld, int rows, int cols, float *Y) {
+    enum { BLK = 16 };   /* 16×16 blocks: both sides stay in cache lines */
+    for (int r0 = 0; r0 < rows; r0 += BLK)
+        for (int c0 = 0; c0 < cols; c0 += BLK) {
+            int r1 = min_int(r0 + BLK, rows), c1 = min_int(c0 + BLK, cols);
+            for (int c = c0; c < c1; c++)
+                for (int r = r0; r < r1; r++) Y[(int64_t)c * rows + r] = X[(int64_t)r * ld + c];
+        }
+}
+
+const char *tg_gemm_backend(const tg_gemm_plan *p) { return p->xsmm ? "libxsmm" : "openblas"; }
+
+const char *tg_gemm_target(void) { return libxsmm_get_target_arch(); }
