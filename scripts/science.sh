@@ -99,6 +99,9 @@ sweep_grid() {
 }
 # the machine and kernel the runs used: the CPU, the logs' distinct `# blas=` lines, the runs' seconds
 run_env() {
+    run_env_lines >"$dir/run.txt"; cat "$dir/run.txt"
+}
+run_env_lines() {
     echo "== $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores; kernel of the runs: $(cat "$dir"/runs/*.tsv |
         sed -n 's/^# blas=//p' | sort | uniq -c | sed 's/^ *\([0-9]*\) /\1 runs: /' | paste -sd';')"
     awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^seconds=/) { s = substr($i, 9) + 0; t += s; n++; if (s > m) m = s } }
@@ -178,7 +181,7 @@ map_tables() {
     column -t -s$'\t' "$dir/band.tsv"
     echo
     run_env
-    publish summary.tsv aggregate.tsv cells.tsv band.tsv
+    publish summary.tsv aggregate.tsv cells.tsv band.tsv run.txt
 }
 
 # log2 c axis ticks at the grid's values, named 1/16 ... 16
@@ -316,7 +319,7 @@ learned_tables() {
     column -t -s$'\t' "$dir/cells.tsv"
     echo
     run_env
-    publish summary.tsv aggregate.tsv runs.tsv cells.tsv
+    publish summary.tsv aggregate.tsv runs.tsv cells.tsv run.txt
 }
 
 # per head size: rows = starts (--inits), for each --scale-lrs value two panels: every head's multiplier
@@ -432,9 +435,9 @@ torch_tables() {
     column -t -s$'\t' "$dir/ranges.tsv"
     echo
     run_env
-    echo "== PyTorch: OPENBLAS_CORETYPE=$(env -u OPENBLAS_CORETYPE "$top/build/experiments/blas_info" --best-core), OpenBLAS core $(cat "$dir/torch/core")"
-    awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^seconds=/) { t += substr($i, 9); n++ } } END { if (n) printf "== PyTorch: %d runs took %.0f s of training\n", n, t }' "$dir"/torch/*.done
-    publish summary.tsv ranges.tsv summarize.txt
+    echo "== PyTorch: OPENBLAS_CORETYPE=$(env -u OPENBLAS_CORETYPE "$top/build/experiments/blas_info" --best-core), OpenBLAS core $(cat "$dir/torch/core")" | tee -a "$dir/run.txt"
+    awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^seconds=/) { t += substr($i, 9); n++ } } END { if (n) printf "== PyTorch: %d runs took %.0f s of training\n", n, t }' "$dir"/torch/*.done | tee -a "$dir/run.txt"
+    publish summary.tsv ranges.tsv summarize.txt run.txt
 }
 
 torch_figures() {
@@ -503,7 +506,7 @@ maps_figures() {
     column -t -s$'\t' "$dir/top-key.tsv"
     echo
     run_env
-    publish summary-none.tsv summary-sqrt.tsv summary-heads.tsv top-key.tsv
+    publish summary-none.tsv summary-sqrt.tsv summary-heads.tsv top-key.tsv run.txt
 }
 
 "${grid}_grid"
