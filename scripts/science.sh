@@ -1,389 +1,515 @@
 #!/usr/bin/env bash
 # How far off may the attention scale be, and can a model learn it back? The
-# grids, figures and tables of issue 11, each one command:
+# grids, figures and tables of issue 11, each one command. The attn_scale runs
+# of every grid go through the sweep tool (scripts/sweep plan, run --engine
+# local, collect: checkpoints, resumes, validates each run, writes
+# DIR/summary.tsv and DIR/aggregate.tsv); the tables and figures here are
+# computed from those and from the logs in DIR/runs/.
 #   scripts/science.sh map      temperature map: --scale mult c for each c of --mults and c = sqrt(d_head)
 #                               (the `none` cell), each head size of --dheads, AdamW; and the --sgd-dheads
-#                               rows with SGD (lr 0.3 -> 0.01, as scripts/sweep.sh). Heatmaps of the final
-#                               loss and of the entropy at 10% of the steps, final loss against c, the band table.
-#   scripts/science.sh learned  the learned per-head scale (--learned-param of each of --forms, started at
-#                               each of --inits) at each of --dheads: the multiplier against the step per head
-#                               next to the loss, and when the multiplier enters the map's band.
-#   scripts/science.sh torch    tapegrad (build/experiments/attn_scale) and PyTorch (scripts/torch_attn_scale.py),
-#                               none and sqrt: the loss curves on one figure and the ranges side by side.
+#                               rows with SGD (lr 0.3 -> 0.01, as the dhead preset). Heatmaps of the final
+#                               loss and of the entropy at 10% of the steps, final loss against c, the band.
+#   scripts/science.sh learned  the learned per-head scale: --learned-param of each of --forms, started at each
+#                               of --inits, at each --scale-lr of --scale-lrs, at each of --dheads: the
+#                               multiplier per head against the step next to the loss, whether the run reaches
+#                               the scaled loss, and when the multiplier enters the map's band.
+#   scripts/science.sh torch    tapegrad (through the sweep) and PyTorch (scripts/torch_attn_scale.py, its own
+#                               loop: the sweep runs attn_scale only), none and sqrt: the loss curves on one
+#                               figure and the ranges side by side.
 #   scripts/science.sh maps     attention maps of none and sqrt on the probe at steps 0, 10% and the end.
 # options: --seeds "1 2 3"  --steps 600  --dheads "8 32 128"  --mults "0.0625 0.125 0.25 0.5 1 2 4 8 16"
-#          --sgd-dheads "128" ("" for none)  --forms "log"  --inits "none sqrt"  --scale-lr LR (learned; 0: --lr)
-#          --band LO,HI (learned: the band in c; default: from the map's results in the same --out)
-#          --reach NATS (map: 0.05)  --out DIR (runs/; each grid in DIR/science-<grid>/)
-#          --figures DIR (default: that folder)  --jobs N
-# A run whose log is complete for the same flags is not run again, so a grid can be stopped and restarted.
-# "Reaches the scaled loss": final loss (mean of the last 10% of logged steps, as scripts/summarize.sh) at
-# most L1 + 0.05 nats (--reach NATS), L1 the c = 1 run's final loss at the same optimizer, head size and
-# seed; the band: the c of the grid, contiguous around c = 1, where every seed reaches it.
+#          --sgd-dheads "128" ("" for none)  --forms "log linear"  --inits "none sqrt"
+#          --scale-lrs "0 0.03" (learned; 0: the model's --lr)  --band LO,HI (learned; default: the map's band
+#          from the same --out)  --reach NATS (0.05)  --out DIR (runs/; each grid in DIR/science-<grid>/)
+#          --figures DIR (default: the grid's folder; names science-*.png)  --tables DIR (also copy the small
+#          tables there as science-<grid>-*.tsv)  --jobs N (runs at a time, one thread each)
+# A grid stopped and started again finishes what is missing (the sweep tool). The grid's settings are fixed
+# once planned: other --steps for the same runs need another --out.
+# "Reaches the scaled loss": final loss (mean of the last 10% of logged steps, scripts/logstats.awk) at most
+# L1 + 0.05 nats (--reach NATS), L1 the c = 1 run's final loss at the same optimizer, head size and seed; the
+# band: the c of the grid, contiguous around c = 1, where every seed reaches it.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+sweep="$top/scripts/sweep"
+usage() { sed -n '2,/^set -e/p' "${BASH_SOURCE[0]}" | sed '/^set -e/d; s/^# \{0,1\}//' >&2; exit 2; }
+die() { echo "scripts/science.sh: $*" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 grid=$1; shift
 case "$grid" in map|learned|torch|maps) ;; *) usage ;; esac
 seeds="1 2 3"; steps=600; dheads=""; mults="0.0625 0.125 0.25 0.5 1 2 4 8 16"; sgd_dheads="128"
-forms="log"; inits="none sqrt"; scale_lr=0; band=""; reach=0.05; out="$top/runs"; figures=""; jobs=$(nproc)
+forms="log linear"; inits="none sqrt"; scale_lrs="0 0.03"; band=""; reach=0.05; out="$top/runs"
+figures=""; tables=""; jobs=$(nproc)
 while [ $# -gt 0 ]; do
     [ $# -ge 2 ] || usage
     case "$1" in
         --seeds) seeds=$2 ;; --steps) steps=$2 ;; --dheads) dheads=$2 ;; --mults) mults=$2 ;;
-        --sgd-dheads) sgd_dheads=$2 ;; --forms) forms=$2 ;; --inits) inits=$2 ;; --scale-lr) scale_lr=$2 ;;
-        --band) band=$2 ;; --reach) reach=$2 ;; --out) out=$2 ;; --figures) figures=$2 ;; --jobs) jobs=$2 ;;
+        --sgd-dheads) sgd_dheads=$2 ;; --forms) forms=$2 ;; --inits) inits=$2 ;; --scale-lrs) scale_lrs=$2 ;;
+        --band) band=$2 ;; --reach) reach=$2 ;; --out) out=$2 ;; --figures) figures=$2 ;; --tables) tables=$2 ;;
+        --jobs) jobs=$2 ;;
         *) echo "scripts/science.sh: unknown option '$1'" >&2; usage ;;
     esac
     shift 2
 done
 if [ -z "$dheads" ]; then case "$grid" in map) dheads="8 32 128" ;; learned) dheads="128 32" ;; *) dheads="128" ;; esac; fi
-num() { [[ "$2" =~ ^[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?$ ]] || { echo "scripts/science.sh: $1 '$2' is not a number" >&2; exit 2; }; }
-for s in $seeds; do [[ "$s" =~ ^[0-9]+$ ]] || { echo "scripts/science.sh: seed '$s' is not a whole number" >&2; exit 2; }; done
-for d in $dheads $sgd_dheads; do [[ "$d" =~ ^[1-9][0-9]*$ ]] || { echo "scripts/science.sh: head size '$d' is not a positive number" >&2; exit 2; }; done
+num() { [[ "$2" =~ ^[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?$ ]] || die "$1 '$2' is not a number"; }
+for s in $seeds; do [[ "$s" =~ ^[0-9]+$ ]] || die "seed '$s' is not a whole number"; done
+for d in $dheads $sgd_dheads; do [[ "$d" =~ ^[1-9][0-9]*$ ]] || die "head size '$d' is not a positive number"; done
 for c in $mults; do num "--mults value" "$c"; done
-num --scale-lr "$scale_lr"
+for c in $scale_lrs; do num "--scale-lrs value" "$c"; done
 num --reach "$reach"
-[[ "$steps" =~ ^[1-9][0-9]*$ ]] || { echo "scripts/science.sh: --steps '$steps' is not a positive number" >&2; exit 2; }
-[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "scripts/science.sh: --jobs '$jobs' is not a positive number" >&2; exit 2; }
-[ -z "$band" ] || [[ "$band" =~ ^[0-9.eE+-]+,[0-9.eE+-]+$ ]] || { echo "scripts/science.sh: --band '$band': LO,HI" >&2; exit 2; }
-for f in $forms; do case $f in log|linear) ;; *) echo "scripts/science.sh: --forms: '$f' is not log or linear" >&2; exit 2 ;; esac; done
-for i in $inits; do case $i in none|sqrt) ;; *) echo "scripts/science.sh: --inits: '$i' is not none or sqrt" >&2; exit 2 ;; esac; done
+[[ "$steps" =~ ^[1-9][0-9]*$ ]] || die "--steps '$steps' is not a positive number"
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || die "--jobs '$jobs' is not a positive number"
+[ -z "$band" ] || [[ "$band" =~ ^[0-9.eE+-]+,[0-9.eE+-]+$ ]] || die "--band '$band': LO,HI"
+for f in $forms; do case $f in log|linear) ;; *) die "--forms: '$f' is not log or linear" ;; esac; done
+for i in $inits; do case $i in none|sqrt) ;; *) die "--inits: '$i' is not none or sqrt" ;; esac; done
+[ -n "$seeds" ] && [ -n "$dheads" ] || die "--seeds and --dheads need a value"
 bin="$top/build/experiments/attn_scale"
-[ -x "$bin" ] || { echo "scripts/science.sh: $bin is missing: run scripts/test.sh first" >&2; exit 2; }
+[ -x "$bin" ] || die "$bin is missing: run scripts/test.sh first"
 . "$top/scripts/setup.sh"
-tg_need "${TG_PLOT_PACKAGES[@]}"
+tg_need "${TG_PLOT_PACKAGES[@]}" "${TG_SWEEP_PACKAGES[@]}"
 [ "$grid" = torch ] && tg_need "${TG_TORCH_PACKAGES[@]}"
 dir="$out/science-$grid"
 figs=${figures:-$dir}
 mkdir -p "$dir" "$figs"
+dir=$(cd "$dir" && pwd)
 warmup=$(( steps < 50 ? steps : 50 ))
-common="--steps $steps --warmup $warmup --threads 1"
+list() { echo $* | tr ' ' ','; }   # "1 2 3" -> 1,2,3 (a grid's values)
 sqrt_of() { awk -v d="$1" 'BEGIN { printf "%.17g", sqrt(d) }'; }
+# "c k" prints c as a fraction or integer when it is a power of 2 (1/16 ... 16), else with 3 digits
+tex_c='function cname(c,   l, r) { l = log(c) / log(2); r = sprintf("%.0f", l) + 0
+    if ((l - r)^2 < 1e-12) return r >= 0 ? sprintf("%d", 2^r) : sprintf("1/%d", 2^-r); return sprintf("%.3g", c) }'
 
-# ---- running: one line per run, "label|program|flags" -----------------------------
-runs=()
-add() { runs+=("$1|$2|$3"); }
-run_all() {
-    local todo=() r label prog flags
-    for r in "${runs[@]}"; do
-        IFS='|' read -r label prog flags <<<"$r"
-        # done already: the summary line printed by a run with these very flags
-        if [ -f "$dir/$label.flags" ] && [ "$(cat "$dir/$label.flags")" = "$prog $flags" ] &&
-            grep -q 'final_loss=' "$dir/$label.out" 2>/dev/null; then continue; fi
-        printf '%s\n' "$prog $flags" >"$dir/$label.flags"
-        todo+=("$r")
-    done
-    echo "science $grid: ${#runs[@]} runs, ${#todo[@]} to run, $jobs at a time, in $dir" >&2
-    [ ${#todo[@]} -eq 0 ] && return 0
-    local start=$SECONDS
-    if ! printf '%s\n' "${todo[@]}" | xargs -P "$jobs" -d '\n' -n 1 bash -c '
-            IFS="|" read -r label prog flags <<<"$4"
-            case $prog in
-                attn_scale) cmd=("$1" --overwrite) ;;   # a rerun replaces the log of a failed or changed run
-                torch) cmd=(/usr/bin/python3 "$3/scripts/torch_attn_scale.py") ;;
-            esac
-            "${cmd[@]}" $flags --log "$2/$label.tsv" >"$2/$label.out" 2>"$2/$label.err" ||
-                { echo "scripts/science.sh: $label failed: $(tail -1 "$2/$label.err")" >&2; rm -f "$2/$label.flags"; exit 1; }' \
-            _ "$bin" "$dir" "$top"; then
-        echo "scripts/science.sh: a run failed" >&2
-        exit 1
+# ---- running: through the sweep tool ------------------------------------------------
+# sweep_grid PLAN-OPTIONS...: plan (the grid's runs, --steps, the warm-up), run what is missing,
+# record the wall time, collect summary.tsv and aggregate.tsv (its brief table in collect.txt)
+sweep_grid() {
+    local label=$grid; [ "$grid" = torch ] && label="torch (tapegrad)"
+    "$sweep" plan "$dir" "$@" --set steps="$steps" --set warmup="$warmup"
+    local all done_before t0=$SECONDS load
+    all=$(wc -l <"$dir/manifest.tsv")
+    done_before=$("$sweep" status "$dir" 2>&1 | sed -n 's/.*: \([0-9]*\) done,.*/\1/p')
+    load=$(cut -d' ' -f1-3 /proc/loadavg)
+    "$sweep" run "$dir" --engine local -j "$jobs" --threads 1
+    if [ "$done_before" -lt "$all" ]; then
+        printf '%s\t%s\t%d runs of %d\t%d s wall\t%d at a time, 1 thread each\tload average before %s, after %s\n' \
+            "$(date -u +%FT%TZ)" "$label" $((all - done_before)) "$all" $((SECONDS - t0)) "$jobs" "$load" \
+            "$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$dir/walltime.tsv" >&2
     fi
-    echo "science $grid: ${#todo[@]} runs in $((SECONDS - start)) s" >&2
+    "$sweep" collect "$dir" >"$dir/collect.txt"
 }
-logs_of() { local r; for r in "${runs[@]}"; do echo "$dir/${r%%|*}.tsv"; done; }
-
-# final loss and entropy at 10% (as scripts/summarize.sh) of each log, with its settings:
-# optim d_head c none(1/0: the extra cell c = sqrt(d_head), label _cnone_) seed final ent10 file
-run_table() {
-    awk -F'\t' '
-    function flush(   k, i, fl, c) {
-        if (!file) return
-        k = int((nrow + 9) / 10); fl = 0
-        for (i = nrow - k + 1; i <= nrow; i++) fl += loss[i]
-        c = cfg["scale"] == "mult" ? cfg["scale_mult"] : cfg["scale"] == "none" ? sqrt(cfg["d_head"]) : 1
-        printf "%s\t%s\t%.6g\t%d\t%s\t%.6f\t%.4f\t%s\n", cfg["optim"], cfg["d_head"], c,
-            file ~ /_cnone_/, cfg["seed"], fl / k, e10, file
-    }
-    FNR == 1 { flush(); file = FILENAME; nrow = 0; hdr = 0; delete cfg; e10 = -1 }
-    /^# / { split(substr($0, 3), kv, "="); cfg[kv[1]] = kv[2]; next }
-    !hdr { hdr = 1; next }
-    { nrow++; loss[nrow] = $2; if (e10 < 0 && $1 + 0 >= cfg["steps"] / 10) e10 = $3 / cfg["ref_entropy_uniform"] }
-    END { flush() }' "$@"
+# the machine and kernel the runs used: the CPU, the logs' distinct `# blas=` lines, the runs' seconds
+run_env() {
+    run_env_lines >"$dir/run.txt"; cat "$dir/run.txt"
+}
+run_env_lines() {
+    echo "== $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores; kernel of the runs: $(cat "$dir"/runs/*.tsv |
+        sed -n 's/^# blas=//p' | sort | uniq -c | sed 's/^ *\([0-9]*\) /\1 runs: /' | paste -sd';')"
+    awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^seconds=/) { s = substr($i, 9) + 0; t += s; n++; if (s > m) m = s } }
+        END { if (n) printf "== %d runs took %.0f s of training (sum of their seconds=), the longest %.0f s\n", n, t, m }' "$dir"/runs/*.done
+    [ -s "$dir/walltime.tsv" ] && sed 's/^/== wall time: /' "$dir/walltime.tsv"
+    return 0
+}
+# publish NAME...: copy tables of the grid's folder to --tables as science-<grid>-NAME
+publish() {
+    [ -n "$tables" ] || return 0
+    mkdir -p "$tables"
+    local f; for f in "$@"; do cp "$dir/$f" "$tables/science-$grid-$f"; done
+    echo "tables: $(printf "$tables/science-$grid-%s " "$@")"
 }
 
 # ---- the temperature map ------------------------------------------------------------
 map_grid() {
-    local opt dh c s lr
+    local grids=() opt dh c hs extra
     for opt in adam sgd; do
-        local hs=$dheads; lr="--lr 3e-3 --lr-min 3e-4"
-        [ $opt = sgd ] && { hs=$sgd_dheads; lr="--lr 0.3 --lr-min 0.01"; }
+        hs=$dheads; [ $opt = sgd ] && hs=$sgd_dheads
         for dh in $hs; do
             # c = sqrt(d_head) is the none cell, unless the grid has it already (d_head 4, 16, 64, ...)
-            local extra=none
-            for c in $mults; do awk -v a="$c" -v b="$(sqrt_of "$dh")" 'BEGIN { exit !((a - b)^2 < 1e-10 * b * b) }' && extra=""; done
-            for c in $mults $extra; do
-                local cv=$c; [ "$c" = none ] && cv=$(sqrt_of "$dh")
-                for s in $seeds; do
-                    add "${opt}_dh${dh}_c${c}_s$s" attn_scale "$common --optim $opt $lr --d-head $dh --scale mult --scale-mult $cv --seed $s"
-                done
-            done
+            extra=$(sqrt_of "$dh")
+            for c in $mults; do awk -v a="$c" -v b="$extra" 'BEGIN { exit !((a - b)^2 < 1e-10 * b * b) }' && extra=""; done
+            grids+=(--grid "optim=$opt d_head=$dh scale-mult=$(list $mults $extra) seed=$(list $seeds)")
         done
     done
+    sweep_grid "${grids[@]}" --set scale=mult --set optim=sgd:lr=0.3 --set optim=sgd:lr-min=0.01
 }
 
-# per cell: optim d_head c log2c none n mean min max ent10 reached; and the band per optim and d_head
+# cells.tsv: per optimizer, head size and c: the seeds, the final loss (mean, min, max over seeds) and the
+# entropy at 10% of the steps (aggregate.tsv), how many seeds reached the c = 1 loss (summary.tsv);
+# band.tsv: per optimizer and head size the band, the c = 1 loss, and where none falls
 map_tables() {
-    run_table $(logs_of) >"$dir/map-runs.tsv"
-    awk -F'\t' -v reach="$reach" '
-    { key = $1 SUBSEP $2 SUBSEP $3; if (!(key in n)) order[++nk] = key
-      n[key]++; sum[key] += $6; e[key] += $7; nn[key] = $4
-      if (!(key in mn) || $6 < mn[key]) mn[key] = $6; if (!(key in mx) || $6 > mx[key]) mx[key] = $6
-      fin[key, $5] = $6; seeds[$5] = 1; if ($3 == 1) one[$1 SUBSEP $2] = 1 }
+    awk -F'\t' -v OFS='\t' -v reach="$reach" '
+    FNR == 1 { for (i = 1; i <= NF; i++) col[FILENAME, $i] = i; next }
+    function v(name) { return $col[FILENAME, name] }
+    # c as the manifest wrote it (a string: "1" is the c = 1 cell)
+    FILENAME ~ /summary.tsv$/ { fin[v("optim"), v("d_head"), v("scale_mult"), v("seed")] = v("final_loss"); seed[v("seed")] = 1; next }
+    {
+        o = v("optim"); d = v("d_head"); c = v("scale_mult"); nr = 0; has1 = 0
+        for (s in seed) if ((o, d, c, s) in fin && (o, d, "1", s) in fin) { has1 = 1; nr += fin[o, d, c, s] <= fin[o, d, "1", s] + reach }
+        print o, d, c, log(c) / log(2), (c - sqrt(d))^2 < 1e-10 * d, v("seeds"), v("final_loss_mean"), v("final_loss_min"),
+            v("final_loss_max"), v("ent10_mean"), has1 ? nr : -1
+    }' "$dir/summary.tsv" "$dir/aggregate.tsv" | sort -t$'\t' -k1,1 -k2,2n -k3,3g |
+        sed '1i optim\td_head\tc\tlog2c\tnone\tseeds\tloss_mean\tloss_min\tloss_max\tent10_mean\treached' >"$dir/cells.tsv"
+    # the band: the c of --mults (not the extra none cell) contiguous around c = 1 where every seed reached
+    awk -F'\t' -v OFS='\t' -v mults="$mults" '
+    BEGIN { n = split(mults, M, " "); for (i = 1; i <= n; i++) grid[M[i] + 0] = 1 }
+    NR == 1 { next }
+    { k = $1 SUBSEP $2; if (!(k in m)) order[++nk] = k }
+    $5 == 1 { none[k] = $3; nl[k] = sprintf("%.4f (%.4f-%.4f)", $7, $8, $9); nr[k] = $11 < 0 ? "n/a" : $11 "/" $6 }
+    ($3 + 0) in grid { c[k, ++m[k]] = $3; ok[k, m[k]] = $11 == $6; if ($3 == 1) { at1[k] = m[k]; l1[k] = sprintf("%.4f (%.4f-%.4f)", $7, $8, $9) } }
     END {
-        for (i = 1; i <= nk; i++) {
-            split(order[i], p, SUBSEP); key = order[i]; r = 0; m = 0
-            for (s in seeds) if ((key, s) in fin) { m++; l1 = fin[p[1], p[2], 1, s]
-                if (((p[1], p[2], 1, s) in fin) && fin[key, s] <= l1 + reach) r++ }
-            printf "%s\t%s\t%s\t%.4f\t%d\t%d\t%.4f\t%.4f\t%.4f\t%.4f\t%d\n", p[1], p[2], p[3], log(p[3]) / log(2), nn[key],
-                n[key], sum[key] / n[key], mn[key], mx[key], e[key] / n[key], ((p[1] SUBSEP p[2]) in one) ? r : -1
+        print "optim", "d_head", "band_lo", "band_hi", "loss_c1 (min-max)", "none_c", "none_loss (min-max)", "none_reached", "none_in_band"
+        for (j = 1; j <= nk; j++) {
+            k = order[j]; split(k, p, SUBSEP)
+            lo = hi = "n/a"; inb = "-"
+            if (k in at1) {
+                a = at1[k]; b = a
+                while (a > 1 && ok[k, a - 1]) a--
+                while (b < m[k] && ok[k, b + 1]) b++
+                lo = c[k, a]; hi = c[k, b]
+                if (k in none) inb = none[k] + 0 >= lo + 0 && none[k] + 0 <= hi + 0 ? "yes" : "no"
+            }
+            print p[1], p[2], lo, hi, (k in l1) ? l1[k] : "-", (k in none) ? sprintf("%.4g", none[k]) : "-",
+                (k in none) ? nl[k] : "-", (k in none) ? nr[k] : "-", inb
         }
-    }' "$dir/map-runs.tsv" | sort -t$'\t' -k1,1 -k2,2n -k3,3g >"$dir/map-cells.tsv"
-    # the band: grid values (not the none cell) contiguous around c = 1 where every seed reached
-    awk -F'\t' '
-    $5 == 0 { k = $1 SUBSEP $2; c[k, ++m[k]] = $3; ok[k, m[k]] = $11 == $6; if ($3 == 1) at1[k] = m[k] }
-    $5 == 1 || ($3 - sqrt($2))^2 < 1e-10 * $3 * $3 {
-        k = $1 SUBSEP $2; none[k] = $3; nmean[k] = $7; nmin[k] = $8; nmax[k] = $9; nreach[k] = $11 < 0 ? "n/a" : $11 "/" $6 }
-    $3 == 1 && $5 == 0 { l1[$1 SUBSEP $2] = $7; l1min[$1 SUBSEP $2] = $8; l1max[$1 SUBSEP $2] = $9 }
-    END {
-        for (k in m) {
-            split(k, p, SUBSEP)
-            if (!(k in at1)) { printf "%s\t%s\tn/a\tn/a\t-\t%s\t-\t-\t-\n", p[1], p[2], none[k]; continue }
-            lo = at1[k]; hi = at1[k]
-            while (lo > 1 && ok[k, lo - 1]) lo--
-            while (hi < m[k] && ok[k, hi + 1]) hi++
-            inb = (k in none) && ok[k, at1[k]] && none[k] >= c[k, lo] && none[k] <= c[k, hi]
-            printf "%s\t%s\t%s\t%s\t%.4f (%.4f-%.4f)\t%s\t%s\t%s\t%s\n", p[1], p[2], ok[k, at1[k]] ? c[k, lo] : "none",
-                ok[k, at1[k]] ? c[k, hi] : "none", l1[k], l1min[k], l1max[k], (k in none) ? none[k] : "-",
-                (k in none) ? sprintf("%.4f (%.4f-%.4f)", nmean[k], nmin[k], nmax[k]) : "-", (k in none) ? nreach[k] : "-",
-                (k in none) ? (inb ? "yes" : "no") : "-"
-        }
-    }' "$dir/map-cells.tsv" | sort -t$'\t' -k1,1 -k2,2n >"$dir/map-band.tsv"
-    sed -i '1i optim\td_head\tband_lo\tband_hi\tloss_c1\tnone_c\tnone_loss\tnone_reached\tnone_in_band' "$dir/map-band.tsv"
-    echo "== cells: mean final loss over seeds (min-max), entropy/uniform at 10% of the steps, seeds that reached the c = 1 loss"
-    awk -F'\t' 'BEGIN { printf "%-5s %6s %10s %5s %8s %19s %8s %8s\n", "optim", "d_head", "c", "none", "loss", "(min-max)", "ent@10%", "reached" }
-        { printf "%-5s %6s %10s %5s %8.4f %19s %8.3f %8s\n", $1, $2, $3, $5 ? "none" : "", $7, "(" $8 "-" $9 ")", $10, $11 < 0 ? "n/a" : $11 "/" $6 }' "$dir/map-cells.tsv"
+    }' "$dir/cells.tsv" >"$dir/band.tsv"
+    echo "== cells: mean final loss over seeds (min-max), entropy/uniform at 10% of the steps, seeds that reached the c = 1 loss + $reach"
+    awk -F'\t' "$tex_c"'
+        NR == 1 { printf "%-5s %6s %7s %5s %8s %19s %8s %8s\n", "optim", "d_head", "c", "", "loss", "(min-max)", "ent@10%", "reached"; next }
+        { printf "%-5s %6s %7s %5s %8.4f %19s %8.3f %8s\n", $1, $2, $5 ? sprintf("%.3g", $3) : cname($3), $5 ? "none" : "",
+            $7, sprintf("(%.4f-%.4f)", $8, $9), $10, $11 < 0 ? "n/a" : $11 "/" $6 }' "$dir/cells.tsv"
     echo
-    echo "== band of c reaching the scaled loss (final loss <= L1 + $reach nats for every seed, L1: c = 1), and where none falls"
-    column -t -s$'\t' "$dir/map-band.tsv"
+    echo "== band of c reaching the scaled loss (final loss <= L1 + $reach nats for every seed, L1: c = 1, same seed), and where none falls"
+    column -t -s$'\t' "$dir/band.tsv"
+    echo
+    run_env
+    publish summary.tsv aggregate.tsv cells.tsv band.tsv run.txt
+}
+
+# log2 c axis ticks at the grid's values, named 1/16 ... 16
+log2_tics() {
+    awk -F'\t' -v mults="$mults" "$tex_c"' BEGIN { n = split(mults, M, " "); for (i = 1; i <= n; i++) printf "%s\"%s\" %.6g", (i > 1 ? ", " : ""), cname(M[i]), log(M[i]) / log(2) }'
 }
 
 map_figures() {
-    local rows=() names="" r=0 opt dh
-    : >"$dir/map-rows.tsv"
+    local rows=() names=() r=0 opt dh hs
+    : >"$dir/.rows.tsv"
     for opt in adam sgd; do
-        local hs=$dheads; [ $opt = sgd ] && hs=$sgd_dheads
+        hs=$dheads; [ $opt = sgd ] && hs=$sgd_dheads
         for dh in $hs; do
-            rows+=("\"$opt d_head $dh\" $r")
-            names+="${opt}_dh$dh "
-            awk -F'\t' -v o=$opt -v d=$dh -v r=$r '$1 == o && $2 == d { print r "\t" $0 }' "$dir/map-cells.tsv" >>"$dir/map-rows.tsv"
+            rows+=("\"$opt, d_head $dh\" $r")
+            names+=("$opt d_head=$dh")
+            awk -F'\t' -v o=$opt -v d=$dh -v r=$r 'NR > 1 && $1 == o && $2 == d { print r "\t" $0 }' "$dir/cells.tsv" >>"$dir/.rows.tsv"
             r=$((r + 1))
         done
     done
-    [ -s "$dir/map-rows.tsv" ] || { echo "scripts/science.sh: no finished map runs to plot" >&2; exit 1; }
-    local ytics; ytics=$(IFS=,; echo "${rows[*]}")
-    local xmin xmax
-    xmin=$(awk -F'\t' 'NR == 1 || $5 < m { m = $5 } END { print m - 0.6 }' "$dir/map-rows.tsv")
-    xmax=$(awk -F'\t' 'NR == 1 || $5 > m { m = $5 } END { print m + 0.6 }' "$dir/map-rows.tsv")
-    # columns of map-rows.tsv: 1 row, 2 optim, 3 d_head, 4 c, 5 log2c, 6 none, 7 n, 8 mean, 9 min, 10 max, 11 ent10, 12 reached
+    [ -s "$dir/.rows.tsv" ] || die "no finished map runs to plot"
+    # the none cells last: a line through a row's other cells must not break at them
+    sort -t$'\t' -s -k6,6n "$dir/.rows.tsv" -o "$dir/.rows.tsv"
+    local ytics tics xmin xmax
+    ytics=$(IFS=,; echo "${rows[*]}"); tics=$(log2_tics)
+    xmin=$(awk -F'\t' 'NR == 1 || $5 < m { m = $5 } END { print m - 0.6 }' "$dir/.rows.tsv")
+    xmax=$(awk -F'\t' 'NR == 1 || $5 > m { m = $5 } END { print m + 0.6 }' "$dir/.rows.tsv")
+    # columns of .rows.tsv: 1 row, 2 optim, 3 d_head, 4 c, 5 log2c, 6 none, 7 seeds, 8 mean, 9 min, 10 max, 11 ent10, 12 reached
+    local what col cb fmt name
     for what in loss ent; do
-        local col=8 cb="set logscale cb; set cblabel 'final loss (nats, log scale)'" fmt="%.3f" name=map-loss.png
-        [ $what = ent ] && { col=11; cb="set cbrange [0:1]; set cblabel 'entropy / uniform at 10% of the steps'"; fmt="%.2f"; name=map-entropy10.png; }
+        col=8; cb="set logscale cb; set cblabel 'final loss (nats, log scale)'"; fmt="%.3f"; name=science-map-loss.png
+        [ $what = ent ] && { col=11; cb="set cbrange [0:1]; set cblabel 'attention entropy / uniform at 10% of the steps'"; fmt="%.2f"; name=science-map-entropy10.png; }
         gnuplot <<EOF
-set terminal pngcairo size 1100,$((140 + 90 * r)) font ",10" noenhanced
+set terminal pngcairo size 1150,$((170 + 95 * r)) font ",10" noenhanced
 set output '$figs/$name'
-set title "temperature map: softmax(c/sqrt(d_head) q.k), mean over seeds $seeds, $steps steps (framed cell: none, c = sqrt(d_head))"
-set xlabel "log2 c"
+set title "temperature map: softmax(c/sqrt(d_head) q.k), mean over seeds $(list $seeds), $steps steps\nnarrow black-framed cells: none (c = sqrt(d_head)); green frame, bold number: every seed reached the c = 1 loss + $reach nats"
+set xlabel "c, the multiplier of the scaled logits (log2 axis; c = 1: sqrt, c = sqrt(d_head): none)"
 set xrange [$xmin:$xmax]; set yrange [$r - 0.5:-0.5]
 set ytics ($ytics)
-set xtics 1
+set xtics ($tics)
 $cb
 set palette defined (0 "#2b0a3d", 0.15 "#7a1f5c", 0.5 "#e0603a", 1 "#f7f3a6")
 set style fill solid 1.0 noborder
 none(x) = x > 0.5
 set style textbox opaque noborder margins 1,1
-plot '$dir/map-rows.tsv' using (none(\$6) ? 1/0 : \$5):1:(0.5):(0.45):$col with boxxyerror lc palette notitle, \
-     '' using (none(\$6) ? \$5 : 1/0):1:(0.22):(0.45):$col with boxxyerror lc palette notitle, \
-     '' using (none(\$6) ? \$5 : 1/0):1:(0.22):(0.45) with boxxyerror fs empty lc rgb "black" lw 2 notitle, \
-     '' using 5:(\$1 + (none(\$6) ? 0.3 : 0)):(sprintf("$fmt", \$$col)) with labels boxed font ",8" notitle
+plot '$dir/.rows.tsv' using (none(\$6) ? 1/0 : \$5):1:(0.5):(0.45):$col with boxxyerror lc palette notitle, \
+     '' using (none(\$6) ? \$5 : 1/0):1:(0.2):(0.45):$col with boxxyerror lc palette notitle, \
+     '' using (none(\$6) ? \$5 : 1/0):1:(0.2):(0.45) with boxxyerror fs empty lc rgb "white" lw 4 notitle, \
+     '' using (none(\$6) ? \$5 : 1/0):1:(0.2):(0.45) with boxxyerror fs empty lc rgb "black" lw 1.5 notitle, \
+     '' using (\$12 == \$7 ? \$5 : 1/0):1:(none(\$6) ? 0.17 : 0.46):(0.41) with boxxyerror fs empty lc rgb "#1e8449" lw 3 notitle, \
+     '' using (\$12 == \$7 ? 1/0 : \$5):(\$1 + (none(\$6) ? 0.25 : -0.12)):(sprintf("$fmt", \$$col)) with labels boxed font ",8" notitle, \
+     '' using (\$12 == \$7 ? \$5 : 1/0):(\$1 + (none(\$6) ? 0.25 : -0.12)):(sprintf("$fmt", \$$col)) with labels boxed font ",9:Bold" notitle, \
+     '' using (none(\$6) ? \$5 : 1/0):(\$1 - 0.25):("none") with labels boxed font ",7" notitle
 EOF
     done
+    local titles; titles=$(printf '"%s" ' "${names[@]}")
     gnuplot <<EOF
-set terminal pngcairo size 1000,600 font ",11" noenhanced
-set output '$figs/map-loss-vs-c.png'
-set title "final loss against c (mean over seeds $seeds, bars: min to max); open circle: none (c = sqrt(d_head))"
-set xlabel "log2 c"; set ylabel "final loss (nats)"
+set terminal pngcairo size 1050,620 font ",11" noenhanced
+set output '$figs/science-map-loss-vs-c.png'
+set title "final loss against c: mean over seeds $(list $seeds), bars from the lowest to the highest seed\nopen circle: none (c = sqrt(d_head)); dashed: the c = 1 loss (mean) + $reach nats"
+set xlabel "c, the multiplier of the scaled logits (log2 axis)"; set ylabel "final loss (nats, log scale)"
+set xtics ($tics)
+set xrange [$xmin:$xmax]
 set logscale y; set grid; set key outside right
 set datafile separator "\t"
-plot for [i=0:$((r - 1))] '$dir/map-rows.tsv' using (\$1 == i && \$6 < 0.5 ? \$5 : 1/0):8:9:10 with yerrorlines lw 2 lc i + 1 \
-        title word("$names", i + 1), \
-     for [i=0:$((r - 1))] '' using (\$1 == i && \$6 > 0.5 ? \$5 : 1/0):8:9:10 with yerrorbars pt 6 ps 2 lw 2 lc i + 1 notitle
+array T[$r] = [$(printf '"%s",' "${names[@]}" | sed 's/,$//')]
+array L1[$r] = [$(for ((i = 0; i < r; i++)); do awk -F'\t' -v i=$i '$1 == i && $4 == "1" { v = $8 } END { printf "%s,", v == "" ? "NaN" : v }' "$dir/.rows.tsv"; done | sed 's/,$//')]
+plot for [i=0:$((r - 1))] '$dir/.rows.tsv' using (\$1 == i && \$6 < 0.5 ? \$5 : 1/0):8:9:10 with yerrorlines lw 2 pt 7 ps 0.8 lc i + 1 \
+        title T[i + 1], \
+     for [i=0:$((r - 1))] '' using (\$1 == i && \$6 > 0.5 ? \$5 : 1/0):8:9:10 with yerrorbars pt 6 ps 2 lw 2 lc i + 1 notitle, \
+     for [i=0:$((r - 1))] L1[i + 1] + $reach with lines dt 2 lw 1 lc i + 1 notitle
 EOF
-    echo "figures: $figs/map-loss.png $figs/map-entropy10.png $figs/map-loss-vs-c.png"
+    rm -f "$dir/.rows.tsv"
+    echo "figures: $figs/science-map-loss.png $figs/science-map-entropy10.png $figs/science-map-loss-vs-c.png"
 }
 
 # ---- the learned scale ----------------------------------------------------------------
 learned_grid() {
-    local dh f i s lrflag="" tag=""
-    [ "$scale_lr" != 0 ] && { lrflag="--scale-lr $scale_lr"; tag="_slr$scale_lr"; }
-    for dh in $dheads; do for f in $forms; do for i in $inits; do for s in $seeds; do
-        add "learned_${f}_from${i}${tag}_dh${dh}_s$s" attn_scale \
-            "$common --d-head $dh --scale learned --learned-param $f --learned-init $i $lrflag --seed $s"
-    done; done; done; done
+    sweep_grid --grid "learned-param=$(list $forms) learned-init=$(list $inits) d_head=$(list $dheads) scale-lr=$(list $scale_lrs) seed=$(list $seeds)" \
+        --set scale=learned
 }
 
-# per run and head: c = s_h (the logged multiplier times sqrt(d_head)) at step 0 and at the end, the first
-# logged step at which every head of the run is inside the band, the final loss
+# runs.tsv: per run, c_h = s_h (the logged multiplier times sqrt(d_head)) at step 0 and at the end (min-max
+# over heads), the first logged step at which every head is inside the band and whether they all are at the
+# end, the final loss and whether it reached the map's c = 1 loss of the same head size and seed + reach
 learned_tables() {
-    local mapband="$out/science-map/map-band.tsv"
-    echo "== learned scale: c_h = s_h, the multiplier of q.k over 1/sqrt(d_head); band: $( [ -n "$band" ] && echo "--band $band" ||
-        { [ -s "$mapband" ] && echo "from $mapband (adam rows)" || echo "none given, no map results: step_in_band is n/a"; })"
-    printf 'run\td_head\tfinal_loss\tc_step0\tc_end(min-max over heads)\tstep_in_band\n'
-    local f
-    for f in $(logs_of); do
-        awk -F'\t' -v band="$band" -v mapband="$mapband" '
-        /^# / { split(substr($0, 3), kv, "="); cfg[kv[1]] = kv[2]; next }
-        !hdr { hdr = 1; for (i = 1; i <= NF; i++) if ($i ~ /^scale_l/) sc[++nh] = i
-               r = sqrt(cfg["d_head"]); lo = hi = ""
-               if (band != "") { split(band, b, ","); lo = b[1]; hi = b[2] }
-               else while ((getline line < mapband) > 0) { split(line, q, "\t")
-                   if (q[1] == "adam" && q[2] == cfg["d_head"] && q[3] != "none" && q[3] != "n/a") { lo = q[3]; hi = q[4] } }
-               next }
-        { nrow++; loss[nrow] = $2; inb = lo != ""; mn = 1e30; mx = 0
-          for (h = 1; h <= nh; h++) { c = $(sc[h]) * r; if (c < mn) mn = c; if (c > mx) mx = c; if (c < lo * 0.999 || c > hi * 1.001) inb = 0 }   # the log has 6 digits
-          if (nrow == 1) c0 = sprintf("%.3g-%.3g", mn, mx)
-          if (inb && first == "") first = $1; cend = sprintf("%.3g-%.3g", mn, mx) }
-        END { k = int((nrow + 9) / 10); fl = 0; for (i = nrow - k + 1; i <= nrow; i++) fl += loss[i]
-              n = FILENAME; sub(/.*\//, "", n); sub(/\.tsv$/, "", n)
-              printf "%s\t%s\t%.4f\t%s\t%s\t%s\n", n, cfg["d_head"], fl / k, c0, cend,
-                  lo == "" ? "n/a" : first == "" ? "never" : first }' "$f"
-    done | tee "$dir/learned.tsv"
+    local mapdir="$out/science-map" src
+    if [ -n "$band" ]; then src="--band $band"
+    elif [ -s "$mapdir/band.tsv" ]; then src="the map's band, $mapdir/band.tsv (adam rows)"
+    else src="none: no --band and no map results in $mapdir, so step_in_band is n/a"; fi
+    awk -F'\t' -v OFS='\t' -v band="$band" -v reach="$reach" -v runs="$dir/runs" -v mapband="$mapdir/band.tsv" -v mapsum="$mapdir/summary.tsv" '
+    BEGIN {
+        while ((getline l < mapband) > 0) { split(l, q, "\t"); if (q[1] == "adam" && q[3] != "n/a") { blo[q[2]] = q[3]; bhi[q[2]] = q[4] } }
+        while ((getline l < mapsum) > 0) { n = split(l, q, "\t")
+            if (!h++) { for (i = 1; i <= n; i++) mc[q[i]] = i; continue }
+            if (q[mc["optim"]] == "adam" && q[mc["scale_mult"]] == 1) l1[q[mc["d_head"]], q[mc["seed"]]] = q[mc["final_loss"]] }
+        print "id", "form", "init", "d_head", "scale_lr", "seed", "final_loss", "reached", "c_step0", "c_end", "step_in_band", "in_band_at_end"
+    }
+    NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+    {
+        id = $col["id"]; d = $col["d_head"]; lo = hi = ""
+        if (band != "") { split(band, b, ","); lo = b[1]; hi = b[2] } else if (d in blo) { lo = blo[d]; hi = bhi[d] }
+        f = runs "/" id ".tsv"; hdr = 0; nh = 0; first = ""; r = sqrt(d)
+        while ((getline l < f) > 0) {
+            if (l ~ /^#/) continue
+            n = split(l, x, "\t")
+            if (!hdr) { hdr = 1; for (i = 1; i <= n; i++) if (x[i] ~ /^scale_l/) sc[++nh] = i; row = 0; continue }
+            mn = 1e30; mx = 0; inb = lo != ""
+            for (h = 1; h <= nh; h++) { c = x[sc[h]] * r; if (c < mn) mn = c; if (c > mx) mx = c
+                if (c < lo * 0.999 || c > hi * 1.001) inb = 0 }   # the log has 6 digits
+            if (!row++) c0 = sprintf("%.3g-%.3g", mn, mx)
+            if (inb && first == "") first = x[1]
+            cend = sprintf("%.3g-%.3g", mn, mx); endin = inb
+        }
+        close(f)
+        s = $col["seed"]
+        print id, $col["learned_param"], $col["learned_init"], d, $col["scale_lr"], s, sprintf("%.4f", $col["final_loss"]),
+            (d, s) in l1 ? ($col["final_loss"] <= l1[d, s] + reach ? "yes" : "no") : "n/a", c0, cend,
+            lo == "" ? "n/a" : first == "" ? "never" : first, lo == "" ? "n/a" : endin ? "yes" : "no"
+    }' "$dir/summary.tsv" | { read -r h; echo "$h"; sort -t$'\t' -k2,2r -k3,3 -k4,4nr -k5,5g -k6,6n; } >"$dir/runs.tsv"
+    echo "== learned scale: c_h = s_h, the multiplier of q.k over 1/sqrt(d_head); scale_lr 0: the model's --lr; band: $src"
+    echo "== reached: final loss <= the map's c = 1 loss (adam, same d_head and seed) + $reach"
+    column -t -s$'\t' "$dir/runs.tsv"
+    echo
+    echo "== per setting: final loss mean (min-max) over seeds, seeds that reached, step in band per seed"
+    awk -F'\t' -v OFS='\t' '
+    FILENAME ~ /runs.tsv$/ { if (FNR > 1) { k = $2 SUBSEP $3 SUBSEP $4 SUBSEP $5; r[k] += $8 == "yes"; na[k] += $8 == "n/a"
+                                             st[k] = st[k] (st[k] == "" ? "" : ",") $11 }; next }
+    FNR == 1 { for (i = 1; i <= NF; i++) col[$i] = i
+               print "form", "init", "d_head", "scale_lr", "seeds", "final_loss mean (min-max)", "reached", "step_in_band"; next }
+    { k = $col["learned_param"] SUBSEP $col["learned_init"] SUBSEP $col["d_head"] SUBSEP $col["scale_lr"]
+      print $col["learned_param"], $col["learned_init"], $col["d_head"], $col["scale_lr"], $col["seeds"],
+          sprintf("%.4f (%.4f-%.4f)", $col["final_loss_mean"], $col["final_loss_min"], $col["final_loss_max"]),
+          na[k] ? "n/a" : r[k] "/" $col["seeds"], st[k] }' "$dir/runs.tsv" "$dir/aggregate.tsv" |
+        { read -r h; echo "$h"; sort -t$'\t' -k1,1r -k2,2 -k3,3nr -k4,4g; } >"$dir/cells.tsv"
+    column -t -s$'\t' "$dir/cells.tsv"
+    echo
+    run_env
+    publish summary.tsv aggregate.tsv runs.tsv cells.tsv run.txt
 }
 
+# per head size: rows = starts (--inits), for each --scale-lrs value two panels: every head's multiplier
+# against the step (log axis; the map's band shaded, none dashed) and the loss; colour: the form
 learned_figures() {
-    local dh tag=""
-    [ "$scale_lr" != 0 ] && tag="-slr$scale_lr"
+    local dh lo="" hi="" slr init
     for dh in $dheads; do
-        local files=() f
-        for f in $(logs_of); do case $f in *_dh${dh}_s*) files+=("$f") ;; esac; done
-        # the logs as one argument: gnuplot -c takes at most 9
-        gnuplot -c /dev/stdin "$figs/learned-dh$dh$tag.png" "$dh" "$band" "$out/science-map/map-band.tsv" "${files[*]}" <<'EOF'
-out = ARG1; dh = ARG2 + 0; r = sqrt(dh)
-set terminal pngcairo size 1300,520 font ",10" noenhanced
-set output out
-set datafile separator "\t"
-set datafile columnheaders
-lo = 0; hi = 0
-if (strlen(ARG3) > 0) {
-    lo = real(system(sprintf("echo '%s' | cut -d, -f1", ARG3)))
-    hi = real(system(sprintf("echo '%s' | cut -d, -f2", ARG3)))
-} else {
-    b = system(sprintf("awk -F'\\t' '$1 == \"adam\" && $2 == %d && $3 != \"none\" && $3 != \"n/a\" { print $3, $4 }' '%s' 2>/dev/null", dh, ARG4))
-    if (strlen(b) > 0) { lo = real(word(b, 1)); hi = real(word(b, 2)) }
-}
-set multiplot layout 1,2 title sprintf("learned per-head scale, d_head %d: s_h against the step (every head) and the loss%s", dh, \
-    strstrt(ARG5, "_slr") ? " (_slr: --scale-lr)" : "")
-label(f) = system(sprintf("basename '%s' .tsv | sed 's/^learned_//'", f))
-form(f) = (strstrt(f, "_log_") ? 0 : 2) + (strstrt(f, "fromnone") ? 0 : 1)
-colour(f) = word(strstrt(f, "_slr") ? "#8e44ad #16a085 #5d6d7e #1e8449" : "#c0392b #2471a3 #7f8c8d #27ae60", form(f) + 1)
-heads(f) = system(sprintf("awk '!/^#/ { print; exit }' '%s' | tr '\\t' '\\n' | grep -c '^scale_l'", f)) + 0
-set logscale y
-set xlabel "step"; set ylabel "c = s_h (multiplier of q.k / (1/sqrt(d_head)))"; set grid
-set key top right font ",8"
-if (lo > 0) {
-    set object 1 rect from graph 0, first lo to graph 1, first hi fc rgb "#d5f5e3" fs solid 0.5 noborder behind
-    set label 1 "band of the map" at graph 0.02, first hi offset 0,0.6 font ",8"
-}
-set arrow 2 from graph 0, first r to graph 1, first r nohead dt 2 lc rgb "gray40"
-set label 2 "none (sqrt(d_head))" at graph 0.02, first r offset 0,0.6 font ",8"
-F = ARG5
-n = words(F)
-plot for [i=1:n] word(F, i) using "step":(column(sprintf("scale_l0_h%d", 0)) * r) with lines lw 2 lc rgb colour(word(F, i)) title label(word(F, i)), \
-     for [i=1:n] for [h=1:heads(word(F, i))-1] word(F, i) using "step":(column(sprintf("scale_l0_h%d", h)) * r) with lines lw 1 lc rgb colour(word(F, i)) notitle
-unset object 1; unset label 1; unset arrow 2; unset label 2
-set ylabel "training loss (nats)"
-plot for [i=1:n] word(F, i) using "step":"loss" with lines lw 1.5 lc rgb colour(word(F, i)) title label(word(F, i))
-unset multiplot
-EOF
-        echo "figure: $figs/learned-dh$dh$tag.png"
+        if [ -n "$band" ]; then lo=${band%,*}; hi=${band#*,}
+        elif [ -s "$out/science-map/band.tsv" ]; then
+            read -r lo hi < <(awk -F'\t' -v d="$dh" '$1 == "adam" && $2 == d && $3 != "n/a" { print $3, $4 }' "$out/science-map/band.tsv") || true
+        fi
+        local ninit ncol name="$figs/science-learned-dh$dh.png"
+        ninit=$(wc -w <<<"$inits"); ncol=$((2 * $(wc -w <<<"$scale_lrs")))
+        {
+            echo "set terminal pngcairo size $((430 * ncol)),$((90 + 360 * ninit)) font ',10' noenhanced"
+            echo "set output '$name'"
+            echo "set datafile separator '\t'; set datafile columnheaders; set grid; set key bottom left font ',8' opaque"
+            echo "set multiplot layout $ninit,$ncol title \"learned per-head scale, d_head $dh, seeds $(list $seeds): every head's multiplier c = s_h against the step, and the loss (one line a seed)\" font ',12'"
+            for init in $inits; do
+                for slr in $scale_lrs; do
+                    local files=() f lr_t
+                    lr_t="scale-lr $slr"; [ "$slr" = 0 ] && lr_t="scale-lr = model lr"
+                    while IFS=$'\t' read -r f; do files+=("$dir/runs/$f.tsv"); done < <(awk -F'\t' -v i="$init" -v d="$dh" -v s="$slr" \
+                        'NR > 1 && $3 == i && $4 == d && $5 == s { print $1 }' "$dir/runs.tsv")
+                    [ ${#files[@]} -gt 0 ] || continue
+                    echo "set title 'from $init, $lr_t: multiplier per head'"
+                    echo "set logscale y; set xlabel 'step'; set ylabel 'c = s_h (log axis)'; set yrange [0.05:30]"
+                    [ -n "$lo" ] && echo "set object 1 rect from graph 0, first $lo to graph 1, first $hi fc rgb '#d5f5e3' fs solid 0.6 noborder behind"
+                    echo "set arrow 2 from graph 0, first $(sqrt_of "$dh") to graph 1, first $(sqrt_of "$dh") nohead dt 2 lc rgb 'gray40'"
+                    echo "set arrow 3 from graph 0, first 1 to graph 1, first 1 nohead dt 3 lc rgb 'gray40'"
+                    # per run: its colour (the form) and a legend entry for the first run of each form
+                    local plots=() colour=() key=() seen="" i f h t
+                    for i in "${!files[@]}"; do
+                        f=log; case ${files[$i]} in *learnedparam-linear*) f=linear ;; esac
+                        colour[$i]=$([ $f = log ] && echo c0392b || echo 2471a3)
+                        key[$i]=notitle; [[ "$seen" == *" $f"* ]] || { key[$i]="title '$f form'"; seen+=" $f"; }
+                    done
+                    for i in "${!files[@]}"; do
+                        t=${key[$i]}
+                        for h in $(awk '!/^#/ { print; exit }' "${files[$i]}" | tr '\t' '\n' | grep '^scale_l'); do
+                            plots+=("'${files[$i]}' using 'step':(column('$h') * $(sqrt_of "$dh")) with lines lw 1 lc rgb '#${colour[$i]}' $t")
+                            t=notitle
+                        done
+                    done
+                    plots+=("NaN with filledcurves fc rgb '#d5f5e3' title 'band of the map (c)'" "NaN with lines dt 2 lc rgb 'gray40' title 'none: c = sqrt(d_head)'" "NaN with lines dt 3 lc rgb 'gray40' title 'sqrt: c = 1'")
+                    [ -n "$lo" ] || unset 'plots[-3]'
+                    (IFS=,; echo "plot ${plots[*]}")
+                    echo "unset object 1; unset arrow 2; unset arrow 3"
+                    echo "set title 'from $init, $lr_t: training loss'; set ylabel 'loss (nats, log axis)'; set yrange [0.005:5]"
+                    plots=()
+                    for i in "${!files[@]}"; do
+                        plots+=("'${files[$i]}' using 'step':'loss' with lines lw 1.2 lc rgb '#${colour[$i]}' ${key[$i]}")
+                    done
+                    (IFS=,; echo "plot ${plots[*]}")
+                done
+            done
+            echo "unset multiplot"
+        } >"$dir/.learned.gp"
+        gnuplot "$dir/.learned.gp"
+        rm -f "$dir/.learned.gp"
+        echo "figure: $name"
     done
 }
 
 # ---- tapegrad against PyTorch -----------------------------------------------------------
+# tapegrad through the sweep; PyTorch (not attn_scale: the sweep cannot run it) by its own loop, with
+# OPENBLAS_CORETYPE set to the core that fits this CPU (blas_info --best-core), as scripts/bench.sh does
 torch_grid() {
-    local sc s dh=${dheads%% *}
-    /usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "scripts/science.sh: torch: /usr/bin/python3 cannot import torch" >&2; exit 2; }
+    local dh=${dheads%% *}
+    /usr/bin/python3 -c 'import torch' 2>/dev/null || die "torch: /usr/bin/python3 cannot import torch"
+    sweep_grid --grid "scale=none,sqrt seed=$(list $seeds)" --set d_head="$dh"
+    local best sc s todo=() id flags
+    best=$(env -u OPENBLAS_CORETYPE "$top/build/experiments/blas_info" --best-core)
+    mkdir -p "$dir/torch"
+    OPENBLAS_VERBOSE=2 OPENBLAS_CORETYPE=$best /usr/bin/python3 -c 'import torch' 2>&1 | sed -n 's/^Core: //p' >"$dir/torch/core"
     for sc in none sqrt; do for s in $seeds; do
-        add "tapegrad_${sc}_s$s" attn_scale "$common --d-head $dh --scale $sc --seed $s"
-        add "torch_${sc}_s$s" torch "$common --d-head $dh --scale $sc --seed $s"
+        id="torch_scale-${sc}_seed-$s"
+        flags="--steps $steps --warmup $warmup --d-head $dh --scale $sc --seed $s --threads 1"
+        # done: the summary line of a run with these very flags
+        [ -s "$dir/torch/$id.done" ] && [ "$(cat "$dir/torch/$id.flags" 2>/dev/null)" = "$flags" ] && continue
+        printf '%s\n' "$flags" >"$dir/torch/$id.flags"
+        todo+=("$id")
     done; done
+    [ ${#todo[@]} -gt 0 ] || return 0
+    local t0=$SECONDS load; load=$(cut -d' ' -f1-3 /proc/loadavg)
+    # shellcheck disable=SC2016
+    printf '%s\n' "${todo[@]}" | OPENBLAS_CORETYPE=$best parallel --will-cite -j "$jobs" --halt now,fail=1 \
+        'd='"$dir/torch"'; /usr/bin/python3 '"$top"'/scripts/torch_attn_scale.py $(cat $d/{}.flags) --log $d/{}.tsv >$d/{}.out 2>$d/{}.err &&
+         mv $d/{}.out $d/{}.done || { echo "scripts/science.sh: torch run {} failed: $(tail -1 $d/{}.err)" >&2; exit 1; }' ||
+        die "a PyTorch run failed"
+    printf '%s\t%s\t%d runs of %d\t%d s wall\t%d at a time, 1 thread each\tload average before %s, after %s\n' \
+        "$(date -u +%FT%TZ)" "torch (PyTorch)" ${#todo[@]} $(( $(wc -w <<<"$seeds") * 2 )) $((SECONDS - t0)) "$jobs" "$load" \
+        "$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$dir/walltime.tsv" >&2
 }
+torch_logs() { cut -f1 "$dir/manifest.tsv" | sed "s|^|$dir/runs/|; s|\$|.tsv|"; ls "$dir"/torch/torch_*.tsv; }
 
 torch_tables() {
-    "$top/scripts/summarize.sh" $(logs_of) | tee "$dir/summary.txt"
+    # shellcheck disable=SC2046
+    "$top/scripts/summarize.sh" $(torch_logs) | tee "$dir/summarize.txt"
     echo
-    echo "== ranges over seeds $seeds: final loss, entropy/uniform at step 0 and at 10% of the steps"
-    awk 'NR > 1 && NF >= 12 && $1 != "none" { split($12, p, "_"); k = p[1] " " $3
+    echo "== ranges over seeds $(list $seeds): final loss, entropy/uniform at step 0 and at 10% of the steps"
+    awk -v OFS='\t' 'NR > 1 && NF >= 12 && $1 != "none" {
+        fw = $12 ~ /^torch_/ ? "pytorch" : "tapegrad"   # the run: its log file name
+        k = fw "\t" $3
         if (!(k in n)) order[++m] = k; n[k]++
         if (!(k in lo) || $7 < lo[k]) lo[k] = $7; if (!(k in hi) || $7 > hi[k]) hi[k] = $7
         if (!(k in e0l) || $9 < e0l[k]) e0l[k] = $9; if (!(k in e0h) || $9 > e0h[k]) e0h[k] = $9
         if (!(k in e1l) || $10 < e1l[k]) e1l[k] = $10; if (!(k in e1h) || $10 > e1h[k]) e1h[k] = $10 }
-        END { printf "%-9s %-5s %17s %13s %13s\n", "framework", "scale", "final loss", "ent@0", "ent@10%"
-              for (i = 1; i <= m; i++) { k = order[i]; split(k, q, " ")
-                  printf "%-9s %-5s %8.4f-%-8.4f %6.3f-%-6.3f %6.3f-%-6.3f\n", q[1], q[2], lo[k], hi[k], e0l[k], e0h[k], e1l[k], e1h[k] } }' \
-        "$dir/summary.txt" | tee "$dir/ranges.txt"
+        END { print "framework", "scale", "seeds", "final_loss min-max", "ent@0 min-max", "ent@10% min-max"
+              for (i = 1; i <= m; i++) { k = order[i]
+                  print k, n[k], sprintf("%.4f-%.4f", lo[k], hi[k]), sprintf("%.3f-%.3f", e0l[k], e0h[k]), sprintf("%.3f-%.3f", e1l[k], e1h[k]) } }' \
+        "$dir/summarize.txt" >"$dir/ranges.tsv"
+    column -t -s$'\t' "$dir/ranges.tsv"
+    echo
+    run_env
+    echo "== PyTorch: OPENBLAS_CORETYPE=$(env -u OPENBLAS_CORETYPE "$top/build/experiments/blas_info" --best-core), OpenBLAS core $(cat "$dir/torch/core")" | tee -a "$dir/run.txt"
+    awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^seconds=/) { t += substr($i, 9); n++ } } END { if (n) printf "== PyTorch: %d runs took %.0f s of training\n", n, t }' "$dir"/torch/*.done | tee -a "$dir/run.txt"
+    publish summary.tsv ranges.tsv summarize.txt run.txt
 }
 
 torch_figures() {
-    gnuplot -c /dev/stdin "$figs/torch-vs-tapegrad.png" "$steps" "$(logs_of | tr '\n' ' ')" <<'EOF'
+    # shellcheck disable=SC2046
+    gnuplot -c /dev/stdin "$figs/science-torch-vs-tapegrad.png" "$steps" "$(torch_logs | tr '\n' ' ')" "${dheads%% *}" <<'EOF'
 set terminal pngcairo size 1000,600 font ",11" noenhanced
 set output ARG1
 set datafile separator "\t"
 set datafile columnheaders
-set title sprintf("tapegrad (solid) and PyTorch (dashed): none and sqrt, one line a seed, %s steps", ARG2)
-set xlabel "step"; set ylabel "training loss (nats)"; set logscale y; set grid; set key outside right
-label(f) = system(sprintf("basename '%s' .tsv", f))
-colour(f) = strstrt(f, "torch_") ? (strstrt(f, "_none_") ? "#e67e22" : "#5dade2") : (strstrt(f, "_none_") ? "#922b21" : "#1a5276")
-dash(f) = strstrt(f, "torch_") ? 2 : 1
+set title sprintf("training loss, d_head %s, %s steps, one line a seed\ntapegrad solid, PyTorch dashed; none red (tapegrad) or orange (PyTorch), sqrt blue", ARG4, ARG2)
+set xlabel "step"; set ylabel "training loss (nats, log axis)"; set logscale y; set grid; set key outside right
+fw(f) = strstrt(f, "/torch/") ? "PyTorch" : "tapegrad"
+sc(f) = strstrt(f, "scale-none") ? "none" : "sqrt"
+seed(f) = system(sprintf("sed -n 's/^# seed=//p' '%s'", f))
+colour(f) = fw(f) eq "PyTorch" ? (sc(f) eq "none" ? "#e67e22" : "#5dade2") : (sc(f) eq "none" ? "#922b21" : "#1a5276")
+dash(f) = fw(f) eq "PyTorch" ? 2 : 1
 F = ARG3
-plot for [i=1:words(F)] word(F, i) using "step":"loss" with lines lw 2 dt dash(word(F, i)) lc rgb colour(word(F, i)) title label(word(F, i))
+plot for [i=1:words(F)] word(F, i) using "step":"loss" with lines lw 1.5 dt dash(word(F, i)) lc rgb colour(word(F, i)) \
+    title sprintf("%s %s seed %s", fw(word(F, i)), sc(word(F, i)), seed(word(F, i)))
 EOF
-    echo "figure: $figs/torch-vs-tapegrad.png"
+    echo "figure: $figs/science-torch-vs-tapegrad.png"
 }
 
 # ---- attention maps -------------------------------------------------------------------------
 maps_grid() {
-    local sc s=${seeds%% *} dh=${dheads%% *}
-    for sc in none sqrt; do
-        add "maps_${sc}_dh${dh}_s$s" attn_scale "$common --d-head $dh --scale $sc --seed $s --dump-attn 0,$((steps / 10)),$steps --dump-attn-file $dir/maps_${sc}_dh${dh}_s$s.st"
-    done
+    local s=${seeds%% *} dh=${dheads%% *}
+    sweep_grid --grid "scale=none,sqrt" --set seed="$s" --set d_head="$dh" --set dump-attn=0,$((steps / 10)),"$steps" \
+        --set scale=none:dump-attn-file="$dir/maps-none.st" --set scale=sqrt:dump-attn-file="$dir/maps-sqrt.st"
 }
 
 maps_figures() {
-    local s=${seeds%% *} dh=${dheads%% *}
-    "$top/scripts/plot_attn.sh" "$dir/maps_none_dh${dh}_s$s.st" "$dir/maps_sqrt_dh${dh}_s$s.st" -o "$figs/attn-maps-dh$dh.png" \
-        --title "attention on the probe sequence, d_head $dh, seed $s: none (left) and sqrt (right), steps 0, $((steps / 10)), $steps"
+    local s=${seeds%% *} dh=${dheads%% *} sc
+    "$top/scripts/plot_attn.sh" "$dir/maps-none.st" "$dir/maps-sqrt.st" -o "$figs/science-attn-maps-dh$dh.png" \
+        --title "attention on the probe sequence, d_head $dh, seed $s, steps 0, $((steps / 10)), $steps: none (left 3 columns) and sqrt (right 3)"
     echo "== where each head's rows put their largest weight (build/experiments/attn_maps --summary)"
-    local sc
     for sc in none sqrt; do
         echo "-- $sc"
-        "$top/build/experiments/attn_maps" --summary "$dir/maps_${sc}_dh${dh}_s$s.st" | grep -v '^#' | tee "$dir/maps-summary-$sc.tsv"
+        "$top/build/experiments/attn_maps" --summary "$dir/maps-$sc.st" | grep -v '^#' | tee "$dir/summary-$sc.tsv"
     done
+    echo
+    echo "== the same, mean over the heads: the share of rows whose largest weight is on each place"
+    for sc in none sqrt; do
+        awk -F'\t' -v OFS='\t' -v sc=$sc 'NR == 1 { for (i = 4; i <= NF; i++) name[i] = $i; nf = NF; next }
+            { if (!($3 in n)) order[++m] = $3; n[$3]++; for (i = 4; i <= nf; i++) sum[$3, i] += $i }
+            END { for (j = 1; j <= m; j++) { s = order[j]; line = sc OFS s OFS n[s]
+                      for (i = 4; i <= nf; i++) line = line OFS sprintf("%.3f", sum[s, i] / n[s]); print line } }' "$dir/summary-$sc.tsv"
+    done | sed "1i scale\tstep\theads\t$(head -1 "$dir/summary-none.tsv" | cut -f4- | sed 's/\t/ (mean)\t/g') (mean)" >"$dir/summary-heads.tsv"
+    column -t -s$'\t' "$dir/summary-heads.tsv"
+    echo
+    echo "== the key most rows of a head look at: its position (0: the BOS), token, and the share of rows (1..T-1) whose largest weight is there"
+    for sc in none sqrt; do
+        "$top/build/experiments/attn_maps" "$dir/maps-$sc.st" | awk -v OFS='\t' -v sc=$sc '
+        function flush(   q, k, best, c) {
+            if (!inblk) return
+            delete c; best = -1
+            for (q = 1; q < T; q++) { c[arg[q]]++; if (best < 0 || c[arg[q]] > c[best] || (c[arg[q]] == c[best] && arg[q] < best)) best = arg[q] }
+            print sc, l, h, st, best, best == 0 ? "BOS" : tok[best + 1], sprintf("%.3f", c[best] / (T - 1))
+            delete mx; delete arg
+        }
+        /^# tokens=/ { T = split(substr($0, 10), tok, " ") }
+        /^# block=/ { flush(); inblk = 1; split($0, f, /[ =]/); l = f[5]; h = f[7]; st = f[9]; next }
+        /^#/ { next }
+        NF == 3 && $3 != "NaN" && $2 > 0 && (!($2 in mx) || $3 > mx[$2]) { mx[$2] = $3; arg[$2] = $1 }
+        END { flush() }'
+    done | sed '1i scale\tlayer\thead\tstep\tkey_pos\tkey_token\tshare_of_rows' >"$dir/top-key.tsv"
+    column -t -s$'\t' "$dir/top-key.tsv"
+    echo
+    run_env
+    publish summary-none.tsv summary-sqrt.tsv summary-heads.tsv top-key.tsv run.txt
 }
 
 "${grid}_grid"
-run_all
 case $grid in
     map) map_tables; map_figures ;;
     learned) learned_tables; learned_figures ;;

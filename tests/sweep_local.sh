@@ -8,7 +8,8 @@
 #   orphans holding their locks), then `run` again: every run finishes and
 #   `collect` gives a summary.tsv byte-identical to an uninterrupted sweep's,
 #   and every log the same rows;
-# - status and collect on a partly finished sweep say what is missing.
+# - status and collect on a partly finished sweep say what is missing;
+# - a --set value may hold commas, and collect draws settings holding a '/'.
 #   tests/sweep_local.sh SWEEP ATTN_SCALE
 set -u
 sweep=$1; bin=$2
@@ -151,6 +152,14 @@ grep -q "1 done, 0 running, 0 queued, 0 interrupted (started, will resume), 2 fa
 grep -q "failed: seed-1 exit 3 attn_scale: stopping (--on-nan stop)" bad.err || { no "status does not name the failed run and its message"; cat bad.err; }
 S collect bad >/dev/null 2>bad_collect.err || no "collect with failed runs failed"
 grep -q "2 runs not finished" bad_collect.err || no "collect does not name the failed runs as missing"
+
+# ---- a --set value with commas; a setting that varies holds a '/' (scripts/science.sh maps) ----
+S plan maps --grid "scale=none,sqrt" $SIZE --set steps=20 --set dump-attn=0,10,20 --set scale=none:dump-attn-file="$tmp/none.st" \
+    --set scale=sqrt:dump-attn-file="$tmp/sqrt.st" --bin "$bin" 2>maps.err || { no "plan with --set dump-attn=0,10,20"; cat maps.err; }
+S run maps -j 2 --bin "$bin" 2>>maps.err || { no "the maps sweep failed"; tail -3 maps.err; }
+[ -s none.st ] && [ -s sqrt.st ] || no "the maps sweep wrote no maps"
+S collect maps >/dev/null 2>>maps.err || { no "collect with a varying setting holding a '/' failed"; tail -3 maps.err; }
+if command -v gnuplot >/dev/null; then [ -s maps/loss.png ] || no "collect drew no loss.png for the maps sweep"; fi
 
 [ "$fails" -eq 0 ] && echo "sweep_local: all checks passed"
 exit "$fails"
