@@ -26,7 +26,7 @@ torch_core=$(OPENBLAS_VERBOSE=2 OPENBLAS_CORETYPE=$best /usr/bin/python3 -c 'imp
 tuned=(env MALLOC_TRIM_THRESHOLD_=1000000000000 MALLOC_MMAP_THRESHOLD_=1000000000000 MALLOC_TOP_PAD_=268435456)
 raw=$(mktemp); trap 'rm -f "$raw"' EXIT
 
-echo "# $(date -u +%FT%TZ) $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)," \
+echo "# $(date -u +%FT%TZ) $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)," \
      "threads=$threads rounds=$rounds steps=$steps OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-default}"
 for size in $sizes; do
     for r in $(seq "$rounds"); do

@@ -51,4 +51,7 @@ FNR == 1 { flush(); file = FILENAME; name = file; sub(/.*\//, "", name); sub(/\.
 END {
     flush()
     exit bad
-}' "$@" | awk -F'\t' 'NR == 1 { print; next } { printf "%-14s %s\n", $1, $2 }'
+}' "$@" | awk -F'\t' '   # the run names as wide as the longest
+    NR == 1 { h = substr($0, 16); w = 14; next }   # the header: "run" in 14 columns, a space, the rest
+    { n[NR] = $1; r[NR] = $2; if (length($1) > w) w = length($1) }
+    END { printf "%-*s %s\n", w, "run", h; for (i = 2; i <= NR; i++) printf "%-*s %s\n", w, n[i], r[i] }'

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The follow-up tables of the README, as presets of scripts/sweep: each trains
+# The follow-up tables of docs/results.md, as presets of scripts/sweep: each trains
 # `none` against `sqrt` (and more) over 3 seeds, prints scripts/summarize.sh's
 # table and verdicts, and collects summary.tsv, aggregate.tsv and figures.
 #   scripts/sweep.sh dhead     d_head 8, 32, 128 at d_model 128, with AdamW and with SGD
