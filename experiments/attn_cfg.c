@@ -59,7 +59,7 @@ int attn_cfg_options(attn_cfg *c, cli_opt *opts) {
         {"attn", CLI_CHOICE, &c->attn, 0, 0, attn_names, "attention op: composed (saves the TxT weights) or fused (tiled, online softmax)"},
         {"log", CLI_STR, &c->log, 0, 0, NULL, "TSV log file (default: none)"},
         {"log-every", CLI_INT, &c->log_every, 1, 10000000, NULL, "log every N steps (and the last)"},
-        {"save", CLI_STR, &c->save, 0, 0, NULL, "checkpoint file (safetensors), written atomically every --save-every steps, at the end and on SIGINT/SIGTERM"},
+        {"save", CLI_STR, &c->save, 0, 0, NULL, "checkpoint file (safetensors), written atomically every --save-every steps, at the end and on SIGINT/SIGTERM/SIGHUP"},
         {"save-every", CLI_INT, &c->save_every, 1, 10000000, NULL, "steps between checkpoints"},
         {"resume", CLI_STR, &c->resume, 0, 0, NULL, "continue the run saved in this checkpoint (same settings; --steps is the total)"},
         {"stop-at", CLI_INT, &c->stop_at, 0, 10000000, NULL, "stop before this step with a checkpoint, as if interrupted (0: run to --steps)"},

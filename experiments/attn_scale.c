@@ -2,7 +2,7 @@
  * loss and per-head attention health. The √d_k experiment in one binary:
  *   attn_scale --scale none --log runs/none.tsv     (the forgotten scale)
  *   attn_scale --scale sqrt --log runs/sqrt.tsv     (the baseline)
- * See README.md for the log format and what the defaults reproduce. */
+ * See docs/experiment.md for the log format and docs/results.md for what the defaults reproduce. */
 #define _POSIX_C_SOURCE 200809L   /* clock_gettime, isatty, open_memstream */
 #include <cblas.h>
 #include <math.h>

@@ -3,7 +3,7 @@
  * products alone take in OpenBLAS, and the rate of one 2048³ sgemm on as many
  * threads (the machine's practical peak: of_peak is the step's share of it).
  *   bench_step --size seed --threads 2 --attn fused
- * prints one line of key=value pairs (README.md: "Speed"). Tokens and targets
+ * prints one line of key=value pairs (docs/speed.md). Tokens and targets
  * are uniform random: speed does not depend on the task. */
 #include <cblas.h>
 #include <math.h>

@@ -20,12 +20,13 @@ void guard_install(void) {
     sa.sa_flags = SA_RESTART | SA_RESETHAND;   /* writes go on; a second signal kills */
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);   /* the terminal or ssh session went away: stop as for SIGTERM */
 }
 
 int guard_signal(void) { return got_signal; }
 
 const char *guard_signal_name(int sig) {
-    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
 }
 
 static int64_t first_bad(const float *x, int64_t n) {

@@ -1,6 +1,6 @@
-/* What stops a run cleanly: SIGINT/SIGTERM, and non-finite numbers.
+/* What stops a run cleanly: SIGINT/SIGTERM/SIGHUP, and non-finite numbers.
  *
- * Signals: guard_install() makes SIGINT and SIGTERM set a flag (the handler
+ * Signals: guard_install() makes SIGINT, SIGTERM and SIGHUP set a flag (the handler
  * does nothing else: no I/O in a handler); the training loop polls
  * guard_signal() once a step, saves, flushes and exits 128 + signal. A second
  * signal of the same kind gets the default action (kill), for an impatient ^C.

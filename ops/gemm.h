@@ -2,7 +2,7 @@
  *
  * Every product is row-major C[M,N] = alpha·op(A)·op(B) + beta·C, op(X) = X
  * or Xᵀ by ta/tb, as cblas_sgemm with CblasRowMajor. A plan picks the
- * library per product, once, from its shape (README "Speed" has the figures):
+ * library per product, once, from its shape (docs/speed.md has the figures):
  *   - libxsmm (JIT kernels for the CPU it runs on) when it can and is faster:
  *     B not transposed (libxsmm 1.17 cannot JIT that layout), alpha = 1,
  *     beta 0 or 1, and a shape where it measured faster (below). C is made
@@ -30,7 +30,7 @@
 
 #define TG_GEMM_TILE 64          /* rows and columns of C a libxsmm kernel call makes */
 #define TG_GEMM_KCHUNK 256       /* K a libxsmm kernel call sums at most */
-/* Which products go to libxsmm (bench_gemm, one thread, README "Speed"): with
+/* Which products go to libxsmm (bench_gemm, one thread, docs/speed.md): with
  * A as stored (ta = 0) it was 2-25% faster up to the widest measured, N = 1024;
  * with A transposed (weight grads, K = the batch's rows, long) only while C is
  * small, M·N <= 256·512: at 256×1024 and 1024×256 (K = 4096) OpenBLAS was

@@ -26,7 +26,7 @@ torch_core=$(OPENBLAS_VERBOSE=2 OPENBLAS_CORETYPE=$best /usr/bin/python3 -c 'imp
 tuned=(env MALLOC_TRIM_THRESHOLD_=1000000000000 MALLOC_MMAP_THRESHOLD_=1000000000000 MALLOC_TOP_PAD_=268435456)
 raw=$(mktemp); trap 'rm -f "$raw"' EXIT
 
-echo "# $(date -u +%FT%TZ) $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)," \
+echo "# $(date -u +%FT%TZ) $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)," \
      "threads=$threads rounds=$rounds steps=$steps OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-default}"
 for size in $sizes; do
     for r in $(seq "$rounds"); do
@@ -45,7 +45,7 @@ echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# kernels: tapegrad (OPENBLAS_CORETYPE unset) ran OpenBLAS core=$(sed -n 's/.* blas_core=\([^ ]*\).*/\1/p' "$raw" |
     sort -u | tr '\n' ' ')and libxsmm=$(sed -n 's/.* libxsmm=\([^ ]*\).*/\1/p' "$raw" | sort -u | tr '\n' ' ')- PyTorch (OPENBLAS_CORETYPE=$best) ran core=${torch_core:-unknown} (OPENBLAS_VERBOSE=2)"
 echo
-awk '
+awk -v threads="$threads" '
 function med(list,   n, a, i, j, t) {
     n = split(list, a, " ")
     for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
@@ -74,6 +74,16 @@ END {
     print "ratio: tapegrad median over the better PyTorch median; of_sgemm: tapegrad GFLOP/s over the"
     print "sgemm-only rate of the same products (OpenBLAS, same threads); of_peak: over one 2048^3 sgemm"
     print "(OpenBLAS, same threads: the sgemm rate of the speed targets); medians over the rounds."
+    if (threads == 2) {   # the targets of issue 9: a step <= 0.25x, 0.5x, 0.6x of PyTorch, seed and large >= 50% of the sgemm rate
+        lim["small"] = 0.25; lim["seed"] = 0.5; lim["large"] = 0.6; line = ""
+        for (s = 1; s <= ns; s++) {
+            z = order[s]; if (!(z in lim)) continue
+            t = med(ms[z SUBSEP "tapegrad"]); p = med(ms[z SUBSEP "torch"]); q = med(ms[z SUBSEP "torch_tuned"]); best = p < q ? p : q
+            r = t / best; line = line sprintf("%s%s %.2fx of PyTorch (<= %.2fx: %s)", line == "" ? "" : "; ", z, r, lim[z], r <= lim[z] ? "met" : "NOT met")
+            if (z != "small") { o = 100 * gf[z] / 1e3 / (t / 1e3) / pk[z]; line = line sprintf(", %.0f%% of the sgemm rate (>= 50%%: %s)", o, o >= 50 ? "met" : "NOT met") }
+        }
+        if (line != "") print "targets: " line
+    }
     hdr = 0
     for (s = 1; s <= ns; s++) {
         z = order[s]

@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # The main result: train the toy model at d_head = 128 with the scale modes
 # none, sqrt, dk and qknorm, 3 seeds each, plot, and print the table.
-#   scripts/reproduce.sh [--seeds "1 2 3"] [--out runs] [--jobs N]
+#   scripts/reproduce.sh [--seeds "1 2 3"] [--out runs] [--jobs N] [--docs]
 # Installs what is missing (build tools, OpenBLAS, CMocka, gnuplot), builds in
 # build/, writes runs/*.tsv and runs/*.png, then runs the seed-figure binaries.
+# --docs: also copies what the docs show into the repository: the logs to
+# docs/data/reproduce/, the seed figures' printouts to docs/data/seed/, the
+# figures to docs/, and this run's record (machine, kernels, load, wall time)
+# to docs/data/reproduce/run.txt; then `scripts/docs.sh` updates the pages.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$top/scripts/setup.sh"
-seeds="1 2 3"; out="$top/runs"; jobs=$(nproc)
-usage() { echo "usage: scripts/reproduce.sh [--seeds \"1 2 3\"] [--out DIR] [--jobs N]" >&2; exit 2; }
+seeds="1 2 3"; out="$top/runs"; jobs=$(nproc); docs=""
+usage() { echo "usage: scripts/reproduce.sh [--seeds \"1 2 3\"] [--out DIR] [--jobs N] [--docs]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --seeds) [ $# -ge 2 ] || usage; seeds="$2"; shift 2 ;;
         --out) [ $# -ge 2 ] || usage; out="$2"; shift 2 ;;
         --jobs) [ $# -ge 2 ] || usage; jobs="$2"; shift 2 ;;
+        --docs) docs=1; shift ;;
         *) echo "scripts/reproduce.sh: unknown option '$1'" >&2; usage ;;
     esac
 done
@@ -26,7 +31,7 @@ cmake --build "$top/build" -j "$(nproc)" >/dev/null
 bin="$top/build/experiments"
 mkdir -p "$out"
 
-start=$(date +%s)
+start=$(date +%s); load0=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "training: scale none, sqrt, dk, qknorm x seeds $seeds at d_head 128 (attn_scale defaults), $jobs at a time" >&2
 list=()
 for mode in none sqrt dk qknorm; do
@@ -67,3 +72,20 @@ echo
 echo
 echo "logs: $out/*.tsv   plots: $out/dhead128.png (loss), $out/dhead128-entropy.png (per-head entropy), $out/dhead128-heatmap-*.png"
 echo "trained and plotted in ${secs}s"
+
+if [ -n "$docs" ]; then   # what the docs' generated blocks read, and their figures
+    data="$top/docs/data"
+    rm -rf "$data/reproduce"; mkdir -p "$data/reproduce"
+    cp "${all[@]}" "$data/reproduce/"
+    cp "$out/dhead128.png" "$out/dhead128-entropy.png" "$out/dhead128-heatmap-none_s$first.png" \
+       "$out/dhead128-heatmap-sqrt_s$first.png" "$out"/{dot_variance,softmax_saturation,softmax_sigma}.png "$top/docs/"
+    rm -rf "$data/seed"; mkdir -p "$data/seed"
+    cp "$out"/{worked_example,dot_variance,softmax_saturation}.out "$data/seed/"
+    {
+        echo "scripts/reproduce.sh --jobs $jobs --docs: $(( ${#all[@]} )) runs of attn_scale, $jobs at a time, --threads 1"
+        echo "trained and plotted in ${secs}s, $(date -u +%F)"
+        echo "load average before: $load0; after: $(cut -d' ' -f1-3 /proc/loadavg)"
+        tg_machine "$top/build"
+    } >"$data/reproduce/run.txt"
+    echo "docs: $data/reproduce/ (logs, run.txt), $data/seed/, figures in $top/docs/; now run scripts/docs.sh" >&2
+fi

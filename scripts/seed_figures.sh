@@ -3,7 +3,8 @@
 # plots their tables. Builds nothing.
 #   scripts/seed_figures.sh [BUILD_DIR] [OUT_DIR]      (defaults: build/ and runs/)
 # writes OUT_DIR/worked_example.txt, dot_variance.tsv, softmax_saturation.tsv,
-# softmax_sigma.tsv and dot_variance.png, softmax_saturation.png, softmax_sigma.png.
+# softmax_sigma.tsv and dot_variance.png, softmax_saturation.png, softmax_sigma.png,
+# and each binary's printout (its summary tables, on stderr) in OUT_DIR/NAME.out.
 # Exits non-zero if a binary fails (worked_example fails when its numbers do
 # not match the seed's) or a plot cannot be made.
 set -euo pipefail
@@ -23,7 +24,7 @@ status=0
 run() {   # run NAME ARGS...: a failing binary is reported, and the others still run
     local name=$1; shift
     echo "== $name" >&2
-    if ! "$bin/$name" "$@"; then
+    if ! "$bin/$name" "$@" >"$out/$name.out" 2>&1 || ! cat "$out/$name.out" >&2; then
         echo "scripts/seed_figures.sh: $name failed" >&2
         status=1
     fi

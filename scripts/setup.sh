@@ -26,3 +26,10 @@ TG_INSTALL_PACKAGES=(libgfortran-12-dev)
 # torch_attn_scale.py, scripts/science.sh torch): installed by the scripts that need them.
 TG_PLOT_PACKAGES=(gnuplot-nox)
 TG_TORCH_PACKAGES=(python3-torch)
+
+# The machine and kernels a measurement ran on, for the records under docs/data/:
+#   tg_machine BUILD_DIR   prints "cpu: ..." and "blas: ..." (blas_info's line)
+tg_machine() {
+    echo "cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores"
+    echo "blas: $("$1/experiments/blas_info" 2>/dev/null)${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE set)}"
+}

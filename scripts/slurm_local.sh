@@ -6,7 +6,7 @@
 #   scripts/slurm_local.sh down [DIR]     cancel every job, stop the daemons and every process
 #                                         left by a job, remove DIR (SLURM_LOCAL_KEEP=1 keeps it)
 # Needs root (SlurmUser=root). One cluster at a time: `up` refuses when the ports are taken.
-# Settings that matter (measured; README "Sweeps"): cred_expire=5 (a requeued
+# Settings that matter (measured; docs/sweeps.md): cred_expire=5 (a requeued
 # task may start 5 s after it ended, not 120), proctrack/linuxproc (no cgroup
 # set-up needed; a SIGKILLed batch shell leaves its children running, which
 # attn_scale's lock makes harmless), RequeueExit=85, SlurmdTimeout=60 (a busy

@@ -5,7 +5,7 @@
 #   (1 thread and 2 threads, each twice);
 # - exact resume: --stop-at then --resume, and --steps 60 --save then
 #   --steps 120 --resume (a flat schedule), give the straight run's rows and
-#   summary; SIGTERM / SIGINT / SIGKILL mid-run, then --resume, too;
+#   summary; SIGTERM / SIGINT / SIGHUP / SIGKILL mid-run, then --resume, too;
 # - failure handling: a NaN gradient stops with exit 3 naming the step and the
 #   tensor, keeps the last checkpoint and flushes the log; --on-nan skip goes on;
 # - hostile input: bad flags, paths and checkpoints exit 2 with one message,
@@ -56,7 +56,7 @@ run 0 again $T --steps 120 --resume ck.st
 # The signal lands wherever it lands; the test then compares the resumed run
 # with a straight run up to 100 steps past the checkpoint.
 long="$T --steps 200000 --warmup 100"
-for sig in TERM INT KILL; do
+for sig in TERM INT HUP KILL; do
     "$bin" $long --save "$sig.st" --save-every 50 --log "$sig.tsv" >"$sig.out" 2>"$sig.err" &
     pid=$!
     i=0
@@ -65,7 +65,7 @@ for sig in TERM INT KILL; do
     kill -s "$sig" "$pid"
     wait "$pid"
     rc=$?
-    case $sig in TERM) want=143 ;; INT) want=130 ;; KILL) want=137 ;; esac
+    case $sig in TERM) want=143 ;; INT) want=130 ;; HUP) want=129 ;; KILL) want=137 ;; esac
     [ "$rc" -eq "$want" ] || { no "SIG$sig: exit $rc, want $want"; continue; }
     [ "$(tail -c 1 "$sig.tsv" | od -An -c | tr -d ' ')" = '\n' ] || no "SIG$sig: the log's last line is cut"
     # SIGKILL during a checkpoint write can leave that write's temporary file

@@ -34,7 +34,7 @@ install(FILES ${TG_PUBLIC_HEADERS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tapeg
 # Exported from libtapegrad.so: tg_* names only. The version script hides
 # everything else, including the symbols of any static archive linked in.
 if(BUILD_SHARED_LIBS)
-  set(map ${PROJECT_SOURCE_DIR}/cmake/tapegrad.map)
+  set(map ${PROJECT_SOURCE_DIR}/scripts/cmake/tapegrad.map)
   target_link_options(tapegrad PRIVATE "LINKER:--version-script=${map}")
   set_property(TARGET tapegrad APPEND PROPERTY LINK_DEPENDS ${map})
   if(NOT TG_SANITIZE AND NOT TG_FUZZ)   # the sanitizer runtimes are resolved at load time
@@ -50,7 +50,7 @@ if(BUILD_SHARED_LIBS)
 else()
   set(TG_STATIC ON)
 endif()
-configure_package_config_file(cmake/tapegradConfig.cmake.in tapegradConfig.cmake INSTALL_DESTINATION ${cmakedir})
+configure_package_config_file(scripts/cmake/tapegradConfig.cmake.in tapegradConfig.cmake INSTALL_DESTINATION ${cmakedir})
 write_basic_package_version_file(tapegradConfigVersion.cmake COMPATIBILITY ${TG_COMPAT})
 install(FILES ${PROJECT_BINARY_DIR}/tapegradConfig.cmake ${PROJECT_BINARY_DIR}/tapegradConfigVersion.cmake
         DESTINATION ${cmakedir})
@@ -65,5 +65,5 @@ endforeach()
 string(STRIP "${TG_PC_LIBS_PRIVATE}" TG_PC_LIBS_PRIVATE)
 file(RELATIVE_PATH TG_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)   # ../..
 string(REGEX REPLACE "/$" "" TG_PC_TO_PREFIX "${TG_PC_TO_PREFIX}")
-configure_file(cmake/tapegrad.pc.in tapegrad.pc @ONLY)
+configure_file(scripts/cmake/tapegrad.pc.in tapegrad.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/tapegrad.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

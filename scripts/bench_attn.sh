@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The two attention ops side by side: forward + backward of one op (B = 1,
+# H = 4, d_head = 64, causal) at each sequence length, the ops alternating,
+# ROUNDS rounds; prints the raw lines, then a table of the medians.
+#   scripts/bench_attn.sh                       T = 512 1024 2048 4096, 1 thread, 3 rounds
+#   THREADS=2 ROUNDS=5 SEQ="1024 4096" scripts/bench_attn.sh
+# Runs build/experiments/bench_attn as a user runs it (OPENBLAS_CORETYPE unset).
+set -euo pipefail
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+threads=${THREADS:-1}; rounds=${ROUNDS:-3}; seqs=${SEQ:-512 1024 2048 4096}
+bench="$top/build/experiments/bench_attn"
+[ -x "$bench" ] || { echo "bench_attn.sh: build first (scripts/test.sh)" >&2; exit 2; }
+raw=$(mktemp); trap 'rm -f "$raw"' EXIT
+echo "# $(date -u +%FT%TZ) $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg), threads=$threads rounds=$rounds"
+for t in $seqs; do
+    for r in $(seq "$rounds"); do
+        for attn in composed fused; do
+            env -u OPENBLAS_CORETYPE "$bench" --attn $attn --seq-len "$t" --threads "$threads" --reps 3 | tee -a "$raw"
+        done
+    done
+done
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+awk -v threads="$threads" '
+function med(list,   n, a, i, j, x) {
+    n = split(list, a, " ")
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { x = a[i]; a[i] = a[j]; a[j] = x }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+{
+    delete f; for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+    k = f["T"] SUBSEP f["attn"]; ms[k] = ms[k] " " f["ms"]; rss[k] = f["peak_rss_mb"]; ar[k] = f["arena_mb"]
+    of[k] = of[k] " " f["of_sgemm"]; kern = "OpenBLAS core " f["blas_core"] ", libxsmm " f["libxsmm"]
+    if (!(f["T"] in seen)) { seen[f["T"]] = 1; order[++n] = f["T"] }
+}
+END {
+    printf "%6s %13s %13s %11s %11s %8s %10s %14s\n", "T", "composed_MB", "fused_MB", "composed_ms", "fused_ms", "speedup", "fused_arena", "fused_of_sgemm"
+    for (i = 1; i <= n; i++) {
+        t = order[i]; c = med(ms[t SUBSEP "composed"]); u = med(ms[t SUBSEP "fused"])
+        printf "%6s %13.1f %13.1f %11.1f %11.1f %7.2fx %8.1fMB %13.0f%%\n", t, rss[t SUBSEP "composed"], rss[t SUBSEP "fused"], c, u, c / u,
+               ar[t SUBSEP "fused"], med(of[t SUBSEP "fused"]) + 0
+    }
+    print "MB: peak RSS of the process; ms: median over the rounds of the best of 3 forward+backward;"
+    print "fused_of_sgemm: its GFLOP/s (the causal half skipped) over one 2048^3 sgemm on the same threads;"
+    print "kernels: " kern
+    if (threads == 1 && ("4096" SUBSEP "fused") in ms) {   # the target of issue 9
+        o = med(of["4096" SUBSEP "fused"]) + 0
+        printf "target: fused at T = 4096, 1 thread: %.0f%% of the sgemm rate (>= 50%%: %s)\n", o, (o >= 50 ? "met" : "NOT met")
+    }
+}' "$raw"

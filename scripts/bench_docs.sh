@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The benchmarks docs/speed.md shows, written to docs/data/bench/ (run it on a
+# quiet machine; each output names the date, the load average, the CPU and the
+# kernels). Then scripts/docs.sh updates the page.
+#   scripts/bench_docs.sh            all of them (about 20 minutes on 2 cores)
+#   scripts/bench_docs.sh step1 attn  only those (step2 step2p step1 attn gemm kernel)
+# step2:  scripts/bench.sh (2 threads)            -> step-threads2.txt
+# step2p: the same with OMP_WAIT_POLICY=passive     -> step-threads2-passive.txt
+# step1:  THREADS=1 scripts/bench.sh              -> step-threads1.txt
+# attn:   scripts/bench_attn.sh (1 thread)        -> attn.txt
+# gemm:   bench_gemm --size S --threads 1          -> gemm-small.txt, gemm-seed.txt, gemm-large.txt
+# kernel: OMP_WAIT_POLICY=passive ROUNDS=7 scripts/bench_kernel.sh -> kernel.txt
+# Every benchmark runs tapegrad as a user runs it (OPENBLAS_CORETYPE unset).
+set -euo pipefail
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out="$top/docs/data/bench"
+what=("$@"); [ ${#what[@]} -gt 0 ] || what=(step2 step2p step1 attn gemm kernel)
+mkdir -p "$out"
+save() {   # save FILE COMMAND...: the command's output, kept only if it succeeds
+    local file=$1; shift
+    echo "bench_docs.sh: $* > docs/data/bench/$file" >&2
+    "$@" >"$out/.$file.tmp" || { rm -f "$out/.$file.tmp"; echo "bench_docs.sh: $* failed" >&2; exit 1; }
+    mv "$out/.$file.tmp" "$out/$file"
+}
+for w in "${what[@]}"; do
+    case "$w" in
+        step2) save step-threads2.txt env -u OPENBLAS_CORETYPE THREADS=2 "$top/scripts/bench.sh" ;;
+        step2p) save step-threads2-passive.txt env -u OPENBLAS_CORETYPE OMP_WAIT_POLICY=passive THREADS=2 "$top/scripts/bench.sh" ;;
+        step1) save step-threads1.txt env -u OPENBLAS_CORETYPE THREADS=1 "$top/scripts/bench.sh" ;;
+        attn) save attn.txt env -u OPENBLAS_CORETYPE "$top/scripts/bench_attn.sh" ;;
+        gemm) for s in small seed large; do
+                  save "gemm-$s.txt" env -u OPENBLAS_CORETYPE "$top/build/experiments/bench_gemm" --size "$s" --threads 1
+              done ;;
+        kernel) save kernel.txt env -u OPENBLAS_CORETYPE OMP_WAIT_POLICY=passive ROUNDS=7 "$top/scripts/bench_kernel.sh" ;;
+        *) echo "bench_docs.sh: unknown benchmark '$w' (step2 step2p step1 attn gemm kernel)" >&2; exit 2 ;;
+    esac
+done
+echo "bench_docs.sh: wrote docs/data/bench/; now run scripts/docs.sh" >&2
