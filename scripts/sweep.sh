@@ -45,8 +45,9 @@ if [ -n "$docs" ]; then   # what the docs' generated blocks read, and their figu
     data="$top/docs/data/sweep-$name"
     rm -rf "$data"; mkdir -p "$data"
     cp "$dir/summary.tsv" "$dir/aggregate.tsv" "$data/"
-    # the learned scale's table needs each head's multiplier: its logs (6 small files)
-    [ "$name" != learned ] || { mkdir "$data/runs"; cut -f1 "$dir/manifest.tsv" | sed "s|^|$dir/runs/|; s|\$|.tsv|" | xargs cp -t "$data/runs/"; }
+    # the learned scale's table needs each head's multiplier: its logs (6 small files; in logs/, as
+    # .gitignore leaves out every runs/ folder)
+    [ "$name" != learned ] || { mkdir "$data/logs"; cut -f1 "$dir/manifest.tsv" | sed "s|^|$dir/runs/|; s|\$|.tsv|" | xargs cp -t "$data/logs/"; }
     # the figures against d_head: only the head-size sweep has more than one
     [ "$name" != dhead ] || for f in loss entropy10; do cp "$dir/$f.png" "$top/docs/sweep-$name-$f.png"; done
     {
