@@ -77,7 +77,13 @@ TG_VEC_CLONES static double backward_head(const attn_rec *r, const bwd_plans *pl
         tg_transpose(V, ldv, T, dv, Vt);
         tg_gemm_run(&pl->dP, dO, Vt, dL);
     }
-    /* P = softmax(logits)  =>  dLogits = P ⊙ (dP − <dP, P>) per row, 0 where masked */
+    /* P = softmax(logits)  =>  dLogits = P ⊙ (dP − <dP, P>) per row, 0 where masked.
+     * Each row of dLogits sums to 0 exactly, but not in float32; the head-scale
+     * grad Σ dLogits ⊙ QKᵀ would multiply that leftover by the row's (large,
+     * in a saturated head) raw logits. So it sums dLogits ⊙ (QKᵀ − m_i) instead,
+     * m_i the raw logit of the row's top weight: the same in exact arithmetic,
+     * as flash_attention.c does. centre = Σ_i m_i · Σ_j dLogits_ij. */
+    double centre = 0;
     for (int i = 0; i < T; i++) {
         const float *p = P + (int64_t)i * T;
         float *g = dL + (int64_t)i * T;
@@ -89,6 +95,17 @@ TG_VEC_CLONES static double backward_head(const attn_rec *r, const bwd_plans *pl
 #pragma omp simd
         for (int j = 0; j < nv; j++) g[j] = p[j] * (g[j] - fdot);
         if (nv < T) memset(g + nv, 0, (size_t)(T - nv) * sizeof(float));
+        if (want_hs && need_G) {
+            double rs = 0, m = 0;
+            int top = 0;
+            for (int j = 0; j < nv; j++) {
+                rs += g[j];
+                if (p[j] > p[top]) top = j;
+            }
+            const float *qi = Q + (int64_t)i * ldq, *kt = K + (int64_t)top * ldq;
+            for (int c = 0; c < d; c++) m += (double)qi[c] * kt[c];
+            centre += m * rs;
+        }
     }
     /* logits = s · Q Kᵀ  =>  dQ = s · dLogits K,  ds = Σ dLogits ⊙ Q Kᵀ = Σ Q ⊙ (dLogits K).
      * G = dLogits K serves both, so the head-scale grad never divides by s. */
@@ -114,7 +131,7 @@ TG_VEC_CLONES static double backward_head(const attn_rec *r, const bwd_plans *pl
         for (int64_t i = 0; i < (int64_t)T * T; i++) dL[i] *= s;
         tg_gemm_run(&pl->dK, dL, Q, k->grad + oq);
     }
-    return dhs;
+    return dhs - centre;
 }
 
 typedef struct {

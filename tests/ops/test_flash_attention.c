@@ -224,12 +224,12 @@ static double compare(attn_case *c, tg_params *P, int H, errs e[3]) {
  * accumulation's growth small). A softmax weight turns a logit error δ into a
  * relative error δ_j − Σ P δ, up to 2κ, and outputs, gradients and entropies
  * inherit that. So every tensor of each op must be within 2κ of the float64
- * reference (composed_hs·κ for tg_attention's head-scale grad); measured on
- * OpenBLAS's Prescott, Haswell and SkylakeX kernels: at most 1.02κ, that grad
- * aside. And the fused op may add at most κ/2 to the composed op's error
- * (measured: at most 0.19κ; before the centring in flash_attention.c's
- * backward its head-scale grad added 1.5κ to 3κ, depending on the kernel). */
-static void check_errs(const char *what, const errs e[3], double cond, double composed_hs) {
+ * reference; measured on OpenBLAS's Prescott, Haswell, SkylakeX and Cooperlake
+ * kernels: at most 1.02κ. And the fused op may add at most κ/2 to the composed
+ * op's error (measured: at most 0.19κ). Both ops' head-scale grads sum
+ * dS ⊙ (QKᵀ − a per-row constant): before that centring the fused op's added
+ * 1.5κ to 3κ, and the composed op's reached 2.6κ in saturated heads. */
+static void check_errs(const char *what, const errs e[3], double cond) {
     const char *names[] = {"composed vs f64", "fused vs f64", "fused vs composed"};
     const double kappa = 0x1p-24 * cond;
     print_message("%s: kappa %.2e, max error / max |value|:\n", what, kappa);
@@ -239,7 +239,7 @@ static void check_errs(const char *what, const errs e[3], double cond, double co
                       x[0], x[1], x[2], x[3], x[4], x[5], x[6]);
     }
     for (int t = 0; t < N_ERRS; t++) {
-        assert_true(e[0].v[t] <= (t == E_GRAD + 3 ? composed_hs : 2) * kappa);
+        assert_true(e[0].v[t] <= 2 * kappa);
         assert_true(e[1].v[t] <= 2 * kappa);
         assert_true(e[1].v[t] <= e[0].v[t] + kappa / 2);
     }
@@ -265,7 +265,7 @@ static void test_matches_attention(void **s) {
                     cond = fmax(cond, compare(&c, &P, H, e));
                     tg_params_free(&P);
                 }
-    check_errs("moderate logits", e, cond, 2);
+    check_errs("moderate logits", e, cond);
 }
 
 /* Unscaled logits in the hundreds (d = 64, entries of std 3, scale 1): the
@@ -290,7 +290,7 @@ static void test_huge_logits(void **s) {
         cond = fmax(cond, compare(&c, &P, 2, e));
         tg_params_free(&P);
     }
-    check_errs("huge logits", e, cond, 2);
+    check_errs("huge logits", e, cond);
 }
 
 /* The share of rows whose top weight exceeds 0.99, over all heads (H ≤ 8). */
@@ -311,9 +311,10 @@ static double saturation(const attn_case *c, int H) {
  * B·T as the experiments' (32 × 32), and T across tiles. σ = 1, as at the start
  * of training: a third to a half of the rows have a top weight above 0.99.
  * σ = 2, heads as collapsed as training makes them: three quarters or more of
- * the rows, entropy under 0.1 nats. There tg_attention's own head-scale grad is
- * the less accurate one (1.9–2.4κ measured; it sums dS·QKᵀ uncentred, as the
- * fused op did), so its bound is 3κ in that case. */
+ * the rows, entropy under 0.1 nats. Measured here: the fused op's head-scale
+ * grad within 0.42κ of float64 at both σ, tg_attention's within 0.93κ (its
+ * remaining error at σ = 1 is not the row sums': centring took it only from
+ * 1.0κ to 0.93κ there, but from 2.6κ to 0.87κ at σ = 2). */
 static void test_saturated_head_scale(void **s) {
     (void)s;
     const int Ts[] = {32, TG_FLASH_BK + 44}, Bs[] = {32, 2}, H = 4, d = 128;
@@ -334,7 +335,7 @@ static void test_saturated_head_scale(void **s) {
         char what[96];
         snprintf(what, sizeof what, "saturated heads, q and k of std %g (rows above 0.99: %.2f at T = %d, %.2f at T = %d)",
                  (double)stds[si], sat[0], Ts[0], sat[1], Ts[1]);
-        check_errs(what, e, cond, si ? 3 : 2);
+        check_errs(what, e, cond);
         if (!si) assert_true(e[1].v[E_GRAD + 3] <= 5e-6);   /* the mark for this regime */
     }
 }
