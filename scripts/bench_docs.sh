@@ -28,8 +28,9 @@ for w in "${what[@]}"; do
         step2p) save step-threads2-passive.txt env -u OPENBLAS_CORETYPE OMP_WAIT_POLICY=passive THREADS=2 "$top/scripts/bench.sh" ;;
         step1) save step-threads1.txt env -u OPENBLAS_CORETYPE THREADS=1 "$top/scripts/bench.sh" ;;
         attn) save attn.txt env -u OPENBLAS_CORETYPE "$top/scripts/bench_attn.sh" ;;
-        gemm) for s in small seed large; do
-                  save "gemm-$s.txt" env -u OPENBLAS_CORETYPE "$top/build/experiments/bench_gemm" --size "$s" --threads 1
+        gemm) for s in small seed large; do   # bench_gemm names the kernels; the CPU goes first
+                  save "gemm-$s.txt" bash -c 'echo "# $(sed -n "s/^model name[[:space:]]*: //p" /proc/cpuinfo | head -1), $(nproc) cores, load average: $(cut -d" " -f1-3 /proc/loadavg)"
+                      exec env -u OPENBLAS_CORETYPE "$1" --size "$2" --threads 1' _ "$top/build/experiments/bench_gemm" "$s"
               done ;;
         kernel) save kernel.txt env -u OPENBLAS_CORETYPE OMP_WAIT_POLICY=passive ROUNDS=7 "$top/scripts/bench_kernel.sh" ;;
         *) echo "bench_docs.sh: unknown benchmark '$w' (step2 step2p step1 attn gemm kernel)" >&2; exit 2 ;;
