@@ -95,7 +95,7 @@ TG_VEC_CLONES static double backward_head(const attn_rec *r, const bwd_plans *pl
 #pragma omp simd
         for (int j = 0; j < nv; j++) g[j] = p[j] * (g[j] - fdot);
         if (nv < T) memset(g + nv, 0, (size_t)(T - nv) * sizeof(float));
-        if (want_hs && need_G) {
+        if (want_hs) {   /* want_hs implies need_G */
             double rs = 0, m = 0;
             int top = 0;
             for (int j = 0; j < nv; j++) {
