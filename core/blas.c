@@ -381,3 +381,8 @@ int tg_blas_ensure(const char *prog, char **argv) {
     }
     return 1;
 }
+
+void tg_set_threads(int n) {
+    openblas_set_num_threads(1);   /* its threaded sgemm mallocs per call; the ops split their own work */
+    omp_set_num_threads(n > 0 ? n : 1);
+}

@@ -123,4 +123,10 @@ int tg_blas_selfcheck(const char *core, char *detail, size_t len);
  * x86-64 machine. */
 int tg_blas_ensure(const char *prog, char **argv);
 
+/* Threads for the library's ops: n OpenMP threads, OpenBLAS single-threaded (the
+ * ops split batch, heads and rows themselves; OpenBLAS's own threads would
+ * allocate per call). Every result is the same for any n (docs/speed.md#threads).
+ * A program calls it once, after tg_blas_ensure. */
+void tg_set_threads(int n);
+
 #endif

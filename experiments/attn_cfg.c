@@ -11,64 +11,64 @@
 const char *const optim_names[] = {"adam", "sgd", NULL};
 const char *const on_nan_names[] = {"stop", "skip", NULL};
 const char *const attn_run_options[] = {"steps", "threads", "log", "log-every", "save", "save-every",
-                                        "resume", "stop-at", "on-nan", "debug-nan", "dump-attn", "dump-attn-file",
+                                        "resume", "stop-at", "attn", "on-nan", "debug-nan", "dump-attn", "dump-attn-file",
                                         "overwrite", "check", NULL};
 
 void attn_cfg_defaults(attn_cfg *c) {
     *c = (attn_cfg){
-        .task = TASK_HIST, .steps = 600, .batch = 32, .seq_len = 32, .vocab = 64, .d_model = 128,
-        .heads = 4, .d_head = 128, .layers = 1, .scale = SCALE_SQRT, .init = INIT_FANIN,
-        .optim = OPT_ADAM, .warmup = 50, .seed = 1, .threads = 1, .log_every = 10, .attn = ATTN_COMPOSED,
+        .task = TG_TASK_HIST, .steps = 600, .batch = 32, .seq_len = 32, .vocab = 64, .d_model = 128,
+        .heads = 4, .d_head = 128, .layers = 1, .scale = TG_SCALE_SQRT, .init = TG_INIT_FANIN,
+        .optim = OPT_ADAM, .warmup = 50, .seed = 1, .threads = 1, .log_every = 10, .attn = TG_ATTN_COMPOSED, .attn_spec = "composed",
         .alphabet = 8, .keys = 8, .values = 6,
         .lr = 3e-3f, .lr_min = 3e-4f, .clip = 1.0f, .momentum = 0.9f, .weight_decay = 0.0f,
-        .learned_param = LEARNED_LINEAR, .scale_mult = 1.0f, .scale_lr = 0.0f,
+        .learned_param = TG_LEARNED_LINEAR, .scale_mult = 1.0f, .scale_lr = 0.0f,
         .log = NULL, .dump_attn = NULL, .dump_attn_file = NULL,
         .save = NULL, .resume = NULL, .save_every = 100, .stop_at = 0, .on_nan = ONNAN_STOP, .debug_nan = -1,
     };
 }
 
-int attn_cfg_options(attn_cfg *c, cli_opt *opts) {
-    const cli_opt o[] = {
-        {"task", CLI_CHOICE, &c->task, 0, 0, task_names, "hist: count earlier copies (needs spread attention); recall: key-value lookup (sharp is right)"},
-        {"steps", CLI_INT, &c->steps, 1, 10000000, NULL, "training steps (the total, also with --resume)"},
-        {"batch", CLI_INT, &c->batch, 1, 65536, NULL, "sequences per step"},
-        {"seq-len", CLI_INT, &c->seq_len, 2, 4096, NULL, "tokens per sequence"},
-        {"vocab", CLI_INT, &c->vocab, 3, 4096, NULL, "vocabulary (input tokens and output classes)"},
-        {"d-model", CLI_INT, &c->d_model, 1, 8192, NULL, "residual width D"},
-        {"heads", CLI_INT, &c->heads, 1, 256, NULL, "attention heads H"},
-        {"d-head", CLI_INT, &c->d_head, 1, 4096, NULL, "head size d_head (= d_k)"},
-        {"layers", CLI_INT, &c->layers, 1, 64, NULL, "transformer blocks"},
-        {"scale", CLI_CHOICE, &c->scale, 0, 0, scale_names, "attention scale: 1/sqrt(dh), 1, 1/dh, QK-norm + 1/sqrt(dh), learned per head, c/sqrt(dh) (--scale-mult c)"},
-        {"scale-mult", CLI_FLOAT, &c->scale_mult, 0, 1e6, NULL, "--scale mult: c > 0 in softmax(c/sqrt(dh) q.k); 1 is sqrt, sqrt(dh) is none"},
-        {"learned-init", CLI_CHOICE, &c->learned_init, 0, 0, learned_init_names, "--scale learned: start at s_h = 1 (as sqrt) or s_h = sqrt(d_head) (as none)"},
-        {"learned-param", CLI_CHOICE, &c->learned_param, 0, 0, learned_param_names, "--scale learned: train s_h itself, or theta_h with s_h = exp(theta_h)"},
-        {"scale-lr", CLI_FLOAT, &c->scale_lr, 0, 100, NULL, "--scale learned: peak learning rate of the head scales, on the same schedule in proportion (0: --lr)"},
-        {"init", CLI_CHOICE, &c->init, 0, 0, init_names, "fanin: N(0,1/fan_in) weights, N(0,1) embeddings; gpt2: all N(0,0.02^2)"},
-        {"optim", CLI_CHOICE, &c->optim, 0, 0, optim_names, "AdamW or SGD with momentum"},
-        {"lr", CLI_FLOAT, &c->lr, 1e-9, 100, NULL, "peak learning rate"},
-        {"lr-min", CLI_FLOAT, &c->lr_min, 0, 100, NULL, "learning rate at the end of the cosine"},
-        {"warmup", CLI_INT, &c->warmup, 0, 10000000, NULL, "linear warm-up steps"},
-        {"clip", CLI_FLOAT, &c->clip, 0, 1e9, NULL, "global grad-norm clip (0: none)"},
-        {"momentum", CLI_FLOAT, &c->momentum, 0, 0.999, NULL, "SGD momentum"},
-        {"weight-decay", CLI_FLOAT, &c->weight_decay, 0, 10, NULL, "decoupled weight decay (matrices and embeddings; never gains, biases or scales)"},
-        {"alphabet", CLI_INT, &c->alphabet, 2, 4095, NULL, "hist: number of symbols"},
-        {"keys", CLI_INT, &c->keys, 2, 4096, NULL, "recall: number of keys"},
-        {"values", CLI_INT, &c->values, 2, 4096, NULL, "recall: number of values"},
-        {"seed", CLI_INT, &c->seed, 0, 2147483647, NULL, "seed of the init and the data"},
-        {"threads", CLI_INT, &c->threads, 1, 256, NULL, "threads (OpenMP: the ops split their own work; OpenBLAS runs single-threaded)"},
-        {"attn", CLI_CHOICE, &c->attn, 0, 0, attn_names, "attention op: composed (saves the TxT weights) or fused (tiled, online softmax)"},
-        {"log", CLI_STR, &c->log, 0, 0, NULL, "TSV log file (default: none)"},
-        {"log-every", CLI_INT, &c->log_every, 1, 10000000, NULL, "log every N steps (and the last)"},
-        {"save", CLI_STR, &c->save, 0, 0, NULL, "checkpoint file (safetensors), written atomically every --save-every steps, at the end and on SIGINT/SIGTERM/SIGHUP"},
-        {"save-every", CLI_INT, &c->save_every, 1, 10000000, NULL, "steps between checkpoints"},
-        {"resume", CLI_STR, &c->resume, 0, 0, NULL, "continue the run saved in this checkpoint (same settings; --steps is the total)"},
-        {"stop-at", CLI_INT, &c->stop_at, 0, 10000000, NULL, "stop before this step with a checkpoint, as if interrupted (0: run to --steps)"},
-        {"on-nan", CLI_CHOICE, &c->on_nan, 0, 0, on_nan_names, "on a non-finite loss or gradient: stop (exit 3) or skip that step's update"},
-        {"debug-nan", CLI_INT, &c->debug_nan, -1, 10000000, NULL, "testing aid: poison a gradient with NaN at this step (-1: never)"},
-        {"dump-attn", CLI_STR, &c->dump_attn, 0, 0, NULL, "STEP[,STEP...]: save every head's attention weights on the probe sequence at these steps (needs --dump-attn-file)"},
-        {"dump-attn-file", CLI_STR, &c->dump_attn_file, 0, 0, NULL, "safetensors file of --dump-attn, rewritten atomically at each of its steps"},
-        {"overwrite", CLI_FLAG, &c->overwrite, 0, 0, NULL, "a fresh run may replace an existing --log or --save file (of another run); without it such a run is refused"},
-        {"check", CLI_FLAG, &c->check, 0, 0, NULL, "check the flags and their combination, then exit (0: this run would start) without reading or writing any file"},
+int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts) {
+    const tg_cli_opt o[] = {
+        {"task", TG_CLI_CHOICE, &c->task, 0, 0, tg_task_names, "hist: count earlier copies (needs spread attention); recall: key-value lookup (sharp is right)"},
+        {"steps", TG_CLI_INT, &c->steps, 1, 10000000, NULL, "training steps (the total, also with --resume)"},
+        {"batch", TG_CLI_INT, &c->batch, 1, 65536, NULL, "sequences per step"},
+        {"seq-len", TG_CLI_INT, &c->seq_len, 2, 4096, NULL, "tokens per sequence"},
+        {"vocab", TG_CLI_INT, &c->vocab, 3, 4096, NULL, "vocabulary (input tokens and output classes)"},
+        {"d-model", TG_CLI_INT, &c->d_model, 1, 8192, NULL, "residual width D"},
+        {"heads", TG_CLI_INT, &c->heads, 1, 256, NULL, "attention heads H"},
+        {"d-head", TG_CLI_INT, &c->d_head, 1, 4096, NULL, "head size d_head (= d_k)"},
+        {"layers", TG_CLI_INT, &c->layers, 1, 64, NULL, "transformer blocks"},
+        {"scale", TG_CLI_CHOICE, &c->scale, 0, 0, tg_scale_names, "attention scale: 1/sqrt(dh), 1, 1/dh, QK-norm + 1/sqrt(dh), learned per head, c/sqrt(dh) (--scale-mult c)"},
+        {"scale-mult", TG_CLI_FLOAT, &c->scale_mult, 0, 1e6, NULL, "--scale mult: c > 0 in softmax(c/sqrt(dh) q.k); 1 is sqrt, sqrt(dh) is none"},
+        {"learned-init", TG_CLI_CHOICE, &c->learned_init, 0, 0, tg_learned_init_names, "--scale learned: start at s_h = 1 (as sqrt) or s_h = sqrt(d_head) (as none)"},
+        {"learned-param", TG_CLI_CHOICE, &c->learned_param, 0, 0, tg_learned_param_names, "--scale learned: train s_h itself, or theta_h with s_h = exp(theta_h)"},
+        {"scale-lr", TG_CLI_FLOAT, &c->scale_lr, 0, 100, NULL, "--scale learned: peak learning rate of the head scales, on the same schedule in proportion (0: --lr)"},
+        {"init", TG_CLI_CHOICE, &c->init, 0, 0, tg_init_names, "fanin: N(0,1/fan_in) weights, N(0,1) embeddings; gpt2: all N(0,0.02^2)"},
+        {"optim", TG_CLI_CHOICE, &c->optim, 0, 0, optim_names, "AdamW or SGD with momentum"},
+        {"lr", TG_CLI_FLOAT, &c->lr, 1e-9, 100, NULL, "peak learning rate"},
+        {"lr-min", TG_CLI_FLOAT, &c->lr_min, 0, 100, NULL, "learning rate at the end of the cosine"},
+        {"warmup", TG_CLI_INT, &c->warmup, 0, 10000000, NULL, "linear warm-up steps"},
+        {"clip", TG_CLI_FLOAT, &c->clip, 0, 1e9, NULL, "global grad-norm clip (0: none)"},
+        {"momentum", TG_CLI_FLOAT, &c->momentum, 0, 0.999, NULL, "SGD momentum"},
+        {"weight-decay", TG_CLI_FLOAT, &c->weight_decay, 0, 10, NULL, "decoupled weight decay (matrices and embeddings; never gains, biases or scales)"},
+        {"alphabet", TG_CLI_INT, &c->alphabet, 2, 4095, NULL, "hist: number of symbols"},
+        {"keys", TG_CLI_INT, &c->keys, 2, 4096, NULL, "recall: number of keys"},
+        {"values", TG_CLI_INT, &c->values, 2, 4096, NULL, "recall: number of values"},
+        {"seed", TG_CLI_INT, &c->seed, 0, 2147483647, NULL, "seed of the init and the data"},
+        {"threads", TG_CLI_INT, &c->threads, 1, 256, NULL, "threads (OpenMP: the ops split their own work; OpenBLAS runs single-threaded)"},
+        {"attn", TG_CLI_STR, &c->attn_spec, 0, 0, NULL, "attention op: composed (saves the TxT weights), fused (tiled, online softmax), or plugin:FILE.so[:SYMBOL] (your own tg_attention_fn; docs/plugins.md)"},
+        {"log", TG_CLI_STR, &c->log, 0, 0, NULL, "TSV log file (default: none)"},
+        {"log-every", TG_CLI_INT, &c->log_every, 1, 10000000, NULL, "log every N steps (and the last)"},
+        {"save", TG_CLI_STR, &c->save, 0, 0, NULL, "checkpoint file (safetensors), written atomically every --save-every steps, at the end and on SIGINT/SIGTERM/SIGHUP"},
+        {"save-every", TG_CLI_INT, &c->save_every, 1, 10000000, NULL, "steps between checkpoints"},
+        {"resume", TG_CLI_STR, &c->resume, 0, 0, NULL, "continue the run saved in this checkpoint (same settings; --steps is the total)"},
+        {"stop-at", TG_CLI_INT, &c->stop_at, 0, 10000000, NULL, "stop before this step with a checkpoint, as if interrupted (0: run to --steps)"},
+        {"on-nan", TG_CLI_CHOICE, &c->on_nan, 0, 0, on_nan_names, "on a non-finite loss or gradient: stop (exit 3) or skip that step's update"},
+        {"debug-nan", TG_CLI_INT, &c->debug_nan, -1, 10000000, NULL, "testing aid: poison a gradient with NaN at this step (-1: never)"},
+        {"dump-attn", TG_CLI_STR, &c->dump_attn, 0, 0, NULL, "STEP[,STEP...]: save every head's attention weights on the probe sequence at these steps (needs --dump-attn-file)"},
+        {"dump-attn-file", TG_CLI_STR, &c->dump_attn_file, 0, 0, NULL, "safetensors file of --dump-attn, rewritten atomically at each of its steps"},
+        {"overwrite", TG_CLI_FLAG, &c->overwrite, 0, 0, NULL, "a fresh run may replace an existing --log or --save file (of another run); without it such a run is refused"},
+        {"check", TG_CLI_FLAG, &c->check, 0, 0, NULL, "check the flags and their combination, then exit (0: this run would start) without reading or writing any file"},
     };
     int n = (int)(sizeof o / sizeof o[0]);
     _Static_assert(sizeof o / sizeof o[0] <= ATTN_MAX_OPTS, "raise ATTN_MAX_OPTS");
@@ -76,8 +76,8 @@ int attn_cfg_options(attn_cfg *c, cli_opt *opts) {
     return n;
 }
 
-model_cfg attn_cfg_model(const attn_cfg *c) {
-    return (model_cfg){.vocab = c->vocab, .seq_len = c->seq_len, .d_model = c->d_model, .heads = c->heads,
+tg_model_cfg attn_cfg_model(const attn_cfg *c) {
+    return (tg_model_cfg){.vocab = c->vocab, .seq_len = c->seq_len, .d_model = c->d_model, .heads = c->heads,
                        .d_head = c->d_head, .layers = c->layers, .scale_mode = c->scale, .init = c->init,
                        .attn = c->attn, .learned_init = c->learned_init, .learned_param = c->learned_param,
                        .mult = c->scale_mult,
@@ -85,13 +85,13 @@ model_cfg attn_cfg_model(const attn_cfg *c) {
                        .scale_lr_mult = c->scale_lr > 0 ? c->scale_lr / c->lr : 0.0f};
 }
 
-task_cfg attn_cfg_task(const attn_cfg *c) {
-    return (task_cfg){.kind = c->task, .vocab = c->vocab, .seq_len = c->seq_len, .alphabet = c->alphabet,
+tg_task_cfg attn_cfg_task(const attn_cfg *c) {
+    return (tg_task_cfg){.kind = c->task, .vocab = c->vocab, .seq_len = c->seq_len, .alphabet = c->alphabet,
                       .keys = c->keys, .values = c->values};
 }
 
-static int seen_flag(const cli_opt *opts, int n, const int *seen, const char *name) {
-    const cli_opt *o = opts && seen ? cli_find(opts, n, name) : NULL;
+static int seen_flag(const tg_cli_opt *opts, int n, const int *seen, const char *name) {
+    const tg_cli_opt *o = opts && seen ? tg_cli_find(opts, n, name) : NULL;
     return o ? seen[o - opts] : 0;
 }
 
@@ -101,9 +101,25 @@ static int has_control(const char *s) {
     return 0;
 }
 
-int attn_cfg_check(const attn_cfg *c, const cli_opt *opts, int n, const int *seen, char *err, size_t errlen) {
-    task_cfg tc = attn_cfg_task(c);
-    if (task_check(&tc, err, errlen)) return 1;
+/* --attn's text into c->attn and c->attn_plugin. */
+static int parse_attn(attn_cfg *c, char *err, size_t errlen) {
+    const char *s = c->attn_spec ? c->attn_spec : "composed";
+    c->attn_plugin = NULL;
+    if (strcmp(s, "composed") == 0) c->attn = TG_ATTN_COMPOSED;
+    else if (strcmp(s, "fused") == 0) c->attn = TG_ATTN_FUSED;
+    else if (strncmp(s, "plugin:", 7) == 0 && s[7] && s[7] != ':') {
+        c->attn = ATTN_PLUGIN;
+        c->attn_plugin = s + 7;
+        if (has_control(s)) return tg_errf(err, errlen, "--attn: the path contains a control character (tab, newline, ...)");
+    } else
+        return tg_errf(err, errlen, "--attn '%.60s': expected composed, fused or plugin:FILE.so[:SYMBOL]", s);
+    return 0;
+}
+
+int attn_cfg_check(attn_cfg *c, const tg_cli_opt *opts, int n, const int *seen, char *err, size_t errlen) {
+    if (parse_attn(c, err, errlen)) return 1;
+    tg_task_cfg tc = attn_cfg_task(c);
+    if (tg_task_check(&tc, err, errlen)) return 1;
     if (c->warmup > c->steps) {
         snprintf(err, errlen, "--warmup %d is longer than --steps %d", c->warmup, c->steps);
         return 1;
@@ -116,15 +132,15 @@ int attn_cfg_check(const attn_cfg *c, const cli_opt *opts, int n, const int *see
         snprintf(err, errlen, "--scale-mult %g: the multiplier must be finite and > 0", c->scale_mult);
         return 1;
     }
-    if (c->scale != SCALE_MULT && seen_flag(opts, n, seen, "scale-mult")) {
-        snprintf(err, errlen, "--scale-mult needs --scale mult (this run has --scale %s)", scale_names[c->scale]);
+    if (c->scale != TG_SCALE_MULT && seen_flag(opts, n, seen, "scale-mult")) {
+        snprintf(err, errlen, "--scale-mult needs --scale mult (this run has --scale %s)", tg_scale_names[c->scale]);
         return 1;
     }
     static const char *const learned_only[] = {"learned-init", "learned-param", "scale-lr"};
     for (int i = 0; i < 3; i++)
-        if (c->scale != SCALE_LEARNED && seen_flag(opts, n, seen, learned_only[i])) {
+        if (c->scale != TG_SCALE_LEARNED && seen_flag(opts, n, seen, learned_only[i])) {
             snprintf(err, errlen, "--%s needs --scale learned (this run has --scale %s)", learned_only[i],
-                     scale_names[c->scale]);
+                     tg_scale_names[c->scale]);
             return 1;
         }
     const char *paths[][2] = {{"log", c->log}, {"save", c->save}, {"resume", c->resume},

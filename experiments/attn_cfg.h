@@ -5,12 +5,13 @@
 #define TG_ATTN_CFG_H
 #include <stddef.h>
 
-#include "cli.h"
-#include "model.h"
-#include "tasks.h"
+#include "tg_cli.h"
+#include "tg_model.h"
+#include "tg_tasks.h"
 
 enum { OPT_ADAM, OPT_SGD };
 extern const char *const optim_names[];
+#define ATTN_PLUGIN 2   /* cfg.attn: a kernel loaded from a shared object */
 enum { ONNAN_STOP, ONNAN_SKIP };
 extern const char *const on_nan_names[];
 
@@ -20,6 +21,10 @@ typedef struct {
     int alphabet, keys, values;
     float lr, lr_min, clip, momentum, weight_decay, scale_mult, scale_lr;
     const char *log;
+    /* --attn: "composed", "fused" or "plugin:FILE.so[:SYMBOL]"; attn_cfg_check sets
+     * attn (TG_ATTN_COMPOSED, TG_ATTN_FUSED or ATTN_PLUGIN) and attn_plugin (the
+     * text after "plugin:", else NULL) from it */
+    const char *attn_spec, *attn_plugin;
     /* attention maps of the probe sequence at some steps (attn_dump.h) */
     const char *dump_attn, *dump_attn_file;
     /* runs that survive: checkpoints, resume, failure handling */
@@ -33,7 +38,7 @@ void attn_cfg_defaults(attn_cfg *c);
 /* Fills opts (room for ATTN_MAX_OPTS) with the flags bound to c's fields;
  * returns how many. */
 #define ATTN_MAX_OPTS 48
-int attn_cfg_options(attn_cfg *c, cli_opt *opts);
+int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts);
 
 /* The flags a resumed run may change (NULL-terminated): how long it runs,
  * where it logs, saves and dumps, threads. Every other flag must match the
@@ -42,14 +47,14 @@ extern const char *const attn_run_options[];
 
 /* The model's and the task's settings out of the flags (the one place that
  * maps them, for the binary, the fuzzer and the tests). */
-model_cfg attn_cfg_model(const attn_cfg *c);
-task_cfg attn_cfg_task(const attn_cfg *c);
+tg_model_cfg attn_cfg_model(const attn_cfg *c);
+tg_task_cfg attn_cfg_task(const attn_cfg *c);
 
 /* The checks that involve several flags (task sizes, warm-up against steps,
  * --save-every without --save, paths that collide, a model too big for this
- * machine's memory), after cli_parse; opts, n and `seen` are cli_parse's. No file is
+ * machine's memory), after tg_cli_parse; opts, n and `seen` are tg_cli_parse's. No file is
  * touched. Returns 0, or non-zero with a message in err. */
-int attn_cfg_check(const attn_cfg *c, const cli_opt *opts, int n, const int *seen, char *err, size_t errlen);
+int attn_cfg_check(attn_cfg *c, const tg_cli_opt *opts, int n, const int *seen, char *err, size_t errlen);
 
 /* --dump-attn's list "STEP[,STEP...]" into steps (room for max), each in
  * [0, total], strictly increasing. Returns how many, or -1 with a message in err. */

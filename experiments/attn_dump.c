@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L   /* strdup */
 #include "attn_dump.h"
 
 #include <stdint.h>
@@ -5,16 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
+#include "tg_checkpoint.h"
 #include "safetensors.h"
 
 #define DUMP_FORMAT "tapegrad.attn_maps"
 
-void attn_probe_tokens(const task_cfg *t, int *tokens) {
+void attn_probe_tokens(const tg_task_cfg *t, int *tokens) {
     tg_rng r;
     tg_rng_seed(&r, ATTN_PROBE_SEED, ATTN_PROBE_STREAM);
     int *targets = tokens + t->seq_len;   /* scratch: the caller's buffer holds 2·T */
-    task_batch(t, &r, 1, tokens, targets);
+    tg_task_batch(t, &r, 1, tokens, targets);
 }
 
 static size_t per_step(const attn_dump *d) { return (size_t)d->L * d->H * d->T * d->T; }
@@ -43,11 +44,11 @@ static void keep_earlier(attn_dump *d, int resume_step, char *info, size_t infol
         for (int i = 0; i < d->T; i++) same = same && t[i] == d->tokens[i];
     }
     for (int i = 0; same && i < d->n_opts; i++) {
-        const cli_opt *o = &d->opts[i];
-        if (o->kind == CLI_STR || in_list(attn_run_options, o->name)) continue;
+        const tg_cli_opt *o = &d->opts[i];
+        if (o->kind == TG_CLI_STR || in_list(attn_run_options, o->name)) continue;
         char key[96], now[96];
         snprintf(key, sizeof key, "config.%s", o->name);
-        cli_value(o, now, sizeof now);
+        tg_cli_value(o, now, sizeof now);
         const char *then = tg_st_meta(&f, key);
         same = then && strcmp(then, now) == 0;
     }
@@ -78,7 +79,7 @@ static void keep_earlier(attn_dump *d, int resume_step, char *info, size_t infol
              lost ? "; some earlier steps were not in it and are left out" : "");
 }
 
-int attn_dump_init(attn_dump *d, const attn_cfg *c, const cli_opt *opts, int n_opts, int resume_step, char *info,
+int attn_dump_init(attn_dump *d, const attn_cfg *c, const tg_cli_opt *opts, int n_opts, int resume_step, char *info,
                    size_t infolen, char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
     if (info && infolen) info[0] = 0;
@@ -88,7 +89,7 @@ int attn_dump_init(attn_dump *d, const attn_cfg *c, const cli_opt *opts, int n_o
     d->n_steps = attn_dump_steps(c->dump_attn, c->steps, d->steps, ATTN_MAX_DUMPS, err, errlen);
     if (d->n_steps < 0) return -1;
     char why[600];
-    if (ckpt_check_writable(d->path, why, sizeof why)) return tg_errf(err, errlen, "--dump-attn-file %s", why);
+    if (tg_ckpt_check_writable(d->path, why, sizeof why)) return tg_errf(err, errlen, "--dump-attn-file %s", why);
     d->T = c->seq_len;
     d->L = c->layers;
     d->H = c->heads;
@@ -101,7 +102,7 @@ int attn_dump_init(attn_dump *d, const attn_cfg *c, const cli_opt *opts, int n_o
         return tg_errf(err, errlen, "--dump-attn: out of memory for %d steps of %d×%d heads of %d×%d weights (%.0f MB)",
                        d->n_steps, d->L, d->H, d->T, d->T, bytes / 1e6);
     }
-    task_cfg tc = attn_cfg_task(c);
+    tg_task_cfg tc = attn_cfg_task(c);
     attn_probe_tokens(&tc, d->tokens);
     if (resume_step > 0 && d->steps[0] < resume_step) keep_earlier(d, resume_step, info, infolen);
     return 0;
@@ -149,9 +150,9 @@ static int write_file(attn_dump *d, char *err, size_t errlen) {
     META("probe_stream", "0x%x", ATTN_PROBE_STREAM);
 #undef META
     for (int i = 0; i < d->n_opts; i++) {   /* the run's identity: not paths, not what a resume may change */
-        if (d->opts[i].kind == CLI_STR || in_list(attn_run_options, d->opts[i].name)) continue;
+        if (d->opts[i].kind == TG_CLI_STR || in_list(attn_run_options, d->opts[i].name)) continue;
         snprintf(kv[nm][0], sizeof kv[nm][0], "config.%s", d->opts[i].name);
-        cli_value(&d->opts[i], kv[nm][1], sizeof kv[nm][1]);
+        tg_cli_value(&d->opts[i], kv[nm][1], sizeof kv[nm][1]);
         nm++;
     }
     for (int i = 0; i < nm; i++) meta[i] = (tg_st_kv){kv[i][0], i == 2 ? steps : kv[i][1]};
@@ -165,7 +166,7 @@ out:
     return rc;
 }
 
-int attn_dump_step(attn_dump *d, model *m, int step, char *err, size_t errlen) {
+int attn_dump_step(attn_dump *d, tg_model *m, int step, char *err, size_t errlen) {
     int s = 0;
     while (s < d->n_steps && d->steps[s] != step) s++;
     if (s == d->n_steps) return 0;
@@ -173,9 +174,17 @@ int attn_dump_step(attn_dump *d, model *m, int step, char *err, size_t errlen) {
         tg_ctx_init(&d->ctx, 0);
         d->ctx_ready = 1;
     }
-    model_attention_maps(m, &d->ctx, d->tokens, 1, d->maps + s * per_step(d));
+    if (tg_model_attention_maps(m, &d->ctx, d->tokens, 1, d->maps + s * per_step(d)))
+        return tg_errf(err, errlen, "--dump-attn-file not written: the kernel's weights could not be measured: %s",
+                       m->measure_note);
     d->made[s] = 1;
-    return write_file(d, err, errlen);
+    if (write_file(d, err, errlen)) {
+        char *msg = strdup(err);
+        tg_errf(err, errlen, "--dump-attn-file not written: %s", msg ? msg : "");
+        free(msg);
+        return -1;
+    }
+    return 0;
 }
 
 void attn_dump_free(attn_dump *d) {

@@ -12,34 +12,34 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 
-#include "cli.h"
-#include "model.h"
+#include "tg_cli.h"
+#include "tg_model.h"
 #include "tg_ops.h"
 #include "tg_blas.h"
-#include "timing.h"
+#include "tg_timing.h"
 
 int main(int argc, char **argv) {
     if (tg_blas_ensure("bench_attn", argv)) return 1;   /* first: it may restart the program */
-    int attn = ATTN_FUSED, T = 4096, B = 1, H = 4, dh = 64, threads = 1, reps = 2, causal = 1, sgemm = 1;
-    const cli_opt opts[] = {
-        {"attn", CLI_CHOICE, &attn, 0, 0, attn_names, "attention op"},
-        {"seq-len", CLI_INT, &T, 1, 1 << 20, NULL, "T"},
-        {"batch", CLI_INT, &B, 1, 4096, NULL, "B"},
-        {"heads", CLI_INT, &H, 1, 256, NULL, "H"},
-        {"d-head", CLI_INT, &dh, 1, 4096, NULL, "d_head"},
-        {"causal", CLI_INT, &causal, 0, 1, NULL, "causal mask"},
-        {"threads", CLI_INT, &threads, 1, 256, NULL, "OpenMP threads"},
-        {"reps", CLI_INT, &reps, 1, 1000, NULL, "forward+backward repetitions (the best is reported)"},
-        {"sgemm", CLI_INT, &sgemm, 0, 1, NULL, "1: also the rate of a 2048³ sgemm on --threads threads"},
+    int attn = TG_ATTN_FUSED, T = 4096, B = 1, H = 4, dh = 64, threads = 1, reps = 2, causal = 1, sgemm = 1;
+    const tg_cli_opt opts[] = {
+        {"attn", TG_CLI_CHOICE, &attn, 0, 0, tg_attn_names, "attention op"},
+        {"seq-len", TG_CLI_INT, &T, 1, 1 << 20, NULL, "T"},
+        {"batch", TG_CLI_INT, &B, 1, 4096, NULL, "B"},
+        {"heads", TG_CLI_INT, &H, 1, 256, NULL, "H"},
+        {"d-head", TG_CLI_INT, &dh, 1, 4096, NULL, "d_head"},
+        {"causal", TG_CLI_INT, &causal, 0, 1, NULL, "causal mask"},
+        {"threads", TG_CLI_INT, &threads, 1, 256, NULL, "OpenMP threads"},
+        {"reps", TG_CLI_INT, &reps, 1, 1000, NULL, "forward+backward repetitions (the best is reported)"},
+        {"sgemm", TG_CLI_INT, &sgemm, 0, 1, NULL, "1: also the rate of a 2048³ sgemm on --threads threads"},
     };
     const int nopt = (int)(sizeof opts / sizeof opts[0]);
     char err[256];
-    int rc = cli_parse(opts, nopt, argc, argv, err, sizeof err, NULL);
-    if (rc == CLI_HELP) {
-        cli_usage(stdout, "bench_attn", "Time one attention op, forward + backward; report peak RSS.", opts, nopt);
+    int rc = tg_cli_parse(opts, nopt, argc, argv, err, sizeof err, NULL);
+    if (rc == TG_CLI_HELP) {
+        tg_cli_usage(stdout, "bench_attn", "Time one attention op, forward + backward; report peak RSS.", opts, nopt);
         return 0;
     }
-    if (rc != CLI_OK) {
+    if (rc != TG_CLI_OK) {
         fprintf(stderr, "bench_attn: %s\n", err);
         return 2;
     }
@@ -59,23 +59,23 @@ int main(int argc, char **argv) {
     tg_ctx_init(&ctx, 1 << 20);   /* small blocks: the arena holds about what the op asks for */
     double best = 1e300;
     for (int i = 0; i < reps; i++) {
-        double t0 = timing_now_ms();
+        double t0 = tg_timing_now_ms();
         tg_ctx_reset(&ctx);
         tg_params_zero_grad(&P);
-        tg_tensor *out = (attn == ATTN_FUSED ? tg_flash_attention : tg_attention)(&ctx, q, k, v, NULL,
+        tg_tensor *out = (attn == TG_ATTN_FUSED ? tg_flash_attention : tg_attention)(&ctx, q, k, v, NULL,
                                                                                    1.0f / sqrtf((float)dh), causal, NULL);
         tg_backward_seed(&ctx, out, dout);
-        double t = timing_now_ms() - t0;
+        double t = tg_timing_now_ms() - t0;
         best = t < best ? t : best;
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double gflop = (attn == ATTN_FUSED ? 7 : 6) * (causal ? 1.0 : 2.0) * T * (double)T * dh * B * H / 1e9;
+    double gflop = (attn == TG_ATTN_FUSED ? 7 : 6) * (causal ? 1.0 : 2.0) * T * (double)T * dh * B * H / 1e9;
     printf("attn=%s B=%d T=%d H=%d d_head=%d causal=%d threads=%d ms=%.1f gflops=%.1f peak_rss_mb=%.1f arena_mb=%.1f",
-           attn_names[attn], B, T, H, dh, causal, threads, best, gflop / (best / 1e3), ru.ru_maxrss / 1024.0,
+           tg_attn_names[attn], B, T, H, dh, causal, threads, best, gflop / (best / 1e3), ru.ru_maxrss / 1024.0,
            (double)ctx.arena_peak / (1 << 20));
     if (sgemm) {
-        double peak = timing_sgemm_gflops(2048, threads, 3);
+        double peak = tg_timing_sgemm_gflops(2048, threads, 3);
         printf(" sgemm_gflops=%.1f of_sgemm=%.0f%%", peak, 100 * gflop / (best / 1e3) / peak);
     }
     tg_blas_info bi;

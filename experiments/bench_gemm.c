@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "tg_cli.h"
 #include "gemm.h"
 #include "parallel.h"
 #include "tg_blas.h"
 #include "tg_core.h"
-#include "timing.h"
+#include "tg_timing.h"
 
 static const char *const size_names[] = {"small", "seed", "large", NULL};
 /* V T D H d_head L B, as bench_step's sizes */
@@ -100,7 +100,7 @@ static double time_plan(const product *pr, const tg_gemm_plan *p, float **buf, i
     head_job j = { pr, p, {buf[0], buf[1], buf[2]}, T, HD, d, H, bt };
     double best = INFINITY;
     for (int r = 0; r < reps; r++) {
-        double t0 = 1e3 * timing_now_ms();
+        double t0 = 1e3 * tg_timing_now_ms();
         if (heads) {
             int blas = tg_blas_serial_begin();
             tg_parallel_for(heads, (int64_t)heads * pr->M * pr->N * pr->K, head_item, &j);
@@ -113,7 +113,7 @@ static double time_plan(const product *pr, const tg_gemm_plan *p, float **buf, i
             }
             tg_gemm_run_threads(p, buf[0], B, buf[2]);
         }
-        double t = 1e3 * timing_now_ms() - t0;
+        double t = 1e3 * tg_timing_now_ms() - t0;
         best = t < best ? t : best;
     }
     return best;
@@ -122,20 +122,20 @@ static double time_plan(const product *pr, const tg_gemm_plan *p, float **buf, i
 int main(int argc, char **argv) {
     if (tg_blas_ensure("bench_gemm", argv)) return 1;   /* first: it may restart the program */
     int size = 1, threads = 1, reps = 20;
-    const cli_opt opts[] = {
-        {"size", CLI_CHOICE, &size, 0, 0, size_names, "model size, as bench_step's"},
-        {"threads", CLI_INT, &threads, 1, 256, NULL, "OpenMP threads"},
-        {"reps", CLI_INT, &reps, 1, 100000, NULL, "runs of each product (the best is reported)"},
+    const tg_cli_opt opts[] = {
+        {"size", TG_CLI_CHOICE, &size, 0, 0, size_names, "model size, as bench_step's"},
+        {"threads", TG_CLI_INT, &threads, 1, 256, NULL, "OpenMP threads"},
+        {"reps", TG_CLI_INT, &reps, 1, 100000, NULL, "runs of each product (the best is reported)"},
     };
     const int nopt = (int)(sizeof opts / sizeof opts[0]);
     char err[256];
-    int rc = cli_parse(opts, nopt, argc, argv, err, sizeof err, NULL);
-    if (rc == CLI_HELP) {
-        cli_usage(stdout, "bench_gemm", "Time a training step's matrix products on OpenBLAS and libxsmm.", opts,
+    int rc = tg_cli_parse(opts, nopt, argc, argv, err, sizeof err, NULL);
+    if (rc == TG_CLI_HELP) {
+        tg_cli_usage(stdout, "bench_gemm", "Time a training step's matrix products on OpenBLAS and libxsmm.", opts,
                   nopt);
         return 0;
     }
-    if (rc != CLI_OK) {
+    if (rc != TG_CLI_OK) {
         fprintf(stderr, "bench_gemm: %s\n", err);
         return 2;
     }

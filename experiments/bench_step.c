@@ -13,13 +13,13 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "cli.h"
+#include "tg_cli.h"
 #include "malloc_count.h"
-#include "model.h"
+#include "tg_model.h"
 #include "tg_ops.h"
 #include "tg_optim.h"
 #include "tg_blas.h"
-#include "timing.h"
+#include "tg_timing.h"
 
 static const char *const size_names[] = {"small", "seed", "large", NULL};
 /* V T D H d_head L B, as in the issue (and scripts/bench_torch.py) */
@@ -31,7 +31,7 @@ static const int sizes[][7] = {
 
 /* Forward matrix-product FLOPs (attention counted over the full T×T, as
  * PyTorch's reference does); a training step is taken as 3× this. */
-static double forward_flops(const model_cfg *c, int B) {
+static double forward_flops(const tg_model_cfg *c, int B) {
     double BT = (double)B * c->seq_len, D = c->d_model, HD = (double)c->heads * c->d_head;
     double layer = 2 * BT * D * HD * 4 + 2 * BT * D * 4 * D * 2
                  + 2.0 * B * c->heads * (double)c->seq_len * c->seq_len * c->d_head * 2;
@@ -51,7 +51,7 @@ static void run_gemm(const gemm_shape *g, const float *A, const float *Bm, float
  * OpenBLAS call each with `threads` threads; the per-head attention products
  * (strided [T, d_head] views, as the ops use them) single-threaded inside an
  * OpenMP loop over batch × heads, as the attention ops run them. */
-static double sgemm_ms(const model_cfg *c, int B, int threads, int reps) {
+static double sgemm_ms(const tg_model_cfg *c, int B, int threads, int reps) {
     const int BT = B * c->seq_len, D = c->d_model, HD = c->heads * c->d_head, T = c->seq_len;
     const int H = c->heads, dh = c->d_head, V = c->vocab;
     /* forward X[M,K]·W[K,N]; backward dX = dY·Wᵀ, dW = Xᵀ·dY */
@@ -75,7 +75,7 @@ static double sgemm_ms(const model_cfg *c, int B, int threads, int reps) {
     tg_fill_uniform(&(tg_rng){2, 3}, Bm, (int64_t)big, -1, 1);
     double best = INFINITY;
     for (int r = 0; r < reps; r++) {
-        double t0 = timing_now_ms();
+        double t0 = tg_timing_now_ms();
         openblas_set_num_threads(threads);
         for (int l = 0; l < c->layers; l++) {
             /* attention, per (b, h): S = Q Kᵀ, O = P V; backward dV = Pᵀ dO, dP = dO Vᵀ,
@@ -97,7 +97,7 @@ static double sgemm_ms(const model_cfg *c, int B, int threads, int reps) {
             openblas_set_num_threads(threads);
         }
         for (int i = 0; i < n; i++) run_gemm(&shapes[i], A, Bm, C);
-        double t = timing_now_ms() - t0;
+        double t = tg_timing_now_ms() - t0;
         best = t < best ? t : best;
     }
     openblas_set_num_threads(1);
@@ -107,36 +107,36 @@ static double sgemm_ms(const model_cfg *c, int B, int threads, int reps) {
 
 int main(int argc, char **argv) {
     if (tg_blas_ensure("bench_step", argv)) return 1;   /* first: it may restart the program */
-    int size = 1, threads = 1, steps = 20, warmup = 3, attn = ATTN_COMPOSED, seq_len = 0, sgemm = 1;
-    const cli_opt opts[] = {
-        {"size", CLI_CHOICE, &size, 0, 0, size_names, "small: V64 T32 D64 H4 dh16 L1 B16; seed: V64 T64 D128 H4 dh128 L1 B32; large: V256 T256 D256 H8 dh32 L2 B16"},
-        {"threads", CLI_INT, &threads, 1, 256, NULL, "threads (OpenMP; the sgemm reference gives OpenBLAS as many)"},
-        {"steps", CLI_INT, &steps, 1, 1000000, NULL, "timed steps"},
-        {"warmup", CLI_INT, &warmup, 1, 1000000, NULL, "untimed steps first (the first one grows the arena)"},
-        {"attn", CLI_CHOICE, &attn, 0, 0, attn_names, "attention op"},
-        {"seq-len", CLI_INT, &seq_len, 0, 1 << 20, NULL, "override the size's T (0: keep)"},
-        {"sgemm", CLI_INT, &sgemm, 0, 1, NULL, "1: also time the step's matrix products alone in OpenBLAS"},
+    int size = 1, threads = 1, steps = 20, warmup = 3, attn = TG_ATTN_COMPOSED, seq_len = 0, sgemm = 1;
+    const tg_cli_opt opts[] = {
+        {"size", TG_CLI_CHOICE, &size, 0, 0, size_names, "small: V64 T32 D64 H4 dh16 L1 B16; seed: V64 T64 D128 H4 dh128 L1 B32; large: V256 T256 D256 H8 dh32 L2 B16"},
+        {"threads", TG_CLI_INT, &threads, 1, 256, NULL, "threads (OpenMP; the sgemm reference gives OpenBLAS as many)"},
+        {"steps", TG_CLI_INT, &steps, 1, 1000000, NULL, "timed steps"},
+        {"warmup", TG_CLI_INT, &warmup, 1, 1000000, NULL, "untimed steps first (the first one grows the arena)"},
+        {"attn", TG_CLI_CHOICE, &attn, 0, 0, tg_attn_names, "attention op"},
+        {"seq-len", TG_CLI_INT, &seq_len, 0, 1 << 20, NULL, "override the size's T (0: keep)"},
+        {"sgemm", TG_CLI_INT, &sgemm, 0, 1, NULL, "1: also time the step's matrix products alone in OpenBLAS"},
     };
     const int nopt = (int)(sizeof opts / sizeof opts[0]);
     char err[256];
-    int rc = cli_parse(opts, nopt, argc, argv, err, sizeof err, NULL);
-    if (rc == CLI_HELP) {
-        cli_usage(stdout, "bench_step", "Time training steps of the toy transformer.", opts, nopt);
+    int rc = tg_cli_parse(opts, nopt, argc, argv, err, sizeof err, NULL);
+    if (rc == TG_CLI_HELP) {
+        tg_cli_usage(stdout, "bench_step", "Time training steps of the toy transformer.", opts, nopt);
         return 0;
     }
-    if (rc != CLI_OK) {
+    if (rc != TG_CLI_OK) {
         fprintf(stderr, "bench_step: %s\n", err);
         return 2;
     }
     const int *z = sizes[size];
-    model_cfg mc = {.vocab = z[0], .seq_len = seq_len ? seq_len : z[1], .d_model = z[2], .heads = z[3],
-                    .d_head = z[4], .layers = z[5], .scale_mode = SCALE_SQRT, .init = INIT_FANIN, .attn = attn};
+    tg_model_cfg mc = {.vocab = z[0], .seq_len = seq_len ? seq_len : z[1], .d_model = z[2], .heads = z[3],
+                    .d_head = z[4], .layers = z[5], .scale_mode = TG_SCALE_SQRT, .init = TG_INIT_FANIN, .attn = attn};
     int B = z[6], T = mc.seq_len;
     omp_set_num_threads(threads);
     openblas_set_num_threads(1);   /* the ops split their products over OpenMP threads themselves */
 
-    model m;
-    model_init(&m, &mc, 1);
+    tg_model m;
+    tg_model_init(&m, &mc, 1);
     tg_adamw opt;
     tg_adamw_init(&opt, &m.P, 0.9f, 0.95f, 1e-8f, 0.0f);
     int *tokens = malloc(sizeof(int) * (size_t)B * T), *targets = malloc(sizeof(int) * (size_t)B * T);
@@ -155,31 +155,31 @@ int main(int argc, char **argv) {
     float loss = 0;
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup) malloc_count_start();
-        double t0 = timing_now_ms(), c0 = timing_cpu_ms();
+        double t0 = tg_timing_now_ms(), c0 = tg_timing_cpu_ms();
         tg_ctx_reset(&ctx);
-        tg_tensor *l = model_forward(&m, &ctx, tokens, targets, B, 0);
+        tg_tensor *l = tg_model_forward(&m, &ctx, tokens, targets, B, 0);
         tg_params_zero_grad(&m.P);
         tg_backward(&ctx, l);
         tg_clip_grad_norm(&m.P, 1.0f);
         tg_adamw_step(&opt, &m.P, 1e-3f);
         loss = l->data[0];
         if (s >= warmup) {
-            ms[s - warmup] = timing_now_ms() - t0;
-            cpu[s - warmup] = timing_cpu_ms() - c0;
+            ms[s - warmup] = tg_timing_now_ms() - t0;
+            cpu[s - warmup] = tg_timing_cpu_ms() - c0;
         }
     }
     allocs = malloc_count_stop();
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak_mb = ru.ru_maxrss / 1024.0;   /* before the sgemm timing allocates its own buffers */
-    double med = timing_median(ms, steps), cpu_med = timing_median(cpu, steps);   /* sorts: ms[0] is the min */
+    double med = tg_timing_median(ms, steps), cpu_med = tg_timing_median(cpu, steps);   /* sorts: ms[0] is the min */
     double gflop = 3 * forward_flops(&mc, B) / 1e9;
     printf("size=%s threads=%d attn=%s T=%d median_ms=%.3f min_ms=%.3f max_ms=%.3f gflops=%.1f peak_rss_mb=%.1f "
            "allocs_per_step=%.2f cpu_ms=%.3f",
-           size_names[size], threads, attn_names[attn], T, med, ms[0], ms[steps - 1], gflop / (med / 1e3), peak_mb,
+           size_names[size], threads, tg_attn_names[attn], T, med, ms[0], ms[steps - 1], gflop / (med / 1e3), peak_mb,
            (double)allocs / steps, cpu_med);
     if (sgemm) {
-        double g = sgemm_ms(&mc, B, threads, 5), peak = timing_sgemm_gflops(2048, threads, 3);
+        double g = sgemm_ms(&mc, B, threads, 5), peak = tg_timing_sgemm_gflops(2048, threads, 3);
         printf(" sgemm_ms=%.3f sgemm_gflops=%.1f sgemm_share=%.2f peak_gflops=%.1f of_peak=%.2f", g,
                gflop / (g / 1e3), g / med, peak, gflop / (med / 1e3) / peak);
     }
@@ -192,6 +192,6 @@ int main(int argc, char **argv) {
     free(targets);
     tg_ctx_free(&ctx);
     tg_adamw_free(&opt);
-    model_free(&m);
+    tg_model_free(&m);
     return 0;
 }

@@ -9,31 +9,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cli.h"
+#include "tg_cli.h"
 #include "tg_blas.h"
 #include "tg_core.h"
-#include "timing.h"
+#include "tg_timing.h"
 
 int main(int argc, char **argv) {
     int rc = tg_blas_ensure("blas_info", argv);
     if (rc) return rc;
     int best_core = 0, n = 0, threads = 1, reps = 5, checks = 0;
-    const cli_opt opts[] = {
-        {"best-core", CLI_FLAG, &best_core, 0, 0, NULL, "print only the OpenBLAS core that fits this CPU"},
-        {"sgemm", CLI_INT, &n, 0, 16384, NULL, "time cblas_sgemm of N×N by N×N (0: no)"},
-        {"threads", CLI_INT, &threads, 1, 256, NULL, "OpenBLAS threads for --sgemm"},
-        {"reps", CLI_INT, &reps, 1, 1000, NULL, "--sgemm repetitions after one untimed (the median is reported)"},
-        {"selfcheck", CLI_INT, &checks, 0, 100000, NULL, "time the start-up sgemm self-check this many times (0: no)"},
+    const tg_cli_opt opts[] = {
+        {"best-core", TG_CLI_FLAG, &best_core, 0, 0, NULL, "print only the OpenBLAS core that fits this CPU"},
+        {"sgemm", TG_CLI_INT, &n, 0, 16384, NULL, "time cblas_sgemm of N×N by N×N (0: no)"},
+        {"threads", TG_CLI_INT, &threads, 1, 256, NULL, "OpenBLAS threads for --sgemm"},
+        {"reps", TG_CLI_INT, &reps, 1, 1000, NULL, "--sgemm repetitions after one untimed (the median is reported)"},
+        {"selfcheck", TG_CLI_INT, &checks, 0, 100000, NULL, "time the start-up sgemm self-check this many times (0: no)"},
     };
     const int nopt = (int)(sizeof opts / sizeof opts[0]);
     char err[256];
-    rc = cli_parse(opts, nopt, argc, argv, err, sizeof err, NULL);
-    if (rc == CLI_HELP) {
-        cli_usage(stdout, "blas_info", "Say which BLAS kernel tapegrad runs with here; time sgemm and the self-check.",
+    rc = tg_cli_parse(opts, nopt, argc, argv, err, sizeof err, NULL);
+    if (rc == TG_CLI_HELP) {
+        tg_cli_usage(stdout, "blas_info", "Say which BLAS kernel tapegrad runs with here; time sgemm and the self-check.",
                   opts, nopt);
         return 0;
     }
-    if (rc != CLI_OK) {
+    if (rc != TG_CLI_OK) {
         fprintf(stderr, "blas_info: %s\n", err);
         return 2;
     }
@@ -61,12 +61,12 @@ int main(int argc, char **argv) {
         }
         tg_fill_uniform(&(tg_rng){1, 3}, A, 2 * (int64_t)n * n, -1, 1);
         for (int r = -1; r < reps; r++) {
-            double t0 = timing_now_ms();
+            double t0 = tg_timing_now_ms();
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, A + (size_t)n * n, n, 0.0f,
                         A + 2 * (size_t)n * n, n);
-            if (r >= 0) ms[r] = timing_now_ms() - t0;
+            if (r >= 0) ms[r] = tg_timing_now_ms() - t0;
         }
-        double med = timing_median(ms, reps);
+        double med = tg_timing_median(ms, reps);
         printf(" sgemm_n=%d sgemm_threads=%d sgemm_ms=%.2f sgemm_gflops=%.1f", n, threads, med,
                2.0 * n * n * (double)n / (med * 1e6));
         free(A);
@@ -77,16 +77,16 @@ int main(int argc, char **argv) {
         char detail[256];
         int res = TG_CHECK_PASSED;
         for (int i = 0; i < checks && ms; i++) {
-            double t0 = timing_now_ms();
+            double t0 = tg_timing_now_ms();
             int r = tg_blas_selfcheck(b.core, detail, sizeof detail);
-            ms[i] = timing_now_ms() - t0;
+            ms[i] = tg_timing_now_ms() - t0;
             if (r != TG_CHECK_PASSED) res = r;
         }
         if (!ms) {
             fprintf(stderr, "blas_info: out of memory\n");
             return 1;
         }
-        printf(" selfcheck_runs=%d selfcheck_ms=%.2f selfcheck=%s", checks, timing_median(ms, checks),
+        printf(" selfcheck_runs=%d selfcheck_ms=%.2f selfcheck=%s", checks, tg_timing_median(ms, checks),
                res == TG_CHECK_PASSED ? "passed" : "FAILED");
         free(ms);
     }

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "cli.h"
+#include "tg_cli.h"
 #include "seedfig.h"
 #include "tg_blas.h"
 
@@ -29,29 +29,29 @@ int main(int argc, char **argv) {
     if (tg_blas_ensure("dot_variance", argv)) return 1;   /* first: it may restart the program */
     const char *dims_s = "4,8,...,1024", *out = NULL;
     int pairs = 10000, queries = 1000, keys = 64, seed = 1;
-    const cli_opt opts[] = {
-        {"dims", CLI_STR, &dims_s, 0, 0, NULL, "d_k values: a comma list; 'a,b,...,z' continues the ratio b/a to z"},
-        {"pairs", CLI_INT, &pairs, 2, 10000000, NULL, "random q, k pairs per d_k for the moments"},
-        {"queries", CLI_INT, &queries, 1, 1000000, NULL, "queries per d_k for the softmax entropy"},
-        {"keys", CLI_INT, &keys, 2, 65536, NULL, "T: keys per query for the softmax entropy"},
-        {"seed", CLI_INT, &seed, 0, 2147483647, NULL, "seed of the draws (d_k is the stream)"},
-        {"out", CLI_STR, &out, 0, 0, NULL, "write the TSV to FILE (atomically) instead of stdout"},
+    const tg_cli_opt opts[] = {
+        {"dims", TG_CLI_STR, &dims_s, 0, 0, NULL, "d_k values: a comma list; 'a,b,...,z' continues the ratio b/a to z"},
+        {"pairs", TG_CLI_INT, &pairs, 2, 10000000, NULL, "random q, k pairs per d_k for the moments"},
+        {"queries", TG_CLI_INT, &queries, 1, 1000000, NULL, "queries per d_k for the softmax entropy"},
+        {"keys", TG_CLI_INT, &keys, 2, 65536, NULL, "T: keys per query for the softmax entropy"},
+        {"seed", TG_CLI_INT, &seed, 0, 2147483647, NULL, "seed of the draws (d_k is the stream)"},
+        {"out", TG_CLI_STR, &out, 0, 0, NULL, "write the TSV to FILE (atomically) instead of stdout"},
     };
     const int nopt = (int)(sizeof opts / sizeof opts[0]);
     const char *summary = "Mean, variance and std of q·k, q·k/sqrt(d_k) and q·k/d_k over random N(0,1) pairs,\n"
                           "and the softmax entropy over T keys for each scaling.";
     char err[512];
-    int rc = cli_parse(opts, nopt, argc, argv, err, sizeof err, NULL);
-    if (rc == CLI_HELP) {
-        cli_usage(stdout, "dot_variance", summary, opts, nopt);
+    int rc = tg_cli_parse(opts, nopt, argc, argv, err, sizeof err, NULL);
+    if (rc == TG_CLI_HELP) {
+        tg_cli_usage(stdout, "dot_variance", summary, opts, nopt);
         return 0;
     }
     double dv[MAX_DIMS];
     int nd = 0;
-    if (rc == CLI_OK && (nd = parse_dims(dims_s, dv, err, sizeof err)) < 0) rc = CLI_ERROR;
-    if (rc != CLI_OK) {
+    if (rc == TG_CLI_OK && (nd = parse_dims(dims_s, dv, err, sizeof err)) < 0) rc = TG_CLI_ERROR;
+    if (rc != TG_CLI_OK) {
         fprintf(stderr, "dot_variance: %s\n", err);
-        cli_usage(stderr, "dot_variance", summary, opts, nopt);
+        tg_cli_usage(stderr, "dot_variance", summary, opts, nopt);
         return 2;
     }
     seed_out o;
@@ -80,7 +80,7 @@ int main(int argc, char **argv) {
     double uni = log((double)keys);
     FILE *f = o.f;
     fprintf(f, "# tapegrad dot_variance: q·k of independent N(0,1) vectors; var predicted d_k, std sqrt(d_k)\n");
-    cli_dump(f, opts, nopt - 1);   /* not --out: where the file went is no property of its numbers */
+    tg_cli_dump(f, opts, nopt - 1);   /* not --out: where the file went is no property of its numbers */
     fprintf(f, "# columns: mean/var/std of q·k; std_pred = sqrt(d_k); std_sqrt, std_dk: std of q·k/sqrt(d_k), q·k/d_k;\n"
                "# ent_*: mean softmax entropy (nats) over T keys per scaling, ent_uniform = ln T; pmax_*: mean largest weight\n");
     fprintf(f, "d_k\tmean\tvar\tstd\tstd_pred\tstd_sqrt\tstd_dk\tent_raw\tent_sqrt\tent_dk\tstd_ratio\t"

@@ -1,6 +1,6 @@
 #define _POSIX_C_SOURCE 200809L   /* stat */
 #include "seedfig.h"
-#include "timing.h"
+#include "tg_timing.h"
 
 #include <errno.h>
 #include <math.h>
@@ -308,8 +308,8 @@ int seed_sigma_run(tg_ctx *ctx, const seed_sigma_cfg *cfg, double sigma, seed_si
     row->ent_mean /= N;
     row->pmax_mean /= N;
     row->frac_gone = (double)gone / N;
-    row->jac_median = timing_median(norm, N);
-    row->jac_exact_median = timing_median(exact, N);
+    row->jac_median = tg_timing_median(norm, N);
+    row->jac_exact_median = tg_timing_median(exact, N);
     free(norm);
     free(exact);
     free(pd);

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "cli.h"
+#include "tg_cli.h"
 #include "seedfig.h"
 #include "tg_blas.h"
 
@@ -46,29 +46,29 @@ int main(int argc, char **argv) {
     if (tg_blas_ensure("softmax_saturation", argv)) return 1;   /* first: it may restart the program */
     const char *sigmas_s = "0.1,0.2,0.35,0.5,0.7,1,1.4,2,2.8,4,5.7,8,11.3,16", *out = NULL, *sigma_out = NULL;
     int rows = 2000, keys = 64, seed = 1;
-    const cli_opt opts[] = {
-        {"sigmas", CLI_STR, &sigmas_s, 0, 0, NULL, "σ values of the random-score sweep (comma list; 'a,b,...,z' continues b/a)"},
-        {"rows", CLI_INT, &rows, 1, 1000000, NULL, "rows of random scores per σ"},
-        {"keys", CLI_INT, &keys, 2, 4096, NULL, "T: scores per row"},
-        {"seed", CLI_INT, &seed, 0, 2147483647, NULL, "seed of the random scores"},
-        {"out", CLI_STR, &out, 0, 0, NULL, "write the c-sweep TSV to FILE (atomically) instead of stdout"},
-        {"sigma-out", CLI_STR, &sigma_out, 0, 0, NULL, "write the σ-sweep TSV to FILE (atomically; default: summary only)"},
+    const tg_cli_opt opts[] = {
+        {"sigmas", TG_CLI_STR, &sigmas_s, 0, 0, NULL, "σ values of the random-score sweep (comma list; 'a,b,...,z' continues b/a)"},
+        {"rows", TG_CLI_INT, &rows, 1, 1000000, NULL, "rows of random scores per σ"},
+        {"keys", TG_CLI_INT, &keys, 2, 4096, NULL, "T: scores per row"},
+        {"seed", TG_CLI_INT, &seed, 0, 2147483647, NULL, "seed of the random scores"},
+        {"out", TG_CLI_STR, &out, 0, 0, NULL, "write the c-sweep TSV to FILE (atomically) instead of stdout"},
+        {"sigma-out", TG_CLI_STR, &sigma_out, 0, 0, NULL, "write the σ-sweep TSV to FILE (atomically; default: summary only)"},
     };
     const int nopt = (int)(sizeof opts / sizeof opts[0]);
     const char *summary = "softmax(c·[2, 1, 0.5]) for c in 0.1..20: weights, entropy and ‖diag(p) − p pᵀ‖_F through the\n"
                           "backward pass; then the same norm over rows of T random scores of std σ.";
     char err[512];
-    int rc = cli_parse(opts, nopt, argc, argv, err, sizeof err, NULL);
-    if (rc == CLI_HELP) {
-        cli_usage(stdout, "softmax_saturation", summary, opts, nopt);
+    int rc = tg_cli_parse(opts, nopt, argc, argv, err, sizeof err, NULL);
+    if (rc == TG_CLI_HELP) {
+        tg_cli_usage(stdout, "softmax_saturation", summary, opts, nopt);
         return 0;
     }
     double sig[MAX_ROWS];
     int ns = 0;
-    if (rc == CLI_OK && (ns = parse_sigmas(sigmas_s, sig, err, sizeof err)) < 0) rc = CLI_ERROR;
-    if (rc != CLI_OK) {
+    if (rc == TG_CLI_OK && (ns = parse_sigmas(sigmas_s, sig, err, sizeof err)) < 0) rc = TG_CLI_ERROR;
+    if (rc != TG_CLI_OK) {
         fprintf(stderr, "softmax_saturation: %s\n", err);
-        cli_usage(stderr, "softmax_saturation", summary, opts, nopt);
+        tg_cli_usage(stderr, "softmax_saturation", summary, opts, nopt);
         return 2;
     }
     seed_out o, os;
@@ -102,13 +102,13 @@ int main(int argc, char **argv) {
     }
 
     fprintf(o.f, "# tapegrad softmax_saturation: p = softmax(c·[2, 1, 0.5]), J = diag(p) − p pᵀ\n");
-    cli_dump(o.f, opts, nopt - 2);   /* not --out, --sigma-out (the last two) */
+    tg_cli_dump(o.f, opts, nopt - 2);   /* not --out, --sigma-out (the last two) */
     fprintf(o.f, "# jac_norm: ‖J‖_F through the backward pass (row i: backward seeded with e_i); jac_exact: closed form in double\n");
     fprintf(o.f, "# gone: jac_norm < %g\n# c_gone=%.4f\n", SEED_GONE, c_gone);
     c_table(o.f, cr, nc);
     if (sigma_out) {
         fprintf(os.f, "# tapegrad softmax_saturation, σ sweep: rows of T = %d scores σ·x, x ~ N(0,1), the same x for every σ\n", keys);
-        cli_dump(os.f, opts, nopt - 2);
+        tg_cli_dump(os.f, opts, nopt - 2);
         fprintf(os.f, "# jac_median: median over rows of ‖J‖_F through the backward pass; frac_gone: share of rows below %g\n",
                 SEED_GONE);
         sigma_table(os.f, sr, ns, keys);

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "cli.h"
+#include "tg_cli.h"
 #include "seedfig.h"
 #include "tg_blas.h"
 
@@ -43,21 +43,21 @@ static void tsv_rows(FILE *f, const char *name, const float *v, const float *see
 int main(int argc, char **argv) {
     if (tg_blas_ensure("worked_example", argv)) return 1;   /* first: it may restart the program */
     const char *out = NULL;
-    const cli_opt opts[] = {
-        {"out", CLI_STR, &out, 0, 0, NULL, "write the output to FILE (atomically) instead of stdout"},
+    const tg_cli_opt opts[] = {
+        {"out", TG_CLI_STR, &out, 0, 0, NULL, "write the output to FILE (atomically) instead of stdout"},
     };
     const int nopt = (int)(sizeof opts / sizeof opts[0]);
     const char *summary = "The seed's worked example (Q Kᵀ, / √4, row softmax, times V) with tapegrad's ops,\n"
                           "checked against the seed's numbers and tg_attention; then d Σ out / d Q, K, V.";
     char err[512];
-    int rc = cli_parse(opts, nopt, argc, argv, err, sizeof err, NULL);
-    if (rc == CLI_HELP) {
-        cli_usage(stdout, "worked_example", summary, opts, nopt);
+    int rc = tg_cli_parse(opts, nopt, argc, argv, err, sizeof err, NULL);
+    if (rc == TG_CLI_HELP) {
+        tg_cli_usage(stdout, "worked_example", summary, opts, nopt);
         return 0;
     }
-    if (rc != CLI_OK) {
+    if (rc != TG_CLI_OK) {
         fprintf(stderr, "worked_example: %s\n", err);
-        cli_usage(stderr, "worked_example", summary, opts, nopt);
+        tg_cli_usage(stderr, "worked_example", summary, opts, nopt);
         return 2;
     }
     seed_out o;

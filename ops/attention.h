@@ -30,6 +30,13 @@ typedef struct tg_attn_stats {
 tg_tensor *tg_attention(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale,
                         float scale, int causal, tg_attn_stats *stats);
 
+/* Any attention op with tg_attention's signature and contract: tg_attention,
+ * tg_flash_attention, or a researcher's own kernel (a plugin, tg_attn_plugin.h of
+ * the training kit). `stats` may be NULL; a kernel that does not fill it must
+ * leave it alone. The toy model calls one of these in every layer. */
+typedef tg_tensor *(*tg_attention_fn)(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale,
+                                      float scale, int causal, tg_attn_stats *stats);
+
 /* The entropy of uniform attention: mean over query rows of ln(visible keys),
  * i.e. ln T, or the mean over i of ln(i + 1) when causal. */
 double tg_attn_uniform_entropy(int T, int causal);

@@ -10,7 +10,7 @@
 # each file. `build/experiments/attn_maps --summary FILE` says in numbers where
 # each head's rows put their largest weight.
 # The files must share the probe (same task and --seq-len). Needs the build
-# (build/experiments/attn_maps) and gnuplot.
+# (build/experiments/attn_maps; installed: tapegrad-logs sets TG_ATTN_MAPS) and gnuplot.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 usage() { echo "usage: scripts/plot_attn.sh MAPS.st [MAPS.st ...] -o OUT.png [--title TEXT] [--steps S1,S2,...]" >&2; exit 2; }
@@ -29,7 +29,7 @@ done
 case "$out" in *.png) ;; *) echo "scripts/plot_attn.sh: -o must name a .png file" >&2; exit 2 ;; esac
 [[ -z "$only" || "$only" =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "scripts/plot_attn.sh: --steps '$only': steps separated by commas" >&2; exit 2; }
 command -v gnuplot >/dev/null || { echo "scripts/plot_attn.sh: gnuplot is not installed (apt-get install gnuplot-nox)" >&2; exit 2; }
-maps="$top/build/experiments/attn_maps"
+maps="${TG_ATTN_MAPS:-$top/build/experiments/attn_maps}"
 [ -x "$maps" ] || { echo "scripts/plot_attn.sh: $maps is missing: run scripts/test.sh first" >&2; exit 2; }
 
 tmp=$(mktemp -d)

@@ -8,11 +8,11 @@
 # logs say framework=torch; verdicts pair runs of one framework only): "failure reproduced" when its final loss is
 # at least 3x the scaled run's and at least 0.25 nats above it.
 set -euo pipefail
-top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)   # its siblings: scripts/, or share/tapegrad/ once installed
 [ $# -gt 0 ] || { echo "usage: scripts/summarize.sh LOG.tsv ..." >&2; exit 2; }
 for f in "$@"; do [ -r "$f" ] || { echo "scripts/summarize.sh: cannot read '$f'" >&2; exit 2; }; done
 set +e
-stats=$(awk -F'\t' -v keys=task,optim,scale,d_head,seed,steps,lr,init,framework -f "$top/scripts/logstats.awk" "$@")
+stats=$(awk -F'\t' -v keys=task,optim,scale,d_head,seed,steps,lr,init,framework -f "$here/logstats.awk" "$@")
 bad=$?
 set -e
 printf '%s\n' "$stats" | awk -F'\t' -v bad=$bad '

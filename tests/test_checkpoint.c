@@ -19,11 +19,11 @@
 #include <unistd.h>
 
 #include "attn_cfg.h"
-#include "checkpoint.h"
-#include "guard.h"
-#include "runlog.h"
+#include "tg_checkpoint.h"
+#include "tg_guard.h"
+#include "tg_runlog.h"
 #include "safetensors.h"
-#include "tasks.h"
+#include "tg_tasks.h"
 
 static char dir[256];
 
@@ -264,13 +264,13 @@ static char *tiny_args[] = {"t", "--vocab", "8", "--seq-len", "6", "--d-model", 
 
 typedef struct {
     attn_cfg c;
-    cli_opt opts[ATTN_MAX_OPTS];
+    tg_cli_opt opts[ATTN_MAX_OPTS];
     int nopt;
-    model m;
+    tg_model m;
     tg_adamw adam;
     tg_sgd sgd;
     tg_rng rng;
-    train_state st;
+    tg_train_state st;
 } run;
 
 /* A run from the tiny flags plus `extra` ones ("--d-model", "16", ...). */
@@ -282,11 +282,11 @@ static void run_init(run *r, int n_extra, char **extra) {
     char err[256];
     attn_cfg_defaults(&r->c);
     r->nopt = attn_cfg_options(&r->c, r->opts);
-    assert_int_equal(cli_parse(r->opts, r->nopt, argc, argv, err, sizeof err, NULL), CLI_OK);
-    model_cfg mc = attn_cfg_model(&r->c);
-    model_init(&r->m, &mc, (uint64_t)r->c.seed);
+    assert_int_equal(tg_cli_parse(r->opts, r->nopt, argc, argv, err, sizeof err, NULL), TG_CLI_OK);
+    tg_model_cfg mc = attn_cfg_model(&r->c);
+    tg_model_init(&r->m, &mc, (uint64_t)r->c.seed);
     tg_rng_seed(&r->rng, (uint64_t)r->c.seed, 0xda7a);
-    r->st = (train_state){.m = &r->m, .data_rng = &r->rng};
+    r->st = (tg_train_state){.P = &r->m.P, .data_rng = &r->rng};
     if (r->c.optim == OPT_ADAM) {
         tg_adamw_init(&r->adam, &r->m.P, 0.9f, 0.95f, 1e-8f, r->c.weight_decay);
         r->st.adam = &r->adam;
@@ -299,25 +299,25 @@ static void run_init(run *r, int n_extra, char **extra) {
 static void run_free(run *r) {
     if (r->st.adam) tg_adamw_free(&r->adam);
     else tg_sgd_free(&r->sgd);
-    train_state_free_logged(&r->st);
-    model_free(&r->m);
+    tg_train_state_free_logged(&r->st);
+    tg_model_free(&r->m);
 }
 
 /* k training steps, logging every step into st.logged */
 static void run_steps(run *r, int k) {
-    task_cfg tc = attn_cfg_task(&r->c);
+    tg_task_cfg tc = attn_cfg_task(&r->c);
     int tok[3 * 6], tgt[3 * 6];
     tg_ctx ctx;
     tg_ctx_init(&ctx, 0);
     for (int i = 0; i < k; i++) {
         tg_ctx_reset(&ctx);
-        task_batch(&tc, &r->rng, r->c.batch, tok, tgt);
-        tg_tensor *loss = model_forward(&r->m, &ctx, tok, tgt, r->c.batch, 1);
+        tg_task_batch(&tc, &r->rng, r->c.batch, tok, tgt);
+        tg_tensor *loss = tg_model_forward(&r->m, &ctx, tok, tgt, r->c.batch, 1);
         tg_params_zero_grad(&r->m.P);
         tg_backward(&ctx, loss);
         if (r->st.adam) tg_adamw_step(&r->adam, &r->m.P, 1e-2f);
         else tg_sgd_step(&r->sgd, &r->m.P, 1e-2f);
-        assert_int_equal(train_state_reserve(&r->st, r->st.n_logged + 1), 0);
+        assert_int_equal(tg_train_state_reserve(&r->st, r->st.n_logged + 1), 0);
         r->st.logged[2 * r->st.n_logged] = loss->data[0];
         r->st.logged[2 * r->st.n_logged + 1] = r->m.ent[0];
         r->st.n_logged++;
@@ -339,9 +339,9 @@ static void test_ckpt_roundtrip(void **s) {
         run_steps(&a, 4);
         char err[512], changed[256];
         const char *p = path_of("state.st");
-        assert_int_equal(ckpt_save(p, &a.st, a.opts, a.nopt, err, sizeof err), 0);
+        assert_int_equal(tg_ckpt_save(p, &a.st, a.opts, a.nopt, err, sizeof err), 0);
         run_init(&b, n_extra, extra);
-        assert_int_equal(ckpt_load(p, &b.st, b.opts, b.nopt, attn_run_options, changed, sizeof changed, err,
+        assert_int_equal(tg_ckpt_load(p, &b.st, b.opts, b.nopt, attn_run_options, changed, sizeof changed, err,
                                    sizeof err), 0);
         assert_string_equal(changed, "");
         if (k >= 2) assert_true(b.m.layer[0].hscale->data[0] != logf(2.0f));   /* θ moved, and came back */
@@ -378,12 +378,12 @@ static void test_ckpt_learned_log(void **s) {
     run_steps(&a, 2);
     char err[512];
     const char *p = path_of("log.st");
-    assert_int_equal(ckpt_save(p, &a.st, a.opts, a.nopt, err, sizeof err), 0);
+    assert_int_equal(tg_ckpt_save(p, &a.st, a.opts, a.nopt, err, sizeof err), 0);
     char *lin[] = {"--scale", "learned", "--learned-init", "none", "--scale-lr", "0.03"};
     run_init(&c, 6, lin);
     float *snap = malloc(c.m.P.numel * sizeof(float));
     memcpy(snap, c.m.P.data, c.m.P.numel * sizeof(float));
-    assert_int_not_equal(ckpt_load(p, &c.st, c.opts, c.nopt, attn_run_options, NULL, 0, err, sizeof err), 0);
+    assert_int_not_equal(tg_ckpt_load(p, &c.st, c.opts, c.nopt, attn_run_options, NULL, 0, err, sizeof err), 0);
     EXPECT_MSG(err, "setting differs: --learned-param is log in the checkpoint, linear in this run");
     assert_memory_equal(snap, c.m.P.data, c.m.P.numel * sizeof(float));
     free(snap);
@@ -446,13 +446,13 @@ static void test_ckpt_refusals(void **s) {
     run_steps(&a, 3);
     char err[512], changed[256];
     const char *good = path_of("good.st"), *bad = path_of("bad.st");
-    assert_int_equal(ckpt_save(good, &a.st, a.opts, a.nopt, err, sizeof err), 0);
+    assert_int_equal(tg_ckpt_save(good, &a.st, a.opts, a.nopt, err, sizeof err), 0);
 
     run b;
     /* a different model: named as the flag, both values */
     char *wide[] = {"--d-model", "16"};
     run_init(&b, 2, wide);
-    assert_int_not_equal(ckpt_load(good, &b.st, b.opts, b.nopt, attn_run_options, changed, sizeof changed, err,
+    assert_int_not_equal(tg_ckpt_load(good, &b.st, b.opts, b.nopt, attn_run_options, changed, sizeof changed, err,
                                    sizeof err), 0);
     EXPECT_MSG(err, "setting differs: --d-model is 8 in the checkpoint, 16 in this run");
     EXPECT_MSG(err, "good.st: ");
@@ -460,7 +460,7 @@ static void test_ckpt_refusals(void **s) {
     /* the run-control flags may change, and are listed */
     char *longer[] = {"--steps", "20", "--threads", "2"};
     run_init(&b, 4, longer);
-    assert_int_equal(ckpt_load(good, &b.st, b.opts, b.nopt, attn_run_options, changed, sizeof changed, err,
+    assert_int_equal(tg_ckpt_load(good, &b.st, b.opts, b.nopt, attn_run_options, changed, sizeof changed, err,
                                sizeof err), 0);
     assert_string_equal(changed, "--steps 10 -> 20, --threads 1 -> 2");
     run_free(&b);
@@ -504,7 +504,7 @@ static void test_ckpt_refusals(void **s) {
         rewrite(good, bad, cases[i].name, cases[i].dt, cases[i].ndim, cases[i].shape, cases[i].values, cases[i].key,
                 cases[i].value);
         err[0] = 0;
-        if (ckpt_load(bad, &b.st, b.opts, b.nopt, attn_run_options, changed, sizeof changed, err, sizeof err) == 0) {
+        if (tg_ckpt_load(bad, &b.st, b.opts, b.nopt, attn_run_options, changed, sizeof changed, err, sizeof err) == 0) {
             print_error("case %zu was accepted\n", i);
             fail();
         }
@@ -515,19 +515,19 @@ static void test_ckpt_refusals(void **s) {
     /* a plain safetensors file without the checksum */
     size_t n;
     unsigned char *raw = make("{}", NULL, 0, &n);
-    assert_int_not_equal(ckpt_load_bytes(raw, n, &b.st, b.opts, b.nopt, attn_run_options, NULL, 0, err, sizeof err), 0);
+    assert_int_not_equal(tg_ckpt_load_bytes(raw, n, &b.st, b.opts, b.nopt, attn_run_options, NULL, 0, err, sizeof err), 0);
     EXPECT_MSG(err, "no " TG_ST_CHECKSUM_KEY);
     free(raw);
-    assert_int_not_equal(ckpt_load(path_of("missing.st"), &b.st, b.opts, b.nopt, NULL, NULL, 0, err, sizeof err), 0);
+    assert_int_not_equal(tg_ckpt_load(path_of("missing.st"), &b.st, b.opts, b.nopt, NULL, NULL, 0, err, sizeof err), 0);
     EXPECT_MSG(err, "cannot open");
-    assert_int_equal(ckpt_check_writable(path_of("x.st"), err, sizeof err), 0);
-    assert_int_not_equal(ckpt_check_writable(dir, err, sizeof err), 0);
+    assert_int_equal(tg_ckpt_check_writable(path_of("x.st"), err, sizeof err), 0);
+    assert_int_not_equal(tg_ckpt_check_writable(dir, err, sizeof err), 0);
     EXPECT_MSG(err, "is a folder");
     assert_int_equal(mkfifo(path_of("fifo"), 0600), 0);   /* a rename would replace it with a file */
-    assert_int_not_equal(ckpt_check_writable(path_of("fifo"), err, sizeof err), 0);
+    assert_int_not_equal(tg_ckpt_check_writable(path_of("fifo"), err, sizeof err), 0);
     EXPECT_MSG(err, "fifo: not a regular file");
     unlink(path_of("fifo"));
-    assert_int_not_equal(ckpt_check_writable(path_of("no/x.st"), err, sizeof err), 0);
+    assert_int_not_equal(tg_ckpt_check_writable(path_of("no/x.st"), err, sizeof err), 0);
     EXPECT_MSG(err, "cannot create a file in its folder");
     assert_int_equal(dot_files(), 0);
     free(snap);
@@ -545,13 +545,13 @@ static void test_runlog_resume(void **s) {
     const char *p = path_of("run.tsv");
     const char *may[] = {"steps", "log-every", NULL};
     char err[256], info[256];
-    runlog L;
-    assert_int_equal(runlog_open(&L, p, HDR, err, sizeof err), 0);
+    tg_runlog L;
+    assert_int_equal(tg_runlog_open(&L, p, HDR, err, sizeof err), 0);
     for (int st = 0; st <= 40; st += 5) {
-        runlog_add(&L, "%d\t%.2f\n", st, st / 10.0);
-        assert_int_equal(runlog_end_row(&L), 0);
+        tg_runlog_add(&L, "%d\t%.2f\n", st, st / 10.0);
+        assert_int_equal(tg_runlog_end_row(&L), 0);
     }
-    assert_int_equal(runlog_close(&L), 0);
+    assert_int_equal(tg_runlog_close(&L), 0);
     FILE *f = fopen(p, "a");
     fputs("45\t4.", f);   /* a row cut by a kill */
     fclose(f);
@@ -560,15 +560,15 @@ static void test_runlog_resume(void **s) {
 
     /* refused: another run's header, missing rows; the file stays as it was */
     const char *other = "# tapegrad test\n# seed=2\n# log_every=5\n# steps=50\nstep\tloss\n";
-    assert_int_not_equal(runlog_resume(&L, p, other, may, 25, info, sizeof info, err, sizeof err), 0);
+    assert_int_not_equal(tg_runlog_resume(&L, p, other, may, 25, info, sizeof info, err, sizeof err), 0);
     EXPECT_MSG(err, "its header says seed=1, this run has 2");
     const char *cols = "# tapegrad test\n# seed=1\n# log_every=5\n# steps=50\nstep\tloss\tx\n";
-    assert_int_not_equal(runlog_resume(&L, p, cols, may, 25, info, sizeof info, err, sizeof err), 0);
+    assert_int_not_equal(tg_runlog_resume(&L, p, cols, may, 25, info, sizeof info, err, sizeof err), 0);
     EXPECT_MSG(err, "its columns differ");
     const char *more = "# tapegrad test\n# seed=1\n# lr=1\n# log_every=5\n# steps=50\nstep\tloss\n";
-    assert_int_not_equal(runlog_resume(&L, p, more, may, 25, info, sizeof info, err, sizeof err), 0);
+    assert_int_not_equal(tg_runlog_resume(&L, p, more, may, 25, info, sizeof info, err, sizeof err), 0);
     EXPECT_MSG(err, "its header has no lr");
-    assert_int_not_equal(runlog_resume(&L, p, HDR, may, 100, info, sizeof info, err, sizeof err), 0);
+    assert_int_not_equal(tg_runlog_resume(&L, p, HDR, may, 100, info, sizeof info, err, sizeof err), 0);
     EXPECT_MSG(err, "its rows end at step 40 but the checkpoint is at step 100");
     size_t n1;
     unsigned char *after = slurp(p, &n1);
@@ -578,11 +578,11 @@ static void test_runlog_resume(void **s) {
 
     /* resumed at 25: rows 0..20 kept, 25.. and the partial line dropped, the new header in */
     const char *hdr2 = "# tapegrad test\n# seed=1\n# log_every=5\n# steps=80\nstep\tloss\n";
-    assert_int_equal(runlog_resume(&L, p, hdr2, may, 25, info, sizeof info, err, sizeof err), 0);
+    assert_int_equal(tg_runlog_resume(&L, p, hdr2, may, 25, info, sizeof info, err, sizeof err), 0);
     EXPECT_MSG(info, "kept 5 rows (steps 0..20), dropped 5 lines");
-    runlog_add(&L, "%d\t%s\n", 25, "x");
-    assert_int_equal(runlog_end_row(&L), 0);
-    assert_int_equal(runlog_close(&L), 0);
+    tg_runlog_add(&L, "%d\t%s\n", 25, "x");
+    assert_int_equal(tg_runlog_end_row(&L), 0);
+    assert_int_equal(tg_runlog_close(&L), 0);
     size_t n2;
     char *txt = (char *)slurp(p, &n2);
     assert_string_equal(txt, "# tapegrad test\n# seed=1\n# log_every=5\n# steps=80\nstep\tloss\n"
@@ -593,12 +593,12 @@ static void test_runlog_resume(void **s) {
 
     /* a missing log is started afresh */
     const char *q = path_of("new.tsv");
-    assert_int_equal(runlog_resume(&L, q, HDR, may, 25, info, sizeof info, err, sizeof err), 0);
+    assert_int_equal(tg_runlog_resume(&L, q, HDR, may, 25, info, sizeof info, err, sizeof err), 0);
     EXPECT_MSG(info, "did not exist");
-    runlog_close(&L);
-    assert_int_not_equal(runlog_open(&L, path_of("no/dir.tsv"), HDR, err, sizeof err), 0);
+    tg_runlog_close(&L);
+    assert_int_not_equal(tg_runlog_open(&L, path_of("no/dir.tsv"), HDR, err, sizeof err), 0);
     EXPECT_MSG(err, "cannot create a file in its folder");
-    assert_int_not_equal(runlog_open(&L, dir, HDR, err, sizeof err), 0);
+    assert_int_not_equal(tg_runlog_open(&L, dir, HDR, err, sizeof err), 0);
     EXPECT_MSG(err, "not a regular file");
 }
 
@@ -607,9 +607,9 @@ static void test_guard(void **s) {
     (void)s;
     run r;
     run_init(&r, 0, NULL);
-    task_cfg tc = attn_cfg_task(&r.c);
+    tg_task_cfg tc = attn_cfg_task(&r.c);
     int tok[3 * 6], tgt[3 * 6];
-    task_batch(&tc, &r.rng, 3, tok, tgt);
+    tg_task_batch(&tc, &r.rng, 3, tok, tgt);
     tg_ctx ctx;
     tg_ctx_init(&ctx, 0);
     char msg[1024];
@@ -617,9 +617,9 @@ static void test_guard(void **s) {
     /* a parameter holding NaN is named first */
     tg_tensor *wk = tg_params_find(&r.m.P, "l0.wk");
     wk->data[7] = NAN;
-    tg_tensor *loss = model_forward(&r.m, &ctx, tok, tgt, 3, 0);
+    tg_tensor *loss = tg_model_forward(&r.m, &ctx, tok, tgt, 3, 0);
     assert_false(isfinite(loss->data[0]));
-    guard_forward(&ctx, &r.m.P, msg, sizeof msg);
+    tg_guard_forward(&ctx, &r.m.P, msg, sizeof msg);
     EXPECT_MSG(msg, "parameter l0.wk [8,8] holds nan at element 7");
     wk->data[7] = 0;
 
@@ -627,9 +627,9 @@ static void test_guard(void **s) {
     for (int64_t i = 0; i < r.m.tok_emb->numel; i++) r.m.tok_emb->data[i] = 3e38f;
     for (int64_t i = 0; i < r.m.pos_emb->numel; i++) r.m.pos_emb->data[i] = 3e38f;
     tg_ctx_reset(&ctx);
-    loss = model_forward(&r.m, &ctx, tok, tgt, 3, 0);
+    loss = tg_model_forward(&r.m, &ctx, tok, tgt, 3, 0);
     assert_false(isfinite(loss->data[0]));
-    guard_forward(&ctx, &r.m.P, msg, sizeof msg);
+    tg_guard_forward(&ctx, &r.m.P, msg, sizeof msg);
     EXPECT_MSG(msg, "is in the output of tg_add");
     EXPECT_MSG(msg, "tape node");
     print_message("overflow diagnosis: %s\n", msg);
@@ -638,16 +638,16 @@ static void test_guard(void **s) {
     run_free(&r);
     run_init(&r, 0, NULL);
     tg_ctx_reset(&ctx);
-    loss = model_forward(&r.m, &ctx, tok, tgt, 3, 0);
+    loss = tg_model_forward(&r.m, &ctx, tok, tgt, 3, 0);
     tg_params_zero_grad(&r.m.P);
     tg_backward(&ctx, loss);
-    guard_backward(&ctx, &r.m.P, msg, sizeof msg);
+    tg_guard_backward(&ctx, &r.m.P, msg, sizeof msg);
     assert_string_equal(msg, "no non-finite gradient found");
     r.m.w_out->grad[2] = INFINITY;
-    guard_backward(&ctx, &r.m.P, msg, sizeof msg);
+    tg_guard_backward(&ctx, &r.m.P, msg, sizeof msg);
     EXPECT_MSG(msg, "gradient of parameter w_out [8,8] is inf at element 2");
     ctx.nodes[ctx.n_nodes - 2].out->grad[0] = NAN;
-    guard_backward(&ctx, &r.m.P, msg, sizeof msg);
+    tg_guard_backward(&ctx, &r.m.P, msg, sizeof msg);
     EXPECT_MSG(msg, "; the first non-finite gradient in backward order is that of the output of tg_matmul");
     tg_ctx_free(&ctx);
     run_free(&r);
@@ -696,10 +696,10 @@ static void test_cfg_check(void **s) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         attn_cfg c;
         attn_cfg_defaults(&c);
-        cli_opt o[ATTN_MAX_OPTS];
+        tg_cli_opt o[ATTN_MAX_OPTS];
         int seen[ATTN_MAX_OPTS], n = attn_cfg_options(&c, o);
         char err[512] = "";
-        assert_int_equal(cli_parse(o, n, bad[i].argc, bad[i].argv, err, sizeof err, seen), CLI_OK);
+        assert_int_equal(tg_cli_parse(o, n, bad[i].argc, bad[i].argv, err, sizeof err, seen), TG_CLI_OK);
         int rc = attn_cfg_check(&c, o, n, seen, err, sizeof err);
         if (!bad[i].msg) {
             assert_int_equal(rc, 0);
@@ -711,18 +711,18 @@ static void test_cfg_check(void **s) {
         }
         EXPECT_MSG(err, bad[i].msg);
     }
-    /* cli_value writes what cli_dump writes; cli_find finds by name */
+    /* tg_cli_value writes what tg_cli_dump writes; tg_cli_find finds by name */
     attn_cfg c;
     attn_cfg_defaults(&c);
-    cli_opt o[ATTN_MAX_OPTS];
+    tg_cli_opt o[ATTN_MAX_OPTS];
     int n = attn_cfg_options(&c, o);
     char v[64];
-    cli_value(cli_find(o, n, "lr"), v, sizeof v);
+    tg_cli_value(tg_cli_find(o, n, "lr"), v, sizeof v);
     assert_string_equal(v, "0.00300000003");
-    cli_value(cli_find(o, n, "scale"), v, sizeof v);
+    tg_cli_value(tg_cli_find(o, n, "scale"), v, sizeof v);
     assert_string_equal(v, "sqrt");
-    assert_null(cli_find(o, n, "nope"));
-    for (const char *const *r = attn_run_options; *r; r++) assert_non_null(cli_find(o, n, *r));
+    assert_null(tg_cli_find(o, n, "nope"));
+    for (const char *const *r = attn_run_options; *r; r++) assert_non_null(tg_cli_find(o, n, *r));
 }
 
 int main(void) {

@@ -11,10 +11,10 @@
 #include <cblas.h>
 
 #include "attn_dump.h"
-#include "cli.h"
-#include "model.h"
+#include "tg_cli.h"
+#include "tg_model.h"
 #include "tg_optim.h"
-#include "tasks.h"
+#include "tg_tasks.h"
 #include "gradcheck.h"
 #include "testutil.h"
 #include "tg_ops.h"
@@ -22,11 +22,11 @@
 /* hist targets are the running count of the token, checked by recounting */
 static void test_hist_targets(void **s) {
     (void)s;
-    task_cfg t = {.kind = TASK_HIST, .vocab = 64, .seq_len = 40, .alphabet = 5};
+    tg_task_cfg t = {.kind = TG_TASK_HIST, .vocab = 64, .seq_len = 40, .alphabet = 5};
     tg_rng r;
     tg_rng_seed(&r, 9, 0);
     int x[3 * 40], y[3 * 40];
-    task_batch(&t, &r, 3, x, y);
+    tg_task_batch(&t, &r, 3, x, y);
     for (int b = 0; b < 3; b++) {
         assert_int_equal(x[b * 40], 5);   /* BOS */
         assert_int_equal(y[b * 40], -1);
@@ -42,11 +42,11 @@ static void test_hist_targets(void **s) {
 /* recall: every query's target is the value its key was shown with */
 static void test_recall_targets(void **s) {
     (void)s;
-    task_cfg t = {.kind = TASK_RECALL, .vocab = 64, .seq_len = 16, .keys = 4, .values = 6};
+    tg_task_cfg t = {.kind = TG_TASK_RECALL, .vocab = 64, .seq_len = 16, .keys = 4, .values = 6};
     tg_rng r;
     tg_rng_seed(&r, 4, 0);
     int x[2 * 16], y[2 * 16];
-    task_batch(&t, &r, 2, x, y);
+    tg_task_batch(&t, &r, 2, x, y);
     for (int b = 0; b < 2; b++)
         for (int i = 8; i < 16; i++) {
             int k = x[b * 16 + i] - 4 * 6, found = 0;
@@ -65,11 +65,11 @@ static void test_recall_targets(void **s) {
 static void test_hist_reference(void **s) {
     (void)s;
     enum { T = 12, A = 3, N = 40000 };
-    task_cfg t = {.kind = TASK_HIST, .vocab = 64, .seq_len = T, .alphabet = A};
+    tg_task_cfg t = {.kind = TG_TASK_HIST, .vocab = 64, .seq_len = T, .alphabet = A};
     static int x[N * T], y[N * T];
     tg_rng r;
     tg_rng_seed(&r, 5, 0);
-    task_batch(&t, &r, N, x, y);
+    tg_task_batch(&t, &r, N, x, y);
     double total = 0;
     for (int i = 1; i < T; i++) {
         int cnt[T + 1] = {0};
@@ -77,12 +77,12 @@ static void test_hist_reference(void **s) {
         for (int c = 0; c <= T; c++)
             if (cnt[c]) total -= (double)cnt[c] / N * log((double)cnt[c] / N);
     }
-    double mc = total / (T - 1), exact = task_reference(&t).context_free;
+    double mc = total / (T - 1), exact = tg_task_reference(&t).context_free;
     print_message("hist context-free loss: exact %.4f, sampled %.4f\n", exact, mc);
     assert_true(fabs(mc - exact) < 0.01);
     char err[128];
-    task_cfg bad = {.kind = TASK_HIST, .vocab = 8, .seq_len = 16, .alphabet = 8};
-    assert_int_not_equal(task_check(&bad, err, sizeof err), 0);
+    tg_task_cfg bad = {.kind = TG_TASK_HIST, .vocab = 8, .seq_len = 16, .alphabet = 8};
+    assert_int_not_equal(tg_task_check(&bad, err, sizeof err), 0);
     assert_non_null(strstr(err, "alphabet 8"));
 }
 
@@ -92,16 +92,16 @@ static void test_cli(void **s) {
     float lr = 0.1f;
     const char *path = NULL;
     static const char *const ch[] = {"a", "b", NULL};
-    const cli_opt o[] = {
-        {"steps", CLI_INT, &steps, 1, 100, NULL, ""},
-        {"lr", CLI_FLOAT, &lr, 0, 1, NULL, ""},
-        {"mode", CLI_CHOICE, &choice, 0, 0, ch, ""},
-        {"log", CLI_STR, &path, 0, 0, NULL, ""},
-        {"quiet", CLI_FLAG, &flag, 0, 0, NULL, ""},
+    const tg_cli_opt o[] = {
+        {"steps", TG_CLI_INT, &steps, 1, 100, NULL, ""},
+        {"lr", TG_CLI_FLOAT, &lr, 0, 1, NULL, ""},
+        {"mode", TG_CLI_CHOICE, &choice, 0, 0, ch, ""},
+        {"log", TG_CLI_STR, &path, 0, 0, NULL, ""},
+        {"quiet", TG_CLI_FLAG, &flag, 0, 0, NULL, ""},
     };
     char err[256];
     char *ok[] = {"p", "--steps", "7", "--lr=0.5", "--mode", "b", "--log", "x.tsv", "--quiet"};
-    assert_int_equal(cli_parse(o, 5, 9, ok, err, sizeof err, NULL), CLI_OK);
+    assert_int_equal(tg_cli_parse(o, 5, 9, ok, err, sizeof err, NULL), TG_CLI_OK);
     assert_int_equal(steps, 7);
     assert_float_equal(lr, 0.5f, 0);
     assert_int_equal(choice, 1);
@@ -122,35 +122,35 @@ static void test_cli(void **s) {
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = 0;
-        assert_int_equal(cli_parse(o, 5, bad[i].argc, bad[i].argv, err, sizeof err, NULL), CLI_ERROR);
+        assert_int_equal(tg_cli_parse(o, 5, bad[i].argc, bad[i].argv, err, sizeof err, NULL), TG_CLI_ERROR);
         if (!strstr(err, bad[i].msg)) {
             print_error("case %zu: '%s' lacks '%s'\n", i, err, bad[i].msg);
             fail();
         }
     }
     char *help[] = {"p", "--help"};
-    assert_int_equal(cli_parse(o, 5, 2, help, err, sizeof err, NULL), CLI_HELP);
+    assert_int_equal(tg_cli_parse(o, 5, 2, help, err, sizeof err, NULL), TG_CLI_HELP);
 }
 
 /* Mean normalised attention entropy of a freshly initialised model. */
 static double init_entropy(int scale_mode, int d_head, uint64_t seed) {
-    model_cfg mc = {.vocab = 16, .seq_len = 16, .d_model = 32, .heads = 4, .d_head = d_head, .layers = 1,
-                    .scale_mode = scale_mode, .init = INIT_FANIN};
-    model m;
-    model_init(&m, &mc, seed);
-    task_cfg t = {.kind = TASK_HIST, .vocab = 16, .seq_len = 16, .alphabet = 8};
+    tg_model_cfg mc = {.vocab = 16, .seq_len = 16, .d_model = 32, .heads = 4, .d_head = d_head, .layers = 1,
+                    .scale_mode = scale_mode, .init = TG_INIT_FANIN};
+    tg_model m;
+    tg_model_init(&m, &mc, seed);
+    tg_task_cfg t = {.kind = TG_TASK_HIST, .vocab = 16, .seq_len = 16, .alphabet = 8};
     tg_rng r;
     tg_rng_seed(&r, seed, 1);
     int x[8 * 16], y[8 * 16];
-    task_batch(&t, &r, 8, x, y);
+    tg_task_batch(&t, &r, 8, x, y);
     tg_ctx ctx;
     tg_ctx_init(&ctx, 0);
-    model_forward(&m, &ctx, x, y, 8, 1);
+    tg_model_forward(&m, &ctx, x, y, 8, 1);
     double e = 0;
     for (int h = 0; h < 4; h++) e += m.ent[h];
     e /= 4 * tg_attn_uniform_entropy(16, 1);
     tg_ctx_free(&ctx);
-    model_free(&m);
+    tg_model_free(&m);
     return e;
 }
 
@@ -160,8 +160,8 @@ static double init_entropy(int scale_mode, int d_head, uint64_t seed) {
 static void test_direction_at_init(void **s) {
     (void)s;
     for (uint64_t seed = 1; seed <= 3; seed++) {
-        double none = init_entropy(SCALE_NONE, 128, seed), sq = init_entropy(SCALE_SQRT, 128, seed),
-               dk = init_entropy(SCALE_DK, 128, seed);
+        double none = init_entropy(TG_SCALE_NONE, 128, seed), sq = init_entropy(TG_SCALE_SQRT, 128, seed),
+               dk = init_entropy(TG_SCALE_DK, 128, seed);
         print_message("seed %d: entropy/uniform at init, d_head 128: none %.3f, sqrt %.3f, dk %.3f\n",
                       (int)seed, none, sq, dk);
         assert_true(none < 0.25);
@@ -170,7 +170,7 @@ static void test_direction_at_init(void **s) {
         assert_true(none < sq / 3);
     }
     /* and the gap grows with the head size */
-    assert_true(init_entropy(SCALE_NONE, 8, 1) > init_entropy(SCALE_NONE, 128, 1) + 0.2);
+    assert_true(init_entropy(TG_SCALE_NONE, 8, 1) > init_entropy(TG_SCALE_NONE, 128, 1) + 0.2);
 }
 
 /* --scale mult: only the float changes. c = 1 gives sqrt's float and c = √dh
@@ -181,18 +181,18 @@ static void test_scale_mult_floats(void **s) {
     (void)s;
     int dk_exact = 0;
     for (int dh = 1; dh <= 4096; dh++) {
-        model_cfg sq = {.d_head = dh, .scale_mode = SCALE_SQRT}, none = sq, dk = sq, m1 = sq, mr = sq, mi = sq;
-        none.scale_mode = SCALE_NONE;
-        dk.scale_mode = SCALE_DK;
-        m1.scale_mode = mr.scale_mode = mi.scale_mode = SCALE_MULT;
+        tg_model_cfg sq = {.d_head = dh, .scale_mode = TG_SCALE_SQRT}, none = sq, dk = sq, m1 = sq, mr = sq, mi = sq;
+        none.scale_mode = TG_SCALE_NONE;
+        dk.scale_mode = TG_SCALE_DK;
+        m1.scale_mode = mr.scale_mode = mi.scale_mode = TG_SCALE_MULT;
         m1.mult = 1.0f;
         mr.mult = (float)sqrt((double)dh);           /* what --scale-mult <decimal √dh> parses to */
         mi.mult = (float)(1.0 / sqrt((double)dh));
         assert_true(mr.mult == sqrtf((float)dh));
-        assert_true(model_scale(&m1) == model_scale(&sq));
-        assert_true(model_scale(&mr) == model_scale(&none));
-        dk_exact += model_scale(&mi) == model_scale(&dk);
-        assert_float_equal(model_scale(&mi), model_scale(&dk), 2e-7f * model_scale(&dk));
+        assert_true(tg_model_scale(&m1) == tg_model_scale(&sq));
+        assert_true(tg_model_scale(&mr) == tg_model_scale(&none));
+        dk_exact += tg_model_scale(&mi) == tg_model_scale(&dk);
+        assert_float_equal(tg_model_scale(&mi), tg_model_scale(&dk), 2e-7f * tg_model_scale(&dk));
     }
     print_message("mult c = 1/sqrt(d_head) gives dk's float exactly for %d of 4096 head sizes (else within 2e-7 relative)\n",
                   dk_exact);
@@ -200,27 +200,27 @@ static void test_scale_mult_floats(void **s) {
 
 /* layers 2: D 8, H 2, dh 4; layers 1 (the gradient checks, cheap enough for
  * valgrind): D 6, H 2, dh 4 */
-static void tiny_model_l(model *m, int layers, int scale_mode, int learned_param, int learned_init, int attn) {
-    model_cfg mc = {.vocab = 8, .seq_len = 6, .d_model = layers > 1 ? 8 : 6, .heads = 2, .d_head = 4,
-                    .layers = layers, .scale_mode = scale_mode, .init = INIT_FANIN, .attn = attn,
+static void tiny_model_l(tg_model *m, int layers, int scale_mode, int learned_param, int learned_init, int attn) {
+    tg_model_cfg mc = {.vocab = 8, .seq_len = 6, .d_model = layers > 1 ? 8 : 6, .heads = 2, .d_head = 4,
+                    .layers = layers, .scale_mode = scale_mode, .init = TG_INIT_FANIN, .attn = attn,
                     .learned_init = learned_init, .learned_param = learned_param, .mult = 1.0f};
-    model_init(m, &mc, 11);
+    tg_model_init(m, &mc, 11);
 }
-static void tiny_model(model *m, int scale_mode, int learned_param, int learned_init, int attn) {
+static void tiny_model(tg_model *m, int scale_mode, int learned_param, int learned_init, int attn) {
     tiny_model_l(m, 2, scale_mode, learned_param, learned_init, attn);
 }
 
 static void tiny_batch(int B, int *x, int *y) {
-    task_cfg t = {.kind = TASK_HIST, .vocab = 8, .seq_len = 6, .alphabet = 4};
+    tg_task_cfg t = {.kind = TG_TASK_HIST, .vocab = 8, .seq_len = 6, .alphabet = 4};
     tg_rng r;
     tg_rng_seed(&r, 5, 3);
-    task_batch(&t, &r, B, x, y);
+    tg_task_batch(&t, &r, B, x, y);
 }
 
-typedef struct { model *m; int x[3 * 6], y[3 * 6]; } model_case;
+typedef struct { tg_model *m; int x[3 * 6], y[3 * 6]; } model_case;
 static tg_tensor *f_model(tg_ctx *ctx, void *u) {
     model_case *c = u;
-    return model_forward(c->m, ctx, c->x, c->y, 3, 0);
+    return tg_model_forward(c->m, ctx, c->x, c->y, 3, 0);
 }
 
 /* The whole model's gradient against finite differences with the learned
@@ -231,10 +231,10 @@ static tg_tensor *f_model(tg_ctx *ctx, void *u) {
 static void test_learned_scale_gradients(void **s) {
     (void)s;
     for (int attn = 0; attn < 2; attn++) {
-        model lin, lg;
+        tg_model lin, lg;
         model_case cl, cg;
-        tiny_model_l(&lin, 1, SCALE_LEARNED, LEARNED_LINEAR, LEARNED_FROM_NONE, attn);
-        tiny_model_l(&lg, 1, SCALE_LEARNED, LEARNED_LOG, LEARNED_FROM_NONE, attn);
+        tiny_model_l(&lin, 1, TG_SCALE_LEARNED, TG_LEARNED_LINEAR, TG_LEARNED_FROM_NONE, attn);
+        tiny_model_l(&lg, 1, TG_SCALE_LEARNED, TG_LEARNED_LOG, TG_LEARNED_FROM_NONE, attn);
         assert_string_equal(lg.layer[0].hscale->name, "l0.hscale_log");
         assert_float_equal(lg.layer[0].hscale->data[1], logf(2.0f), 0);
         cl.m = &lin;
@@ -242,7 +242,7 @@ static void test_learned_scale_gradients(void **s) {
         tiny_batch(3, cl.x, cl.y);
         tiny_batch(3, cg.x, cg.y);
         assert_int_equal(tg_gradcheck("model, learned log scale", &lg.P, f_model, &cg, NULL), 0);
-        if (attn == ATTN_COMPOSED)
+        if (attn == TG_ATTN_COMPOSED)
             assert_int_equal(tg_gradcheck("model, learned linear scale", &lin.P, f_model, &cl, NULL), 0);
         /* one backward each at the same point: dθ = e^θ · ds */
         tg_ctx ctx;
@@ -259,8 +259,8 @@ static void test_learned_scale_gradients(void **s) {
             assert_float_equal(dth, sh * ds, 1e-4f * fabsf(sh * ds) + 1e-7f);
         }
         tg_ctx_free(&ctx);
-        model_free(&lin);
-        model_free(&lg);
+        tg_model_free(&lin);
+        tg_model_free(&lg);
     }
 }
 
@@ -278,11 +278,11 @@ static int should_decay(const char *name) {
 
 static void test_decay_in_model(void **s) {
     (void)s;
-    const int modes[][2] = {{SCALE_QKNORM, 0}, {SCALE_LEARNED, LEARNED_LINEAR}, {SCALE_LEARNED, LEARNED_LOG}};
+    const int modes[][2] = {{TG_SCALE_QKNORM, 0}, {TG_SCALE_LEARNED, TG_LEARNED_LINEAR}, {TG_SCALE_LEARNED, TG_LEARNED_LOG}};
     for (int k = 0; k < 3; k++)
         for (int opt = 0; opt < 2; opt++) {
-            model m;
-            tiny_model(&m, modes[k][0], modes[k][1], LEARNED_FROM_SQRT, ATTN_COMPOSED);
+            tg_model m;
+            tiny_model(&m, modes[k][0], modes[k][1], TG_LEARNED_FROM_SQRT, TG_ATTN_COMPOSED);
             int n_never = 0, qk = 0, hs = 0;
             for (int i = 0; i < m.P.n; i++) {
                 const tg_tensor *t = m.P.list[i];
@@ -292,7 +292,7 @@ static void test_decay_in_model(void **s) {
                 hs += strstr(t->name, "hscale") != NULL;
             }
             assert_true(n_never >= 9);   /* lnf_g, lnf_b, and per layer ln1/ln2 gains and biases, b1, b2 */
-            if (modes[k][0] == SCALE_QKNORM) assert_int_equal(qk, 4);
+            if (modes[k][0] == TG_SCALE_QKNORM) assert_int_equal(qk, 4);
             else assert_int_equal(hs, 2);
             float *before = malloc(m.P.numel * sizeof(float));
             for (size_t i = 0; i < m.P.numel; i++) m.P.data[i] = 0.5f + (float)(i % 7);   /* no zeros */
@@ -317,7 +317,7 @@ static void test_decay_in_model(void **s) {
             if (opt == 0) tg_adamw_free(&a);
             else tg_sgd_free(&o);
             free(before);
-            model_free(&m);
+            tg_model_free(&m);
         }
 }
 
@@ -327,10 +327,10 @@ static void test_decay_in_model(void **s) {
  * untouched (parameters, gradients, statistics). */
 static void test_attention_maps(void **s) {
     (void)s;
-    model mc, mf;
-    tiny_model(&mc, SCALE_LEARNED, LEARNED_LOG, LEARNED_FROM_NONE, ATTN_COMPOSED);
-    tiny_model(&mf, SCALE_LEARNED, LEARNED_LOG, LEARNED_FROM_NONE, ATTN_FUSED);
-    task_cfg t = {.kind = TASK_HIST, .vocab = 8, .seq_len = 6, .alphabet = 4};
+    tg_model mc, mf;
+    tiny_model(&mc, TG_SCALE_LEARNED, TG_LEARNED_LOG, TG_LEARNED_FROM_NONE, TG_ATTN_COMPOSED);
+    tiny_model(&mf, TG_SCALE_LEARNED, TG_LEARNED_LOG, TG_LEARNED_FROM_NONE, TG_ATTN_FUSED);
+    tg_task_cfg t = {.kind = TG_TASK_HIST, .vocab = 8, .seq_len = 6, .alphabet = 4};
     int probe[12], again[12];
     attn_probe_tokens(&t, probe);
     attn_probe_tokens(&t, again);
@@ -345,15 +345,15 @@ static void test_attention_maps(void **s) {
     tg_ctx_init(&pc, 0);
     /* a training step's state: grads and stats from the last batch */
     tg_params_zero_grad(&mc.P);
-    tg_backward(&ctx, model_forward(&mc, &ctx, x, y, 3, 1));
+    tg_backward(&ctx, tg_model_forward(&mc, &ctx, x, y, 3, 1));
     size_t bytes = mc.P.numel * sizeof(float);
     float *data = malloc(bytes), *grad = malloc(bytes), ent[L * H], lsc[L * H];
     memcpy(data, mc.P.data, bytes);
     memcpy(grad, mc.P.grad, bytes);
     memcpy(ent, mc.ent, sizeof ent);
     memcpy(lsc, mc.logit_scale, sizeof lsc);
-    model_attention_maps(&mc, &pc, probe, 1, maps);
-    model_attention_maps(&mf, &pc, probe, 1, mapf);
+    tg_model_attention_maps(&mc, &pc, probe, 1, maps);
+    tg_model_attention_maps(&mf, &pc, probe, 1, mapf);
     assert_memory_equal(data, mc.P.data, bytes);
     assert_memory_equal(grad, mc.P.grad, bytes);
     assert_memory_equal(ent, mc.ent, sizeof ent);
@@ -374,7 +374,7 @@ static void test_attention_maps(void **s) {
     for (int i = 0; i < 6; i++) py[i] = -1;
     py[1] = 0;
     tg_ctx_reset(&ctx);
-    model_forward(&mc, &ctx, probe, py, 1, 0);
+    tg_model_forward(&mc, &ctx, probe, py, 1, 0);
     int layer = 0;
     for (int i = 0; i < ctx.n_nodes; i++)
         if (strcmp(ctx.nodes[i].op, "tg_attention") == 0) {
@@ -388,8 +388,8 @@ static void test_attention_maps(void **s) {
     free(grad);
     tg_ctx_free(&ctx);
     tg_ctx_free(&pc);
-    model_free(&mc);
-    model_free(&mf);
+    tg_model_free(&mc);
+    tg_model_free(&mf);
 }
 
 int main(void) {

@@ -12,28 +12,28 @@
 #include <omp.h>
 
 #include "malloc_count.h"
-#include "model.h"
-#include "tasks.h"
+#include "tg_model.h"
+#include "tg_tasks.h"
 #include "testutil.h"
 #include "tg_optim.h"
 
 typedef struct {
-    model m;
+    tg_model m;
     tg_adamw opt;
     tg_ctx ctx;
-    task_cfg task;
+    tg_task_cfg task;
     tg_rng rng;
     int B, *tokens, *targets;
 } trainer;
 
 /* scale_mode past the last mode: learned in the log form (it adds tg_exp) */
 static void trainer_init(trainer *t, int scale_mode) {
-    int log_form = scale_mode > SCALE_MULT;
-    model_cfg mc = {.vocab = 32, .seq_len = 12, .d_model = 32, .heads = 2, .d_head = 16, .layers = 1,
-                    .scale_mode = log_form ? SCALE_LEARNED : scale_mode, .init = INIT_FANIN, .mult = 2.0f,
-                    .learned_param = log_form ? LEARNED_LOG : LEARNED_LINEAR};
-    model_init(&t->m, &mc, 3);
-    t->task = (task_cfg){.kind = TASK_RECALL, .vocab = 32, .seq_len = 12, .keys = 4, .values = 4};
+    int log_form = scale_mode > TG_SCALE_MULT;
+    tg_model_cfg mc = {.vocab = 32, .seq_len = 12, .d_model = 32, .heads = 2, .d_head = 16, .layers = 1,
+                    .scale_mode = log_form ? TG_SCALE_LEARNED : scale_mode, .init = TG_INIT_FANIN, .mult = 2.0f,
+                    .learned_param = log_form ? TG_LEARNED_LOG : TG_LEARNED_LINEAR};
+    tg_model_init(&t->m, &mc, 3);
+    t->task = (tg_task_cfg){.kind = TG_TASK_RECALL, .vocab = 32, .seq_len = 12, .keys = 4, .values = 4};
     tg_rng_seed(&t->rng, 3, 1);
     tg_adamw_init(&t->opt, &t->m.P, 0.9f, 0.95f, 1e-8f, 0.0f);
     tg_ctx_init(&t->ctx, 0);
@@ -44,8 +44,8 @@ static void trainer_init(trainer *t, int scale_mode) {
 
 static float trainer_step(trainer *t, float lr, int stats) {
     tg_ctx_reset(&t->ctx);
-    task_batch(&t->task, &t->rng, t->B, t->tokens, t->targets);
-    tg_tensor *loss = model_forward(&t->m, &t->ctx, t->tokens, t->targets, t->B, stats);
+    tg_task_batch(&t->task, &t->rng, t->B, t->tokens, t->targets);
+    tg_tensor *loss = tg_model_forward(&t->m, &t->ctx, t->tokens, t->targets, t->B, stats);
     tg_params_zero_grad(&t->m.P);
     tg_backward(&t->ctx, loss);
     tg_clip_grad_norm(&t->m.P, 1.0f);
@@ -58,12 +58,12 @@ static void trainer_free(trainer *t) {
     free(t->targets);
     tg_ctx_free(&t->ctx);
     tg_adamw_free(&t->opt);
-    model_free(&t->m);
+    tg_model_free(&t->m);
 }
 
 static void test_no_allocation_after_first_step(void **s) {
     (void)s;
-    for (int mode = 0; mode <= SCALE_MULT + 1; mode++) {   /* every scale mode: qknorm and learned add ops */
+    for (int mode = 0; mode <= TG_SCALE_MULT + 1; mode++) {   /* every scale mode: qknorm and learned add ops */
         trainer t;
         trainer_init(&t, mode);
         trainer_step(&t, 1e-3f, 1);
@@ -86,15 +86,15 @@ static void test_no_allocation_threaded(void **s) {
     (void)s;
     omp_set_num_threads(2);
     for (int attn = 0; attn < 2; attn++) {
-        model m;
-        model_cfg mc = {.vocab = 64, .seq_len = 64, .d_model = 64, .heads = 4, .d_head = 32, .layers = 1,
-                        .scale_mode = SCALE_LEARNED, .init = INIT_FANIN, .attn = attn};
-        model_init(&m, &mc, 5);
+        tg_model m;
+        tg_model_cfg mc = {.vocab = 64, .seq_len = 64, .d_model = 64, .heads = 4, .d_head = 32, .layers = 1,
+                        .scale_mode = TG_SCALE_LEARNED, .init = TG_INIT_FANIN, .attn = attn};
+        tg_model_init(&m, &mc, 5);
         tg_adamw opt;
         tg_adamw_init(&opt, &m.P, 0.9f, 0.95f, 1e-8f, 0.01f);
         tg_ctx ctx;
         tg_ctx_init(&ctx, 0);
-        task_cfg task = {.kind = TASK_HIST, .vocab = 64, .seq_len = 64, .alphabet = 8};
+        tg_task_cfg task = {.kind = TG_TASK_HIST, .vocab = 64, .seq_len = 64, .alphabet = 8};
         tg_rng rng;
         tg_rng_seed(&rng, 5, 1);
         enum { NB = 8 };
@@ -103,8 +103,8 @@ static void test_no_allocation_threaded(void **s) {
         for (int step = 0; step < 4; step++) {
             if (step == 1) malloc_count_start();
             tg_ctx_reset(&ctx);
-            task_batch(&task, &rng, NB, tokens, targets);
-            tg_tensor *loss = model_forward(&m, &ctx, tokens, targets, NB, step % 2);
+            tg_task_batch(&task, &rng, NB, tokens, targets);
+            tg_tensor *loss = tg_model_forward(&m, &ctx, tokens, targets, NB, step % 2);
             tg_params_zero_grad(&m.P);
             tg_backward(&ctx, loss);
             tg_clip_grad_norm(&m.P, 1.0f);
@@ -114,7 +114,7 @@ static void test_no_allocation_threaded(void **s) {
         if (malloc_count_available()) assert_int_equal(n, 0);
         tg_ctx_free(&ctx);
         tg_adamw_free(&opt);
-        model_free(&m);
+        tg_model_free(&m);
     }
     omp_set_num_threads(1);
 }
@@ -126,18 +126,18 @@ static void test_no_allocation_threaded(void **s) {
 static void test_backward_twice(void **s) {
     (void)s;
     for (int attn = 0; attn < 2; attn++) {
-        model m;
-        model_cfg mc = {.vocab = 32, .seq_len = 12, .d_model = 32, .heads = 2, .d_head = 16, .layers = 2,
-                        .scale_mode = SCALE_LEARNED, .init = INIT_FANIN, .attn = attn};
-        model_init(&m, &mc, 7);
+        tg_model m;
+        tg_model_cfg mc = {.vocab = 32, .seq_len = 12, .d_model = 32, .heads = 2, .d_head = 16, .layers = 2,
+                        .scale_mode = TG_SCALE_LEARNED, .init = TG_INIT_FANIN, .attn = attn};
+        tg_model_init(&m, &mc, 7);
         tg_ctx ctx;
         tg_ctx_init(&ctx, 0);
-        task_cfg task = {.kind = TASK_RECALL, .vocab = 32, .seq_len = 12, .keys = 4, .values = 4};
+        tg_task_cfg task = {.kind = TG_TASK_RECALL, .vocab = 32, .seq_len = 12, .keys = 4, .values = 4};
         tg_rng rng;
         tg_rng_seed(&rng, 7, 1);
         int tokens[4 * 12], targets[4 * 12];
-        task_batch(&task, &rng, 4, tokens, targets);
-        tg_tensor *loss = model_forward(&m, &ctx, tokens, targets, 4, 0);
+        tg_task_batch(&task, &rng, 4, tokens, targets);
+        tg_tensor *loss = tg_model_forward(&m, &ctx, tokens, targets, 4, 0);
         tg_params_zero_grad(&m.P);
         tg_backward(&ctx, loss);
         size_t total = 0;
@@ -164,7 +164,7 @@ static void test_backward_twice(void **s) {
         free(acts);
         free(pg);
         tg_ctx_free(&ctx);
-        model_free(&m);
+        tg_model_free(&m);
     }
 }
 
@@ -173,7 +173,7 @@ static void test_backward_twice(void **s) {
 static void test_end_to_end_learns(void **s) {
     (void)s;
     trainer t;
-    trainer_init(&t, SCALE_SQRT);
+    trainer_init(&t, TG_SCALE_SQRT);
     double first = 0, last = 0;
     const int steps = 300;
     for (int i = 0; i < steps; i++) {

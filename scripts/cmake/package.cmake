@@ -17,7 +17,7 @@ else()
   set(TG_SOVERSION ${PROJECT_VERSION_MAJOR})
   set(TG_COMPAT SameMajorVersion)
 endif()
-set_target_properties(tapegrad PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${TG_SOVERSION})
+set_target_properties(tapegrad tapegrad_train PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${TG_SOVERSION})
 
 # The public API is exactly these headers; they include one another by plain
 # name, which resolves next to the including header once installed. ops/parallel.h
@@ -29,20 +29,33 @@ endforeach()
 list(TRANSFORM TG_PUBLIC_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/)
 list(APPEND TG_PUBLIC_HEADERS ${PROJECT_BINARY_DIR}/include/tg_ops.h ${PROJECT_BINARY_DIR}/include/tg_version.h
      ${PROJECT_BINARY_DIR}/include/tapegrad.h)
+# The training kit's headers (experiments/train/tg_*.h) and its umbrella train.h.
+file(GLOB TG_TRAIN_HEADERS ${PROJECT_SOURCE_DIR}/experiments/train/tg_*.h)
+configure_file(scripts/cmake/train.h.in include/train.h @ONLY)
+list(APPEND TG_PUBLIC_HEADERS ${TG_TRAIN_HEADERS} ${PROJECT_BINARY_DIR}/include/train.h)
 install(FILES ${TG_PUBLIC_HEADERS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tapegrad)
+# The same headers as an installed tree would have them, in the build tree
+# (build/stage/include/tapegrad/), for the tests' out-of-tree plugins.
+add_custom_target(tg_stage_headers ALL
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/stage/include/tapegrad
+  COMMAND ${CMAKE_COMMAND} -E copy_if_different ${TG_PUBLIC_HEADERS} ${PROJECT_BINARY_DIR}/stage/include/tapegrad
+  DEPENDS ${TG_PUBLIC_HEADERS})
 
 # Exported from libtapegrad.so: tg_* names only. The version script hides
 # everything else, including the symbols of any static archive linked in.
 if(BUILD_SHARED_LIBS)
   set(map ${PROJECT_SOURCE_DIR}/scripts/cmake/tapegrad.map)
-  target_link_options(tapegrad PRIVATE "LINKER:--version-script=${map}")
-  set_property(TARGET tapegrad APPEND PROPERTY LINK_DEPENDS ${map})
-  if(NOT TG_SANITIZE AND NOT TG_FUZZ)   # the sanitizer runtimes are resolved at load time
-    target_link_options(tapegrad PRIVATE "LINKER:-z,defs")   # every dependency recorded in the .so
-  endif()
+  foreach(lib tapegrad tapegrad_train)
+    target_link_options(${lib} PRIVATE "LINKER:--version-script=${map}")
+    set_property(TARGET ${lib} APPEND PROPERTY LINK_DEPENDS ${map})
+    if(NOT TG_SANITIZE AND NOT TG_FUZZ)   # the sanitizer runtimes are resolved at load time
+      target_link_options(${lib} PRIVATE "LINKER:-z,defs")   # every dependency recorded in the .so
+    endif()
+  endforeach()
 endif()
 
-install(TARGETS tapegrad EXPORT tapegradTargets INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS tapegrad tapegrad_train EXPORT tapegradTargets INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+set_target_properties(tapegrad_train PROPERTIES EXPORT_NAME train)   # tapegrad::train
 set(cmakedir ${CMAKE_INSTALL_LIBDIR}/cmake/tapegrad)
 install(EXPORT tapegradTargets NAMESPACE tapegrad:: DESTINATION ${cmakedir})
 if(BUILD_SHARED_LIBS)
@@ -66,4 +79,16 @@ string(STRIP "${TG_PC_LIBS_PRIVATE}" TG_PC_LIBS_PRIVATE)
 file(RELATIVE_PATH TG_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)   # ../..
 string(REGEX REPLACE "/$" "" TG_PC_TO_PREFIX "${TG_PC_TO_PREFIX}")
 configure_file(scripts/cmake/tapegrad.pc.in tapegrad.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/tapegrad.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+configure_file(scripts/cmake/tapegrad-train.pc.in tapegrad-train.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/tapegrad.pc ${PROJECT_BINARY_DIR}/tapegrad-train.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# The log tools: scripts that read any log of the schema (docs/logs.md), under
+# share/tapegrad/, and one command on PATH, bin/tapegrad-logs, that runs them.
+install(FILES scripts/plot.sh scripts/summarize.sh scripts/logat.sh scripts/plot_attn.sh scripts/logstats.awk
+              scripts/tsv.awk scripts/loss.gp scripts/entropy.gp scripts/heatmap.gp
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/tapegrad
+        PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+file(RELATIVE_PATH TG_BIN_TO_DATA /prefix/${CMAKE_INSTALL_BINDIR} /prefix/${CMAKE_INSTALL_DATADIR}/tapegrad)
+configure_file(scripts/cmake/tapegrad-logs.in tapegrad-logs @ONLY)
+install(PROGRAMS ${PROJECT_BINARY_DIR}/tapegrad-logs DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "attn_cfg.h"
-#include "checkpoint.h"
+#include "tg_checkpoint.h"
 #include "safetensors.h"
 
 static char *tiny_args[] = {"fuzz", "--vocab", "8", "--seq-len", "4", "--d-model", "4", "--heads", "1",
@@ -23,13 +23,13 @@ static char *tiny_args[] = {"fuzz", "--vocab", "8", "--seq-len", "4", "--d-model
 
 typedef struct {
     attn_cfg cfg;
-    cli_opt opts[ATTN_MAX_OPTS];
+    tg_cli_opt opts[ATTN_MAX_OPTS];
     int nopt;
-    model m;
+    tg_model m;
     tg_adamw adam;
     tg_sgd sgd;
     tg_rng rng;
-    train_state st;
+    tg_train_state st;
 } tiny_run;
 static tiny_run runs[2];   /* adam, sgd */
 
@@ -41,11 +41,11 @@ static void setup(tiny_run *r, const char *optim) {
     argv[argc++] = (char *)optim;
     attn_cfg_defaults(&r->cfg);
     r->nopt = attn_cfg_options(&r->cfg, r->opts);
-    if (cli_parse(r->opts, r->nopt, argc, argv, err, sizeof err, NULL)) abort();
-    model_cfg mc = attn_cfg_model(&r->cfg);
-    model_init(&r->m, &mc, 1);
+    if (tg_cli_parse(r->opts, r->nopt, argc, argv, err, sizeof err, NULL)) abort();
+    tg_model_cfg mc = attn_cfg_model(&r->cfg);
+    tg_model_init(&r->m, &mc, 1);
     tg_rng_seed(&r->rng, 1, 0xda7a);
-    r->st = (train_state){.m = &r->m, .data_rng = &r->rng};
+    r->st = (tg_train_state){.P = &r->m.P, .data_rng = &r->rng};
     if (r->cfg.optim == OPT_ADAM) {
         tg_adamw_init(&r->adam, &r->m.P, 0.9f, 0.95f, 1e-8f, 0);
         r->st.adam = &r->adam;
@@ -97,7 +97,7 @@ static void one(const uint8_t *data, size_t size) {
         tg_st_free(&f);
     }
     for (int i = 0; i < 2; i++)
-        ckpt_load_bytes(data, size, &runs[i].st, runs[i].opts, runs[i].nopt, attn_run_options, changed, sizeof changed,
+        tg_ckpt_load_bytes(data, size, &runs[i].st, runs[i].opts, runs[i].nopt, attn_run_options, changed, sizeof changed,
                         err, sizeof err);
 }
 

@@ -1,5 +1,5 @@
 /* libFuzzer target: bytes as attn_scale's command line. The input is split at
- * NUL bytes into argv[1..]; it goes through cli_parse with attn_scale's own
+ * NUL bytes into argv[1..]; it goes through tg_cli_parse with attn_scale's own
  * flag table, then the cross-flag checks, the usage text and the header dump.
  * Nothing may crash or read out of bounds, whatever the arguments. */
 #include <stdint.h>
@@ -28,15 +28,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     attn_cfg c;
     attn_cfg_defaults(&c);
-    cli_opt opts[ATTN_MAX_OPTS];
+    tg_cli_opt opts[ATTN_MAX_OPTS];
     int seen[ATTN_MAX_OPTS], n = attn_cfg_options(&c, opts);
     char err[256];
-    int rc = cli_parse(opts, n, argc, argv, err, sizeof err, seen);
-    if (rc == CLI_OK) {
-        if (attn_cfg_check(&c, opts, n, seen, err, sizeof err) == 0 && sink) cli_dump(sink, opts, n);
+    int rc = tg_cli_parse(opts, n, argc, argv, err, sizeof err, seen);
+    if (rc == TG_CLI_OK) {
+        if (attn_cfg_check(&c, opts, n, seen, err, sizeof err) == 0 && sink) tg_cli_dump(sink, opts, n);
     } else if (sink) {
-        fprintf(sink, "%s\n", rc == CLI_ERROR ? err : "");
-        cli_usage(sink, "attn_scale", "fuzz", opts, n);
+        fprintf(sink, "%s\n", rc == TG_CLI_ERROR ? err : "");
+        tg_cli_usage(sink, "attn_scale", "fuzz", opts, n);
     }
     free(buf);
     return 0;

@@ -23,31 +23,31 @@ typedef struct {
     char *row;
     size_t len, cap;
     int failed;      /* building a row ran out of memory */
-} runlog;
+} tg_runlog;
 
 /* header: the '#' lines and the column line, each ending in '\n'. */
-int runlog_open(runlog *L, const char *path, const char *header, char *err, size_t errlen);
+int tg_runlog_open(tg_runlog *L, const char *path, const char *header, char *err, size_t errlen);
 /* may_differ: flag names ("log-every" or "log_every") whose header values may
  * change. info gets one line about what was kept. */
-int runlog_resume(runlog *L, const char *path, const char *header, const char *const *may_differ, int step,
+int tg_runlog_resume(tg_runlog *L, const char *path, const char *header, const char *const *may_differ, int step,
                   char *info, size_t infolen, char *err, size_t errlen);
 
 /* The value of "# key=value" in the header of the log at path into val;
  * 0, or -1 if the file or the key is not there. */
-int runlog_header_value(const char *path, const char *key, char *val, size_t len);
+int tg_runlog_header_value(const char *path, const char *key, char *val, size_t len);
 
-/* What runlog_resume decides, on the old log's bytes in memory, touching no
+/* What tg_runlog_resume decides, on the old log's bytes in memory, touching no
  * file (the fuzzer's entry): the checks above, then the byte range
  * [from, to) of old to keep after the new header. */
-typedef struct { size_t from, to; long kept, last, dropped; } runlog_keep;
-int runlog_plan(const char *old, size_t n, const char *header, const char *const *may_differ, int step,
-                runlog_keep *k, char *err, size_t errlen);
+typedef struct { size_t from, to; long kept, last, dropped; } tg_runlog_keep;
+int tg_runlog_plan(const char *old, size_t n, const char *header, const char *const *may_differ, int step,
+                tg_runlog_keep *k, char *err, size_t errlen);
 
-/* Appends to the row being built; runlog_end_row writes it (it must end in
+/* Appends to the row being built; tg_runlog_end_row writes it (it must end in
  * '\n'). Returns 0, or -1 if the write failed. */
-void runlog_add(runlog *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int runlog_end_row(runlog *L);
-int runlog_sync(runlog *L);     /* fsync: rows survive a machine crash too */
-int runlog_close(runlog *L);
+void tg_runlog_add(tg_runlog *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int tg_runlog_end_row(tg_runlog *L);
+int tg_runlog_sync(tg_runlog *L);     /* fsync: rows survive a machine crash too */
+int tg_runlog_close(tg_runlog *L);
 
 #endif

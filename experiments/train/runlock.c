@@ -1,5 +1,5 @@
 #define _POSIX_C_SOURCE 200809L   /* fcntl locks, gethostname */
-#include "runlock.h"
+#include "tg_runlock.h"
 #include "tg_core.h"
 
 #include <errno.h>
@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int held(const runlock *locks, int n, const struct stat *st) {
+static int held(const tg_runlock *locks, int n, const struct stat *st) {
     for (int i = 0; i < n; i++)
         if (locks[i].dev == st->st_dev && locks[i].ino == st->st_ino) return 1;
     return 0;
@@ -30,7 +30,7 @@ static void holder(int fd, char *buf, size_t len) {
         snprintf(buf, len, "another process (%.80s)", text[0] ? text : "no pid recorded");
 }
 
-int runlock_take(runlock *locks, int *n, const char *flag, const char *file, int optional, char *err, size_t errlen) {
+int tg_runlock_take(tg_runlock *locks, int *n, const char *flag, const char *file, int optional, char *err, size_t errlen) {
     size_t len = strlen(file) + 6;
     char *path = malloc(len);
     if (!path) return tg_errf(err, errlen, "%s %s: out of memory", flag, file);
@@ -79,7 +79,7 @@ int runlock_take(runlock *locks, int *n, const char *flag, const char *file, int
         host[sizeof host - 1] = 0;
         int k = snprintf(text, sizeof text, "pid=%ld host=%s\n", (long)getpid(), host);
         if (ftruncate(fd, 0) == 0 && pwrite(fd, text, (size_t)k, 0) != k) { /* informative only */ }
-        locks[*n] = (runlock){.fd = fd, .dev = st.st_dev, .ino = st.st_ino, .path = path};
+        locks[*n] = (tg_runlock){.fd = fd, .dev = st.st_dev, .ino = st.st_ino, .path = path};
         (*n)++;
         return 0;
     }
@@ -87,7 +87,7 @@ int runlock_take(runlock *locks, int *n, const char *flag, const char *file, int
     return tg_errf(err, errlen, "%s %s: its lock file keeps being replaced", flag, file);
 }
 
-void runlock_release(runlock *locks, int n) {
+void tg_runlock_release(tg_runlock *locks, int n) {
     for (int i = 0; i < n; i++) {
         unlink(locks[i].path);   /* before the lock goes, so nobody takes a lock on a file about to vanish */
         close(locks[i].fd);
@@ -100,7 +100,7 @@ static const char *kind_of(mode_t m) {
          : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : "not a plain file";
 }
 
-int run_target_check(const char *flag, const char *file, char *err, size_t errlen) {
+int tg_run_target_check(const char *flag, const char *file, char *err, size_t errlen) {
     struct stat st;
     if (!file || stat(file, &st)) return 0;   /* missing: created later (its folder is tried then) */
     if (S_ISREG(st.st_mode)) return 0;
@@ -108,7 +108,7 @@ int run_target_check(const char *flag, const char *file, char *err, size_t errle
                    kind_of(st.st_mode));
 }
 
-int run_owner_check(const char *flag, const char *file, const char *resume, int overwrite, const char *how,
+int tg_run_owner_check(const char *flag, const char *file, const char *resume, int overwrite, const char *how,
                     char *err, size_t errlen) {
     struct stat st, rs;
     if (!file || overwrite || stat(file, &st) || st.st_size == 0) return 0;

@@ -24,29 +24,29 @@ typedef struct {
     dev_t dev;
     ino_t ino;
     char *path;   /* FILE.lock */
-} runlock;
+} tg_runlock;
 
 /* Locks `file` (flag: "--log", ... for the messages) unless one of the n
  * locks already held covers it; appends the new lock to locks[*n]. Returns 0,
  * or non-zero with a message in err: the file is in use (naming the holder's
  * pid), or its folder cannot hold the lock file. `optional` (a file only
  * read): a read-only folder is no error, the file is then left unlocked. */
-int runlock_take(runlock *locks, int *n, const char *flag, const char *file, int optional, char *err, size_t errlen);
+int tg_runlock_take(tg_runlock *locks, int *n, const char *flag, const char *file, int optional, char *err, size_t errlen);
 
 /* Unlinks each lock file and releases the lock. */
-void runlock_release(runlock *locks, int n);
+void tg_runlock_release(tg_runlock *locks, int n);
 
 /* A file the run will write (flag "--log" or "--save"), before anything is
  * written: refused if it exists and is not a regular file (a device, a FIFO,
  * a folder, a socket): the atomic rename would replace a device node for the
  * whole machine. Only stat(); touches nothing. */
-int run_target_check(const char *flag, const char *file, char *err, size_t errlen);
+int tg_run_target_check(const char *flag, const char *file, char *err, size_t errlen);
 
 /* A file the run will replace: refused if it is a non-empty file that belongs
  * to another run, i.e. unless `overwrite` is set or it is the checkpoint
  * being resumed (`resume`, NULL for a fresh run). `how` ends the message
  * (what to do instead). */
-int run_owner_check(const char *flag, const char *file, const char *resume, int overwrite, const char *how,
+int tg_run_owner_check(const char *flag, const char *file, const char *resume, int overwrite, const char *how,
                     char *err, size_t errlen);
 
 #endif

@@ -1,5 +1,5 @@
 #define _POSIX_C_SOURCE 200809L   /* sigaction */
-#include "guard.h"
+#include "tg_guard.h"
 
 #include <math.h>
 #include <signal.h>
@@ -12,7 +12,7 @@ static void on_signal(int sig) {
     if (!got_signal) got_signal = sig;
 }
 
-void guard_install(void) {
+void tg_guard_install(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -23,9 +23,9 @@ void guard_install(void) {
     sigaction(SIGHUP, &sa, NULL);   /* the terminal or ssh session went away: stop as for SIGTERM */
 }
 
-int guard_signal(void) { return got_signal; }
+int tg_guard_signal(void) { return got_signal; }
 
-const char *guard_signal_name(int sig) {
+const char *tg_guard_signal_name(int sig) {
     return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
 }
 
@@ -45,7 +45,7 @@ static void describe_node(const tg_ctx *ctx, int i, char *buf, size_t len) {
     if (k > 0 && (size_t)k < len) snprintf(buf + k, len - (size_t)k, ")");
 }
 
-void guard_forward(const tg_ctx *ctx, const tg_params *P, char *msg, size_t len) {
+void tg_guard_forward(const tg_ctx *ctx, const tg_params *P, char *msg, size_t len) {
     for (int p = 0; p < P->n; p++) {
         int64_t i = first_bad(P->list[p]->data, P->list[p]->numel);
         if (i >= 0) {
@@ -67,7 +67,7 @@ void guard_forward(const tg_ctx *ctx, const tg_params *P, char *msg, size_t len)
     snprintf(msg, len, "no parameter or recorded op output is non-finite (an unrecorded op made it)");
 }
 
-void guard_backward(const tg_ctx *ctx, const tg_params *P, char *msg, size_t len) {
+void tg_guard_backward(const tg_ctx *ctx, const tg_params *P, char *msg, size_t len) {
     int k = 0;
     msg[0] = 0;
     for (int p = 0; p < P->n; p++) {

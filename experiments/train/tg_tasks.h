@@ -15,27 +15,27 @@
 #define TG_TASKS_H
 #include "tg_core.h"
 
-enum { TASK_HIST, TASK_RECALL, TASK_COUNT };
-extern const char *const task_names[];   /* NULL-terminated, for --task */
+enum { TG_TASK_HIST, TG_TASK_RECALL, TG_TASK_COUNT };
+extern const char *const tg_task_names[];   /* NULL-terminated, for --task */
 
 typedef struct {
     int kind;
     int vocab, seq_len;
     int alphabet;          /* hist: symbols 0..A-1, BOS = A */
     int keys, values;      /* recall: pair token k*NV+v, query token K*NV+k */
-} task_cfg;
+} tg_task_cfg;
 
 /* Checks the sizes fit the vocabulary; on a problem writes why into err and
  * returns non-zero. */
-int task_check(const task_cfg *t, char *err, size_t errlen);
-void task_batch(const task_cfg *t, tg_rng *rng, int B, int *tokens, int *targets);
+int tg_task_check(const tg_task_cfg *t, char *err, size_t errlen);
+void tg_task_batch(const tg_task_cfg *t, tg_rng *rng, int B, int *tokens, int *targets);
 
 /* Reference losses in nats per scored position:
  * optimal: the best any model can do (0 for both tasks: targets are
  *   functions of the prefix);
  * context_free: the best a model that sees only the current token and its
  *   position can do (exact, from the target distribution). */
-typedef struct { double optimal, context_free; } task_refs;
-task_refs task_reference(const task_cfg *t);
+typedef struct { double optimal, context_free; } tg_task_refs;
+tg_task_refs tg_task_reference(const tg_task_cfg *t);
 
 #endif

@@ -7,7 +7,8 @@
  * "optim.sgd.buf" when momentum > 0), the data RNG ready to draw batch s, the
  * (loss, mean entropy) of every logged row before s ("run.logged", F64 [n, 2],
  * for the run's summary), and in "__metadata__" the step, the RNG state, and
- * every flag's value as "config.<flag>" (paths left out). The data section's
+ * every flag's value as "config.<flag>" (paths left out) and every setting's
+ * as "config.<key>". The data section's
  * FNV-1a 64 checksum is required.
  *
  * Loading checks everything before it changes anything: the file's structure
@@ -19,45 +20,54 @@
 #define TG_CHECKPOINT_H
 #include <stddef.h>
 
-#include "cli.h"
-#include "model.h"
+#include "tg_cli.h"
+#include "tg_core.h"
 #include "tg_optim.h"
 
-#define CKPT_FORMAT "tapegrad.train_state"
-#define CKPT_VERSION "1"
+#define TG_CKPT_FORMAT "tapegrad.train_state"
+#define TG_CKPT_VERSION "1"
+
+/* A setting of the run that is not a flag (the plugin's SHA-256, say): saved
+ * as "config.<key>" like a flag, and on resume it must match. */
+typedef struct tg_setting {
+    const char *key;
+    const char *value;
+} tg_setting;
 
 typedef struct {
-    model *m;
+    tg_params *P;             /* the parameters (the toy model's: &model.P) */
     tg_adamw *adam;           /* exactly one of adam and sgd is set */
     tg_sgd *sgd;
     tg_rng *data_rng;
     int step;                 /* updates done: the next step to run */
-    double *logged;           /* 2 per logged row: loss, mean entropy over heads */
+    double *logged;           /* 2 per logged row: loss, the model's metric (the toy model: mean entropy; may be NaN) */
     int n_logged, cap_logged;
-} train_state;
+    const tg_setting *settings;   /* more of the run's identity, n_settings of them (may be NULL) */
+    int n_settings;
+} tg_train_state;
 
 /* Room for `rows` logged rows; returns 0, or -1 when out of memory. */
-int train_state_reserve(train_state *s, int rows);
-void train_state_free_logged(train_state *s);
+int tg_train_state_reserve(tg_train_state *s, int rows);
+void tg_train_state_free_logged(tg_train_state *s);
 
 /* Writes the state atomically (see tg_st_write). opts: the program's flags,
  * recorded as configuration. Returns 0, or -1 with a message in err. */
-int ckpt_save(const char *path, const train_state *s, const cli_opt *opts, int n_opts, char *err, size_t errlen);
+int tg_ckpt_save(const char *path, const tg_train_state *s, const tg_cli_opt *opts, int n_opts, char *err, size_t errlen);
 
 /* Loads a checkpoint into s, whose model and optimizer were made from the
  * current flags. may_differ: NULL-terminated flag names that need not match;
  * their changes are listed in `changed` ("--steps 100 -> 200, ..."; may be
  * NULL). Returns 0, or -1 with a message in err. */
-int ckpt_load(const char *path, train_state *s, const cli_opt *opts, int n_opts, const char *const *may_differ,
+int tg_ckpt_load(const char *path, tg_train_state *s, const tg_cli_opt *opts, int n_opts, const char *const *may_differ,
               char *changed, size_t changed_len, char *err, size_t errlen);
 /* The same from bytes in memory (the fuzzer's entry). */
-int ckpt_load_bytes(const void *bytes, size_t size, train_state *s, const cli_opt *opts, int n_opts,
+int tg_ckpt_load_bytes(const void *bytes, size_t size, tg_train_state *s, const tg_cli_opt *opts, int n_opts,
                     const char *const *may_differ, char *changed, size_t changed_len, char *err, size_t errlen);
 
 /* Checks that a checkpoint can be written at path: its folder exists and takes
  * a new file, and path is not a folder or any other non-regular file (a FIFO,
  * a socket, a device node: the atomic rename would replace it). Nothing is
  * left behind. */
-int ckpt_check_writable(const char *path, char *err, size_t errlen);
+int tg_ckpt_check_writable(const char *path, char *err, size_t errlen);
 
 #endif

@@ -1,5 +1,5 @@
 #define _POSIX_C_SOURCE 200809L   /* mkstemp */
-#include "checkpoint.h"
+#include "tg_checkpoint.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -13,7 +13,7 @@
 
 #include "safetensors.h"
 
-int train_state_reserve(train_state *s, int rows) {
+int tg_train_state_reserve(tg_train_state *s, int rows) {
     if (rows <= s->cap_logged) return 0;
     double *p = realloc(s->logged, (size_t)rows * 2 * sizeof *p);
     if (!p) return -1;
@@ -22,7 +22,7 @@ int train_state_reserve(train_state *s, int rows) {
     return 0;
 }
 
-void train_state_free_logged(train_state *s) {
+void tg_train_state_free_logged(tg_train_state *s) {
     free(s->logged);
     s->logged = NULL;
     s->n_logged = s->cap_logged = 0;
@@ -31,12 +31,12 @@ void train_state_free_logged(train_state *s) {
 /* ---- saving ----------------------------------------------------------------- */
 typedef struct { char key[96], value[96]; } kv_store;
 
-int ckpt_save(const char *path, const train_state *s, const cli_opt *opts, int n_opts, char *err, size_t errlen) {
-    const tg_params *P = &s->m->P;
+int tg_ckpt_save(const char *path, const tg_train_state *s, const tg_cli_opt *opts, int n_opts, char *err, size_t errlen) {
+    const tg_params *P = s->P;
     int nt = 0, nm = 0;
     tg_st_tensor *t = calloc((size_t)P->n + 4, sizeof *t);
-    kv_store *kv = calloc((size_t)n_opts + 16, sizeof *kv);
-    tg_st_kv *meta = calloc((size_t)n_opts + 16, sizeof *meta);
+    kv_store *kv = calloc((size_t)n_opts + (size_t)s->n_settings + 16, sizeof *kv);
+    tg_st_kv *meta = calloc((size_t)n_opts + (size_t)s->n_settings + 16, sizeof *meta);
     if (!t || !kv || !meta) {
         free(t);
         free(kv);
@@ -64,8 +64,8 @@ int ckpt_save(const char *path, const train_state *s, const cli_opt *opts, int n
         snprintf(kv[nm].value, sizeof kv[nm].value, __VA_ARGS__);       \
         nm++;                                                           \
     } while (0)
-    META("format", "%s", CKPT_FORMAT);
-    META("format_version", "%s", CKPT_VERSION);
+    META("format", "%s", TG_CKPT_FORMAT);
+    META("format_version", "%s", TG_CKPT_VERSION);
     META("step", "%d", s->step);
     META("rng.data.state", "%" PRIu64, s->data_rng->state);
     META("rng.data.inc", "%" PRIu64, s->data_rng->inc);
@@ -74,9 +74,14 @@ int ckpt_save(const char *path, const train_state *s, const cli_opt *opts, int n
     META("n_params", "%zu", P->numel);
 #undef META
     for (int i = 0; i < n_opts; i++) {
-        if (opts[i].kind == CLI_STR || opts[i].kind == CLI_FLAG) continue;   /* paths and switches are not the run's identity */
+        if (opts[i].kind == TG_CLI_STR || opts[i].kind == TG_CLI_FLAG) continue;   /* paths and switches are not the run's identity */
         snprintf(kv[nm].key, sizeof kv[nm].key, "config.%s", opts[i].name);
-        cli_value(&opts[i], kv[nm].value, sizeof kv[nm].value);
+        tg_cli_value(&opts[i], kv[nm].value, sizeof kv[nm].value);
+        nm++;
+    }
+    for (int i = 0; i < s->n_settings; i++) {
+        snprintf(kv[nm].key, sizeof kv[nm].key, "config.%s", s->settings[i].key);
+        snprintf(kv[nm].value, sizeof kv[nm].value, "%s", s->settings[i].value);
         nm++;
     }
     for (int i = 0; i < nm; i++) meta[i] = (tg_st_kv){kv[i].key, kv[i].value};
@@ -157,23 +162,23 @@ static int check_values(const tg_st_entry *e, int nonneg, char *err, size_t errl
     return 0;
 }
 
-static int load_parsed(const tg_st_file *f, train_state *s, const cli_opt *opts, int n_opts,
+static int load_parsed(const tg_st_file *f, tg_train_state *s, const tg_cli_opt *opts, int n_opts,
                        const char *const *may_differ, char *changed, size_t changed_len, char *err, size_t errlen) {
-    const tg_params *P = &s->m->P;
+    const tg_params *P = s->P;
     if (!f->has_checksum) return tg_errf(err, errlen, "no %s in its metadata (not a tapegrad checkpoint?)", TG_ST_CHECKSUM_KEY);
     const char *fmt = tg_st_meta(f, "format"), *ver = tg_st_meta(f, "format_version");
-    if (!fmt || strcmp(fmt, CKPT_FORMAT) != 0)
-        return tg_errf(err, errlen, "metadata format is '%.40s', expected '%s'", fmt ? fmt : "(none)", CKPT_FORMAT);
-    if (!ver || strcmp(ver, CKPT_VERSION) != 0)
-        return tg_errf(err, errlen, "format_version '%.20s' (this program reads %s)", ver ? ver : "(none)", CKPT_VERSION);
+    if (!fmt || strcmp(fmt, TG_CKPT_FORMAT) != 0)
+        return tg_errf(err, errlen, "metadata format is '%.40s', expected '%s'", fmt ? fmt : "(none)", TG_CKPT_FORMAT);
+    if (!ver || strcmp(ver, TG_CKPT_VERSION) != 0)
+        return tg_errf(err, errlen, "format_version '%.20s' (this program reads %s)", ver ? ver : "(none)", TG_CKPT_VERSION);
 
     /* the settings, before any tensor: a different model is best said as a flag */
     if (changed && changed_len) changed[0] = 0;
     for (int i = 0; i < n_opts; i++) {
-        if (opts[i].kind == CLI_STR || opts[i].kind == CLI_FLAG) continue;
+        if (opts[i].kind == TG_CLI_STR || opts[i].kind == TG_CLI_FLAG) continue;
         char key[96], now[96];
         snprintf(key, sizeof key, "config.%s", opts[i].name);
-        cli_value(&opts[i], now, sizeof now);
+        tg_cli_value(&opts[i], now, sizeof now);
         const char *then = tg_st_meta(f, key);
         int free_flag = in_list(may_differ, opts[i].name);
         if (!then) {
@@ -189,11 +194,23 @@ static int load_parsed(const tg_st_file *f, train_state *s, const cli_opt *opts,
         }
         append(changed, changed_len, "%s--%s %.40s -> %s", changed && changed[0] ? ", " : "", opts[i].name, then, now);
     }
+    for (int i = 0; i < s->n_settings; i++) {
+        char key[96];
+        snprintf(key, sizeof key, "config.%s", s->settings[i].key);
+        const char *then = tg_st_meta(f, key);
+        if (!then) return tg_errf(err, errlen, "it records no %s (made by another version of the program?)", s->settings[i].key);
+        if (strcmp(then, s->settings[i].value) != 0)
+            return tg_errf(err, errlen, "setting differs: %s is %.70s in the checkpoint, %.70s in this run", s->settings[i].key,
+                           then, s->settings[i].value);
+    }
     for (int i = 0; i < f->n_meta; i++) {
         const char *k = f->meta[i].key;
         if (strncmp(k, "config.", 7) != 0) continue;
-        const cli_opt *o = cli_find(opts, n_opts, k + 7);
-        if (!o || o->kind == CLI_STR || o->kind == CLI_FLAG)
+        int setting = 0;
+        for (int j = 0; j < s->n_settings; j++) setting |= strcmp(k + 7, s->settings[j].key) == 0;
+        if (setting) continue;
+        const tg_cli_opt *o = tg_cli_find(opts, n_opts, k + 7);
+        if (!o || o->kind == TG_CLI_STR || o->kind == TG_CLI_FLAG)
             return tg_errf(err, errlen, "it has a setting --%.40s that this program does not know", k + 7);
     }
 
@@ -246,7 +263,7 @@ static int load_parsed(const tg_st_file *f, train_state *s, const cli_opt *opts,
                         (buf && strcmp(name, "optim.sgd.buf") == 0);
             if (!known) return tg_errf(err, errlen, "tensor '%s' is not part of this run's state", name);
         }
-    if (train_state_reserve(s, (int)lg->shape[0])) return tg_errf(err, errlen, "out of memory");
+    if (tg_train_state_reserve(s, (int)lg->shape[0])) return tg_errf(err, errlen, "out of memory");
 
     /* all checked: now change the state */
     for (int i = 0; i < P->n; i++) tg_st_get_f32(tg_st_find(f, P->list[i]->name), P->list[i]->data);
@@ -264,7 +281,7 @@ static int load_parsed(const tg_st_file *f, train_state *s, const cli_opt *opts,
     return 0;
 }
 
-int ckpt_load_bytes(const void *bytes, size_t size, train_state *s, const cli_opt *opts, int n_opts,
+int tg_ckpt_load_bytes(const void *bytes, size_t size, tg_train_state *s, const tg_cli_opt *opts, int n_opts,
                     const char *const *may_differ, char *changed, size_t changed_len, char *err, size_t errlen) {
     tg_st_file f;
     if (tg_st_parse(bytes, size, &f, err, errlen)) return -1;
@@ -273,7 +290,7 @@ int ckpt_load_bytes(const void *bytes, size_t size, train_state *s, const cli_op
     return rc;
 }
 
-int ckpt_load(const char *path, train_state *s, const cli_opt *opts, int n_opts, const char *const *may_differ,
+int tg_ckpt_load(const char *path, tg_train_state *s, const tg_cli_opt *opts, int n_opts, const char *const *may_differ,
               char *changed, size_t changed_len, char *err, size_t errlen) {
     tg_st_file f;
     if (tg_st_read(path, &f, err, errlen)) return -1;
@@ -289,7 +306,7 @@ int ckpt_load(const char *path, train_state *s, const cli_opt *opts, int n_opts,
     return rc;
 }
 
-int ckpt_check_writable(const char *path, char *err, size_t errlen) {
+int tg_ckpt_check_writable(const char *path, char *err, size_t errlen) {
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return tg_errf(err, errlen, "%s is a folder", path);
     /* the atomic rename would replace a FIFO, socket or device node with a file */

@@ -1,5 +1,5 @@
 #define _POSIX_C_SOURCE 200809L   /* fsync, mkstemp, fchmod */
-#include "runlog.h"
+#include "tg_runlog.h"
 #include "tg_core.h"
 
 #include <errno.h>
@@ -26,7 +26,7 @@ static int write_all(int fd, const char *p, size_t n) {
 
 /* Writes `a` then `b` to a temporary file beside path, fsyncs and renames it
  * over path; on success L->fd is that file, open for appending rows. */
-static int replace_with(runlog *L, const char *path, const char *a, size_t na, const char *b, size_t nb, char *err,
+static int replace_with(tg_runlog *L, const char *path, const char *a, size_t na, const char *b, size_t nb, char *err,
                         size_t errlen) {
     memset(L, 0, sizeof *L);
     L->fd = -1;
@@ -56,7 +56,7 @@ static int replace_with(runlog *L, const char *path, const char *a, size_t na, c
     return 0;
 }
 
-int runlog_open(runlog *L, const char *path, const char *header, char *err, size_t errlen) {
+int tg_runlog_open(tg_runlog *L, const char *path, const char *header, char *err, size_t errlen) {
     return replace_with(L, path, header, strlen(header), "", 0, err, errlen);
 }
 
@@ -110,8 +110,8 @@ static const hkv *find_key(const hkv *kv, int n, const hkv *k) {
 
 enum { MAX_KEYS = 4096 };
 
-int runlog_plan(const char *old, size_t n, const char *header, const char *const *may_differ, int step,
-                runlog_keep *k, char *err, size_t errlen) {
+int tg_runlog_plan(const char *old, size_t n, const char *header, const char *const *may_differ, int step,
+                tg_runlog_keep *k, char *err, size_t errlen) {
     memset(k, 0, sizeof *k);
     hkv *okv = malloc(2 * MAX_KEYS * sizeof *okv), *nkv = okv + MAX_KEYS;
     if (!okv) return tg_errf(err, errlen, "out of memory");
@@ -177,11 +177,11 @@ int runlog_plan(const char *old, size_t n, const char *header, const char *const
     if (end > keep_end && end[-1] != '\n') dropped++;   /* a partial last line */
     /* '#' notes between kept rows are copied with them; only rows are counted */
     const char *rows = ocol ? orows : end;
-    *k = (runlog_keep){(size_t)(rows - old), (size_t)(keep_end - old), kept, last, dropped};
+    *k = (tg_runlog_keep){(size_t)(rows - old), (size_t)(keep_end - old), kept, last, dropped};
     return 0;
 }
 
-int runlog_resume(runlog *L, const char *path, const char *header, const char *const *may_differ, int step,
+int tg_runlog_resume(tg_runlog *L, const char *path, const char *header, const char *const *may_differ, int step,
                   char *info, size_t infolen, char *err, size_t errlen) {
     memset(L, 0, sizeof *L);
     L->fd = -1;
@@ -189,7 +189,7 @@ int runlog_resume(runlog *L, const char *path, const char *header, const char *c
     if (!f) {
         if (errno != ENOENT) return tg_errf(err, errlen, "%s: cannot read (%s)", path, strerror(errno));
         snprintf(info, infolen, "%s did not exist: started it at step %d, without the earlier rows", path, step);
-        return runlog_open(L, path, header, err, errlen);
+        return tg_runlog_open(L, path, header, err, errlen);
     }
     char *old = NULL;
     size_t n = 0, cap = 0;
@@ -217,11 +217,11 @@ int runlog_resume(runlog *L, const char *path, const char *header, const char *c
     if (n == 0) {
         free(old);
         snprintf(info, infolen, "%s was empty: started it at step %d, without the earlier rows", path, step);
-        return runlog_open(L, path, header, err, errlen);
+        return tg_runlog_open(L, path, header, err, errlen);
     }
 
-    runlog_keep k;
-    int rc = runlog_plan(old, n, header, may_differ, step, &k, err, errlen);
+    tg_runlog_keep k;
+    int rc = tg_runlog_plan(old, n, header, may_differ, step, &k, err, errlen);
     if (!rc) {
         rc = replace_with(L, path, header, strlen(header), old + k.from, k.to - k.from, err, errlen);
         if (!rc)
@@ -238,7 +238,7 @@ int runlog_resume(runlog *L, const char *path, const char *header, const char *c
     return rc;
 }
 
-int runlog_header_value(const char *path, const char *key, char *val, size_t len) {
+int tg_runlog_header_value(const char *path, const char *key, char *val, size_t len) {
     struct stat st;
     FILE *f = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? fopen(path, "rb") : NULL;   /* a FIFO would block */
     if (!f) return -1;
@@ -256,7 +256,7 @@ int runlog_header_value(const char *path, const char *key, char *val, size_t len
 }
 
 /* ---- rows ------------------------------------------------------------------ */
-void runlog_add(runlog *L, const char *fmt, ...) {
+void tg_runlog_add(tg_runlog *L, const char *fmt, ...) {
     if (L->failed) return;
     for (;;) {
         va_list ap;
@@ -284,16 +284,16 @@ void runlog_add(runlog *L, const char *fmt, ...) {
     }
 }
 
-int runlog_end_row(runlog *L) {
+int tg_runlog_end_row(tg_runlog *L) {
     int rc = L->failed || L->fd < 0 || write_all(L->fd, L->row, L->len) ? -1 : 0;
     L->len = 0;
     L->failed = 0;
     return rc;
 }
 
-int runlog_sync(runlog *L) { return L->fd >= 0 ? fsync(L->fd) : 0; }
+int tg_runlog_sync(tg_runlog *L) { return L->fd >= 0 ? fsync(L->fd) : 0; }
 
-int runlog_close(runlog *L) {
+int tg_runlog_close(tg_runlog *L) {
     int rc = L->fd >= 0 ? close(L->fd) : 0;
     free(L->row);
     memset(L, 0, sizeof *L);

@@ -1,13 +1,13 @@
-#include "tasks.h"
+#include "tg_tasks.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-const char *const task_names[] = {"hist", "recall", NULL};
+const char *const tg_task_names[] = {"hist", "recall", NULL};
 
-int task_check(const task_cfg *t, char *err, size_t errlen) {
-    if (t->kind == TASK_HIST) {
+int tg_task_check(const tg_task_cfg *t, char *err, size_t errlen) {
+    if (t->kind == TG_TASK_HIST) {
         if (t->alphabet < 2 || t->alphabet + 1 > t->vocab) {
             snprintf(err, errlen, "task hist: alphabet %d needs 2 <= alphabet <= vocab-1 (vocab %d)",
                      t->alphabet, t->vocab);
@@ -31,7 +31,7 @@ int task_check(const task_cfg *t, char *err, size_t errlen) {
     return 0;
 }
 
-static void hist_seq(const task_cfg *t, tg_rng *r, int *x, int *y) {
+static void hist_seq(const tg_task_cfg *t, tg_rng *r, int *x, int *y) {
     int T = t->seq_len, A = t->alphabet;
     int counts[4096];
     memset(counts, 0, sizeof(int) * (size_t)A);
@@ -44,7 +44,7 @@ static void hist_seq(const task_cfg *t, tg_rng *r, int *x, int *y) {
     }
 }
 
-static void recall_seq(const task_cfg *t, tg_rng *r, int *x, int *y) {
+static void recall_seq(const tg_task_cfg *t, tg_rng *r, int *x, int *y) {
     int T = t->seq_len, K = t->keys, NV = t->values, half = T / 2;
     int map[4096], seen[4096], shown[4096], n_shown = 0;
     for (int k = 0; k < K; k++) {
@@ -65,10 +65,10 @@ static void recall_seq(const task_cfg *t, tg_rng *r, int *x, int *y) {
     }
 }
 
-void task_batch(const task_cfg *t, tg_rng *rng, int B, int *tokens, int *targets) {
+void tg_task_batch(const tg_task_cfg *t, tg_rng *rng, int B, int *tokens, int *targets) {
     for (int b = 0; b < B; b++) {
         int *x = tokens + (size_t)b * t->seq_len, *y = targets + (size_t)b * t->seq_len;
-        if (t->kind == TASK_HIST) hist_seq(t, rng, x, y);
+        if (t->kind == TG_TASK_HIST) hist_seq(t, rng, x, y);
         else recall_seq(t, rng, x, y);
     }
 }
@@ -76,7 +76,7 @@ void task_batch(const task_cfg *t, tg_rng *rng, int B, int *tokens, int *targets
 /* hist, context-free: at position i (1-based among symbols) the count is
  * 1 + Binomial(i-1, 1/A) whatever the symbol; the best prediction is that
  * distribution (clipped like the targets), and its entropy is the loss. */
-static double hist_context_free(const task_cfg *t) {
+static double hist_context_free(const tg_task_cfg *t) {
     int T = t->seq_len, A = t->alphabet, V = t->vocab;
     double p = 1.0 / A, total = 0;
     for (int i = 1; i < T; i++) {
@@ -96,9 +96,9 @@ static double hist_context_free(const task_cfg *t) {
     return total / (T - 1);
 }
 
-task_refs task_reference(const task_cfg *t) {
-    task_refs r = {0, 0};
-    if (t->kind == TASK_HIST) r.context_free = hist_context_free(t);
+tg_task_refs tg_task_reference(const tg_task_cfg *t) {
+    tg_task_refs r = {0, 0};
+    if (t->kind == TG_TASK_HIST) r.context_free = hist_context_free(t);
     else r.context_free = log((double)t->values);   /* a query's value is uniform without the pairs */
     return r;
 }

@@ -1,39 +1,40 @@
-#include "model.h"
+#include "tg_model.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "tg_attn_probe.h"
 #include "tg_ops.h"
 
-const char *const scale_names[] = {"sqrt", "none", "dk", "qknorm", "learned", "mult", NULL};
-const char *const learned_init_names[] = {"sqrt", "none", NULL};
-const char *const learned_param_names[] = {"linear", "log", NULL};
-const char *const init_names[] = {"fanin", "gpt2", NULL};
-const char *const attn_names[] = {"composed", "fused", NULL};
+const char *const tg_scale_names[] = {"sqrt", "none", "dk", "qknorm", "learned", "mult", NULL};
+const char *const tg_learned_init_names[] = {"sqrt", "none", NULL};
+const char *const tg_learned_param_names[] = {"linear", "log", NULL};
+const char *const tg_init_names[] = {"fanin", "gpt2", NULL};
+const char *const tg_attn_names[] = {"composed", "fused", NULL};
 
 /* A parameter of layer l (or of the model, l < 0); weight decay applies when
  * `decayed` (the matrices and embeddings). */
-static tg_tensor *declare(model *m, const char *name, int l, int decayed, int ndim, const int *shape) {
+static tg_tensor *declare(tg_model *m, const char *name, int l, int decayed, int ndim, const int *shape) {
     char full[64];
     if (l >= 0) snprintf(full, sizeof full, "l%d.%s", l, name);
     else snprintf(full, sizeof full, "%s", name);
     return (decayed ? tg_param_decayed : tg_param)(&m->P, full, ndim, shape);
 }
-static tg_tensor *mat(model *m, const char *name, int l, int rows, int cols) {
+static tg_tensor *mat(tg_model *m, const char *name, int l, int rows, int cols) {
     return declare(m, name, l, 1, 2, (int[]){rows, cols});
 }
-static tg_tensor *vec(model *m, const char *name, int l, int n) { return declare(m, name, l, 0, 1, (int[]){n}); }
+static tg_tensor *vec(tg_model *m, const char *name, int l, int n) { return declare(m, name, l, 0, 1, (int[]){n}); }
 
 static void fill_const(tg_tensor *t, float v) {
     for (int64_t i = 0; i < t->numel; i++) t->data[i] = v;
 }
 
-float model_scale(const model_cfg *c) {
+float tg_model_scale(const tg_model_cfg *c) {
     switch (c->scale_mode) {
-    case SCALE_NONE: return 1.0f;
-    case SCALE_DK: return 1.0f / (float)c->d_head;
-    case SCALE_MULT: return c->mult / sqrtf((float)c->d_head);   /* c = 1: the float of sqrt */
+    case TG_SCALE_NONE: return 1.0f;
+    case TG_SCALE_DK: return 1.0f / (float)c->d_head;
+    case TG_SCALE_MULT: return c->mult / sqrtf((float)c->d_head);   /* c = 1: the float of sqrt */
     default: return 1.0f / sqrtf((float)c->d_head);
     }
 }
@@ -41,32 +42,32 @@ float model_scale(const model_cfg *c) {
 /* fanin: embeddings N(0,1), a linear weight N(0, 1/fan_in), so LN'd inputs give
  * q and k entries of about unit variance (the seed's variance argument).
  * gpt2: every weight N(0, 0.02²). Biases 0 and gains 1 in both. */
-static void init_weight(model *m, tg_rng *r, tg_tensor *w, int fan_in) {
-    float std = m->cfg.init == INIT_GPT2 ? 0.02f : 1.0f / sqrtf((float)fan_in);
+static void init_weight(tg_model *m, tg_rng *r, tg_tensor *w, int fan_in) {
+    float std = m->cfg.init == TG_INIT_GPT2 ? 0.02f : 1.0f / sqrtf((float)fan_in);
     tg_fill_normal(r, w->data, w->numel, 0.0f, std);
 }
 
-void model_init(model *m, const model_cfg *c, uint64_t seed) {
+void tg_model_init(tg_model *m, const tg_model_cfg *c, uint64_t seed) {
     m->cfg = *c;
     int V = c->vocab, T = c->seq_len, D = c->d_model, H = c->heads, dh = c->d_head, HD = H * dh;
     tg_params_init(&m->P);
-    const int log_scale = c->learned_param == LEARNED_LOG;
+    const int log_scale = c->learned_param == TG_LEARNED_LOG;
     m->tok_emb = mat(m, "tok_emb", -1, V, D);
     m->pos_emb = mat(m, "pos_emb", -1, T, D);
     m->layer = calloc((size_t)c->layers, sizeof *m->layer);
     for (int l = 0; l < c->layers; l++) {
-        model_layer *L = &m->layer[l];
+        tg_model_layer *L = &m->layer[l];
         L->ln1_g = vec(m, "ln1_g", l, D);
         L->ln1_b = vec(m, "ln1_b", l, D);
         L->wq = mat(m, "wq", l, D, HD);
         L->wk = mat(m, "wk", l, D, HD);
         L->wv = mat(m, "wv", l, D, HD);
         L->wo = mat(m, "wo", l, HD, D);
-        if (c->scale_mode == SCALE_QKNORM) {   /* gains [H, dh]: 2-D, and still never decayed */
+        if (c->scale_mode == TG_SCALE_QKNORM) {   /* gains [H, dh]: 2-D, and still never decayed */
             L->qn_g = declare(m, "qn_g", l, 0, 2, (int[]){H, dh});
             L->kn_g = declare(m, "kn_g", l, 0, 2, (int[]){H, dh});
         }
-        if (c->scale_mode == SCALE_LEARNED) L->hscale = vec(m, log_scale ? "hscale_log" : "hscale", l, H);
+        if (c->scale_mode == TG_SCALE_LEARNED) L->hscale = vec(m, log_scale ? "hscale_log" : "hscale", l, H);
         L->ln2_g = vec(m, "ln2_g", l, D);
         L->ln2_b = vec(m, "ln2_b", l, D);
         L->w1 = mat(m, "w1", l, D, 4 * D);
@@ -81,11 +82,11 @@ void model_init(model *m, const model_cfg *c, uint64_t seed) {
 
     tg_rng r;
     tg_rng_seed(&r, seed, 0x5eed);
-    float emb_std = c->init == INIT_GPT2 ? 0.02f : 1.0f;
+    float emb_std = c->init == TG_INIT_GPT2 ? 0.02f : 1.0f;
     tg_fill_normal(&r, m->tok_emb->data, m->tok_emb->numel, 0.0f, emb_std);
     tg_fill_normal(&r, m->pos_emb->data, m->pos_emb->numel, 0.0f, emb_std);
     for (int l = 0; l < c->layers; l++) {
-        model_layer *L = &m->layer[l];
+        tg_model_layer *L = &m->layer[l];
         fill_const(L->ln1_g, 1.0f);
         fill_const(L->ln2_g, 1.0f);
         init_weight(m, &r, L->wq, D);
@@ -99,7 +100,7 @@ void model_init(model *m, const model_cfg *c, uint64_t seed) {
             fill_const(L->kn_g, 1.0f);
         }
         if (L->hscale) {
-            float start = c->learned_init == LEARNED_FROM_NONE ? sqrtf((float)dh) : 1.0f;
+            float start = c->learned_init == TG_LEARNED_FROM_NONE ? sqrtf((float)dh) : 1.0f;
             fill_const(L->hscale, log_scale ? logf(start) : start);
             if (c->scale_lr_mult > 0) L->hscale->lr_mult = c->scale_lr_mult;
         }
@@ -116,7 +117,7 @@ void model_init(model *m, const model_cfg *c, uint64_t seed) {
     m->logit_scale = calloc(nh, sizeof(float));
 }
 
-void model_free(model *m) {
+void tg_model_free(tg_model *m) {
     tg_params_free(&m->P);
     free(m->layer);
     free(m->pos_idx);
@@ -126,41 +127,66 @@ void model_free(model *m) {
     free(m->logit_scale);
 }
 
-/* The forward pass. maps != NULL: the probe's pass of model_attention_maps,
- * through the composed op, copying each layer's weights, and ending after the
- * last attention (returns NULL). */
-static tg_tensor *forward(model *m, tg_ctx *ctx, const int *tokens, const int *targets, int B, int stats,
-                          float *maps) {
-    const model_cfg *c = &m->cfg;
+/* The forward pass. maps != NULL: the probe's pass of tg_model_attention_maps,
+ * copying each layer's weights, and ending after the last attention (returns
+ * NULL; sets *maps_failed when a measured kernel's weights could not be had). */
+static tg_tensor *forward(tg_model *m, tg_ctx *ctx, const int *tokens, const int *targets, int B, int stats,
+                          float *maps, int *maps_failed) {
+    const tg_model_cfg *c = &m->cfg;
     int T = c->seq_len, D = c->d_model, H = c->heads, dh = c->d_head;
-    float scale = model_scale(c);
-    const int fused = c->attn == ATTN_FUSED && !maps;
+    float scale = tg_model_scale(c);
+    const int fused = c->attn == TG_ATTN_FUSED && !maps;
+    tg_attention_fn fn = c->attn_fn ? c->attn_fn : fused ? tg_flash_attention : tg_attention;
+    if (stats || maps) m->measure_note[0] = 0;
 
     tg_tensor *pos = tg_reshape(ctx, tg_embedding(ctx, m->pos_emb, m->pos_idx, 1, T), 2, (int[]){T, D});
     tg_tensor *x = tg_add(ctx, tg_embedding(ctx, m->tok_emb, tokens, B, T), pos);
     for (int l = 0; l < c->layers; l++) {
-        model_layer *L = &m->layer[l];
+        tg_model_layer *L = &m->layer[l];
         tg_tensor *h = tg_layernorm(ctx, x, L->ln1_g, L->ln1_b, 1e-5f);
         int qshape[4] = {B, T, H, dh};
         tg_tensor *q = tg_reshape(ctx, tg_matmul(ctx, h, L->wq, 0, 0), 4, qshape);
         tg_tensor *k = tg_reshape(ctx, tg_matmul(ctx, h, L->wk, 0, 0), 4, qshape);
         tg_tensor *v = tg_reshape(ctx, tg_matmul(ctx, h, L->wv, 0, 0), 4, qshape);
-        if (c->scale_mode == SCALE_QKNORM) {
+        if (c->scale_mode == TG_SCALE_QKNORM) {
             q = tg_rmsnorm(ctx, q, L->qn_g, 1e-6f);
             k = tg_rmsnorm(ctx, k, L->kn_g, 1e-6f);
         }
         /* s_h: the parameter itself, or e^θ_h */
-        tg_tensor *hs = L->hscale && c->learned_param == LEARNED_LOG ? tg_exp(ctx, L->hscale) : L->hscale;
+        tg_tensor *hs = L->hscale && c->learned_param == TG_LEARNED_LOG ? tg_exp(ctx, L->hscale) : L->hscale;
         tg_attn_stats st = {H, m->ent + l * H, m->maxlogit + l * H, m->sat + l * H};
-        if (stats)
-            for (int hh = 0; hh < H; hh++) m->logit_scale[l * H + hh] = scale * (hs ? hs->data[hh] : 1.0f);
-        tg_tensor *a = (fused ? tg_flash_attention : tg_attention)(ctx, q, k, v, hs, scale, 1, stats ? &st : NULL);
-        if (maps) {
-            size_t n = (size_t)B * H * T * T;
-            const float *P = tg_attention_probs(ctx, a);
-            if (!P) tg_fail(ctx, "model_attention_maps: the attention op kept no weights (grad disabled?)");
-            for (size_t i = 0; i < n; i++) maps[(size_t)l * n + i] = P[i];
-            if (l == c->layers - 1) return NULL;
+        size_t n = (size_t)B * H * T * T;
+        tg_tensor *a;
+        if (c->attn_measure || (maps && c->attn_fn)) {   /* a kernel we did not write: its word on its weights is not taken */
+            a = maps ? NULL : fn(ctx, q, k, v, hs, scale, 1, NULL);
+            if (stats || maps) {
+                char why[400];
+                if (tg_attn_measure(ctx, fn, q, k, hs, scale, 1, stats ? &st : NULL, stats ? m->logit_scale + l * H : NULL,
+                                    maps ? maps + (size_t)l * n : NULL, why, sizeof why)) {
+                    snprintf(m->measure_note, sizeof m->measure_note, "layer %d: %s", l, why);
+                    for (int hh = 0; hh < H && stats; hh++)
+                        m->ent[l * H + hh] = m->maxlogit[l * H + hh] = m->sat[l * H + hh] =
+                            m->logit_scale[l * H + hh] = NAN;
+                    if (maps) {
+                        *maps_failed = 1;
+                        return NULL;
+                    }
+                }
+            }
+            if (maps) {
+                if (l == c->layers - 1) return NULL;
+                a = fn(ctx, q, k, v, hs, scale, 1, NULL);
+            }
+        } else {
+            if (stats)
+                for (int hh = 0; hh < H; hh++) m->logit_scale[l * H + hh] = scale * (hs ? hs->data[hh] : 1.0f);
+            a = (maps ? tg_attention : fn)(ctx, q, k, v, hs, scale, 1, stats ? &st : NULL);
+            if (maps) {
+                const float *P = tg_attention_probs(ctx, a);
+                if (!P) tg_fail(ctx, "tg_model_attention_maps: the attention op kept no weights (grad disabled?)");
+                for (size_t i = 0; i < n; i++) maps[(size_t)l * n + i] = P[i];
+                if (l == c->layers - 1) return NULL;
+            }
         }
         a = tg_reshape(ctx, a, 3, (int[]){B, T, H * dh});
         x = tg_add(ctx, x, tg_matmul(ctx, a, L->wo, 0, 0));
@@ -173,15 +199,16 @@ static tg_tensor *forward(model *m, tg_ctx *ctx, const int *tokens, const int *t
     return tg_cross_entropy(ctx, logits, targets);
 }
 
-tg_tensor *model_forward(model *m, tg_ctx *ctx, const int *tokens, const int *targets, int B, int stats) {
-    return forward(m, ctx, tokens, targets, B, stats, NULL);
+tg_tensor *tg_model_forward(tg_model *m, tg_ctx *ctx, const int *tokens, const int *targets, int B, int stats) {
+    return forward(m, ctx, tokens, targets, B, stats, NULL, NULL);
 }
 
-void model_attention_maps(model *m, tg_ctx *ctx, const int *tokens, int B, float *out) {
-    int grad = ctx->grad_enabled;
+int tg_model_attention_maps(tg_model *m, tg_ctx *ctx, const int *tokens, int B, float *out) {
+    int grad = ctx->grad_enabled, failed = 0;
     ctx->grad_enabled = 1;   /* the composed op keeps its weights only on a recorded node */
     tg_ctx_reset(ctx);
-    forward(m, ctx, tokens, NULL, B, 0, out);
+    forward(m, ctx, tokens, NULL, B, 0, out, &failed);
     tg_ctx_reset(ctx);
     ctx->grad_enabled = grad;
+    return failed ? -1 : 0;
 }

@@ -1,95 +1,95 @@
-#include "cli.h"
+#include "tg_cli.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const cli_opt *find(const cli_opt *opts, int n, const char *name, size_t len) {
+static const tg_cli_opt *find(const tg_cli_opt *opts, int n, const char *name, size_t len) {
     for (int i = 0; i < n; i++)
         if (strlen(opts[i].name) == len && strncmp(opts[i].name, name, len) == 0) return &opts[i];
     return NULL;
 }
 
-static int set_value(const cli_opt *o, const char *val, char *err, size_t errlen) {
+static int set_value(const tg_cli_opt *o, const char *val, char *err, size_t errlen) {
     char *end;
     switch (o->kind) {
-    case CLI_INT: {
+    case TG_CLI_INT: {
         errno = 0;
         long long v = strtoll(val, &end, 10);
         if (end == val || *end || errno) {
             snprintf(err, errlen, "--%s: '%s' is not an integer", o->name, val);
-            return CLI_ERROR;
+            return TG_CLI_ERROR;
         }
         if (v < o->lo || v > o->hi) {
             snprintf(err, errlen, "--%s: %lld is out of range [%.0f, %.0f]", o->name, v, o->lo, o->hi);
-            return CLI_ERROR;
+            return TG_CLI_ERROR;
         }
         *(int *)o->ptr = (int)v;
-        return CLI_OK;
+        return TG_CLI_OK;
     }
-    case CLI_FLOAT: {
+    case TG_CLI_FLOAT: {
         errno = 0;
         double v = strtod(val, &end);
         if (end == val || *end || errno || !isfinite(v)) {
             snprintf(err, errlen, "--%s: '%s' is not a finite number", o->name, val);
-            return CLI_ERROR;
+            return TG_CLI_ERROR;
         }
         if (v < o->lo || v > o->hi) {
             snprintf(err, errlen, "--%s: %g is out of range [%g, %g]", o->name, v, o->lo, o->hi);
-            return CLI_ERROR;
+            return TG_CLI_ERROR;
         }
         *(float *)o->ptr = (float)v;
-        return CLI_OK;
+        return TG_CLI_OK;
     }
-    case CLI_STR:
+    case TG_CLI_STR:
         if (!*val) {
             snprintf(err, errlen, "--%s: empty value", o->name);
-            return CLI_ERROR;
+            return TG_CLI_ERROR;
         }
         *(const char **)o->ptr = val;
-        return CLI_OK;
-    case CLI_CHOICE:
+        return TG_CLI_OK;
+    case TG_CLI_CHOICE:
         for (int i = 0; o->choices[i]; i++)
             if (strcmp(o->choices[i], val) == 0) {
                 *(int *)o->ptr = i;
-                return CLI_OK;
+                return TG_CLI_OK;
             }
         {
             int k = snprintf(err, errlen, "--%s: '%s' is not one of", o->name, val);
             for (int i = 0; o->choices[i] && k > 0 && (size_t)k < errlen; i++)
                 k += snprintf(err + k, errlen - (size_t)k, " %s", o->choices[i]);
         }
-        return CLI_ERROR;
-    case CLI_FLAG:
+        return TG_CLI_ERROR;
+    case TG_CLI_FLAG:
         break;
     }
     snprintf(err, errlen, "--%s takes no value", o->name);
-    return CLI_ERROR;
+    return TG_CLI_ERROR;
 }
 
-int cli_parse(const cli_opt *opts, int n, int argc, char **argv, char *err, size_t errlen, int *seen) {
+int tg_cli_parse(const tg_cli_opt *opts, int n, int argc, char **argv, char *err, size_t errlen, int *seen) {
     if (seen) memset(seen, 0, (size_t)n * sizeof *seen);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return CLI_HELP;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return TG_CLI_HELP;
         if (strncmp(a, "--", 2) != 0) {
             snprintf(err, errlen, "unexpected argument '%s' (flags start with --)", a);
-            return CLI_ERROR;
+            return TG_CLI_ERROR;
         }
         a += 2;
         const char *eq = strchr(a, '=');
         size_t len = eq ? (size_t)(eq - a) : strlen(a);
-        const cli_opt *o = find(opts, n, a, len);
+        const tg_cli_opt *o = find(opts, n, a, len);
         if (!o) {
             snprintf(err, errlen, "unknown flag '--%.*s'", (int)(len < 64 ? len : 64), a);
-            return CLI_ERROR;
+            return TG_CLI_ERROR;
         }
         if (seen) seen[o - opts] = 1;
-        if (o->kind == CLI_FLAG) {
+        if (o->kind == TG_CLI_FLAG) {
             if (eq) {
                 snprintf(err, errlen, "--%s takes no value", o->name);
-                return CLI_ERROR;
+                return TG_CLI_ERROR;
             }
             *(int *)o->ptr = 1;
             continue;
@@ -98,30 +98,30 @@ int cli_parse(const cli_opt *opts, int n, int argc, char **argv, char *err, size
         if (!val) {
             if (i + 1 >= argc) {
                 snprintf(err, errlen, "--%s needs a value", o->name);
-                return CLI_ERROR;
+                return TG_CLI_ERROR;
             }
             val = argv[++i];
         }
         int rc = set_value(o, val, err, errlen);
-        if (rc != CLI_OK) return rc;
+        if (rc != TG_CLI_OK) return rc;
     }
-    return CLI_OK;
+    return TG_CLI_OK;
 }
 
-void cli_usage(FILE *f, const char *prog, const char *summary, const cli_opt *opts, int n) {
+void tg_cli_usage(FILE *f, const char *prog, const char *summary, const tg_cli_opt *opts, int n) {
     fprintf(f, "usage: %s [flags]\n%s\n\nflags:\n", prog, summary);
     for (int i = 0; i < n; i++) {
-        const cli_opt *o = &opts[i];
+        const tg_cli_opt *o = &opts[i];
         char arg[160] = "";
         switch (o->kind) {
-        case CLI_INT: snprintf(arg, sizeof arg, " N (%.0f..%.0f, default %d)", o->lo, o->hi, *(int *)o->ptr); break;
-        case CLI_FLOAT: snprintf(arg, sizeof arg, " X (%g..%g, default %g)", o->lo, o->hi, *(float *)o->ptr); break;
-        case CLI_STR: {
+        case TG_CLI_INT: snprintf(arg, sizeof arg, " N (%.0f..%.0f, default %d)", o->lo, o->hi, *(int *)o->ptr); break;
+        case TG_CLI_FLOAT: snprintf(arg, sizeof arg, " X (%g..%g, default %g)", o->lo, o->hi, *(float *)o->ptr); break;
+        case TG_CLI_STR: {
             const char *v = *(const char **)o->ptr;
             snprintf(arg, sizeof arg, " S%s%s%s", v ? " (default " : "", v ? v : "", v ? ")" : "");
             break;
         }
-        case CLI_CHOICE: {
+        case TG_CLI_CHOICE: {
             int k = snprintf(arg, sizeof arg, " ");
             for (int j = 0; o->choices[j] && k < (int)sizeof arg; j++)
                 k += snprintf(arg + k, sizeof arg - (size_t)k, "%s%s", j ? "|" : "", o->choices[j]);
@@ -129,39 +129,39 @@ void cli_usage(FILE *f, const char *prog, const char *summary, const cli_opt *op
                 snprintf(arg + k, sizeof arg - (size_t)k, " (default %s)", o->choices[*(int *)o->ptr]);
             break;
         }
-        case CLI_FLAG: break;
+        case TG_CLI_FLAG: break;
         }
         fprintf(f, "  --%s%s\n      %s\n", o->name, arg, o->help);
     }
     fprintf(f, "  --help\n      this text\n");
 }
 
-void cli_value(const cli_opt *o, char *buf, size_t len) {
+void tg_cli_value(const tg_cli_opt *o, char *buf, size_t len) {
     switch (o->kind) {
-    case CLI_INT: snprintf(buf, len, "%d", *(int *)o->ptr); return;
-    case CLI_FLOAT: snprintf(buf, len, "%.9g", *(float *)o->ptr); return;
-    case CLI_STR: snprintf(buf, len, "%s", *(const char **)o->ptr ? *(const char **)o->ptr : ""); return;
-    case CLI_CHOICE: snprintf(buf, len, "%s", o->choices[*(int *)o->ptr]); return;
-    case CLI_FLAG: snprintf(buf, len, "%d", *(int *)o->ptr); return;
+    case TG_CLI_INT: snprintf(buf, len, "%d", *(int *)o->ptr); return;
+    case TG_CLI_FLOAT: snprintf(buf, len, "%.9g", *(float *)o->ptr); return;
+    case TG_CLI_STR: snprintf(buf, len, "%s", *(const char **)o->ptr ? *(const char **)o->ptr : ""); return;
+    case TG_CLI_CHOICE: snprintf(buf, len, "%s", o->choices[*(int *)o->ptr]); return;
+    case TG_CLI_FLAG: snprintf(buf, len, "%d", *(int *)o->ptr); return;
     }
 }
 
-const cli_opt *cli_find(const cli_opt *opts, int n, const char *name) {
+const tg_cli_opt *tg_cli_find(const tg_cli_opt *opts, int n, const char *name) {
     return find(opts, n, name, strlen(name));
 }
 
-void cli_dump(FILE *f, const cli_opt *opts, int n) {
+void tg_cli_dump(FILE *f, const tg_cli_opt *opts, int n) {
     for (int i = 0; i < n; i++) {
-        const cli_opt *o = &opts[i];
-        if (o->kind == CLI_FLAG) continue;   /* a switch of the invocation, not a setting */
+        const tg_cli_opt *o = &opts[i];
+        if (o->kind == TG_CLI_FLAG) continue;   /* a switch of the invocation, not a setting */
         fprintf(f, "# ");
         for (const char *c = o->name; *c; c++) fputc(*c == '-' ? '_' : *c, f);
-        if (o->kind == CLI_STR) {   /* a path may be long */
+        if (o->kind == TG_CLI_STR) {   /* a path may be long */
             const char *v = *(const char **)o->ptr;
             fprintf(f, "=%s\n", v ? v : "");
         } else {
             char v[64];
-            cli_value(o, v, sizeof v);
+            tg_cli_value(o, v, sizeof v);
             fprintf(f, "=%s\n", v);
         }
     }

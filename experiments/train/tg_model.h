@@ -24,61 +24,74 @@
 #ifndef TG_MODEL_H
 #define TG_MODEL_H
 #include "tg_core.h"
+#include "tg_ops.h"
 
-enum { SCALE_SQRT, SCALE_NONE, SCALE_DK, SCALE_QKNORM, SCALE_LEARNED, SCALE_MULT };
-extern const char *const scale_names[];
-enum { INIT_FANIN, INIT_GPT2 };
-extern const char *const init_names[];
+enum { TG_SCALE_SQRT, TG_SCALE_NONE, TG_SCALE_DK, TG_SCALE_QKNORM, TG_SCALE_LEARNED, TG_SCALE_MULT };
+extern const char *const tg_scale_names[];
+enum { TG_INIT_FANIN, TG_INIT_GPT2 };
+extern const char *const tg_init_names[];
 /* composed: tg_attention (saves P [B,H,T,T]); fused: tg_flash_attention (tiled,
  * saves one float a row). The same function and stats to float tolerance. */
-enum { ATTN_COMPOSED, ATTN_FUSED };
-extern const char *const attn_names[];
+enum { TG_ATTN_COMPOSED, TG_ATTN_FUSED };
+extern const char *const tg_attn_names[];
 /* where a learned scale starts: s_h = 1 (the 1/√dh of sqrt) or s_h = √dh (the unscaled kernel) */
-enum { LEARNED_FROM_SQRT, LEARNED_FROM_NONE };
-extern const char *const learned_init_names[];
+enum { TG_LEARNED_FROM_SQRT, TG_LEARNED_FROM_NONE };
+extern const char *const tg_learned_init_names[];
 /* how a learned scale is parameterised: s_h itself, or θ_h = ln s_h */
-enum { LEARNED_LINEAR, LEARNED_LOG };
-extern const char *const learned_param_names[];
+enum { TG_LEARNED_LINEAR, TG_LEARNED_LOG };
+extern const char *const tg_learned_param_names[];
 
 typedef struct {
     int vocab, seq_len, d_model, heads, d_head, layers;
     int scale_mode, init;
-    int attn;                    /* ATTN_COMPOSED (0) or ATTN_FUSED */
-    int learned_init;            /* learned only: LEARNED_FROM_SQRT (0) or LEARNED_FROM_NONE */
-    int learned_param;           /* learned only: LEARNED_LINEAR (0) or LEARNED_LOG */
+    int attn;                    /* TG_ATTN_COMPOSED (0) or TG_ATTN_FUSED */
+    int learned_init;            /* learned only: TG_LEARNED_FROM_SQRT (0) or TG_LEARNED_FROM_NONE */
+    int learned_param;           /* learned only: TG_LEARNED_LINEAR (0) or TG_LEARNED_LOG */
     float mult;                  /* mult only: c in c/√dh, finite and > 0 */
     float scale_lr_mult;         /* learned only: the head scales' lr_mult (0: 1, the model's rate) */
-} model_cfg;
+    /* The attention op of every layer: NULL for the built-in one `attn` names,
+     * or any tg_attention_fn (a plugin: tg_attn_plugin.h), called with the
+     * `scale` of scale_mode exactly as the built-in ops are. attn_measure = 1: do
+     * not trust the op's stats; measure its weights from the outside at logged
+     * steps (tg_attn_measure) and log the multiplier it applied. */
+    tg_attention_fn attn_fn;
+    int attn_measure;
+} tg_model_cfg;
 
 typedef struct {
     tg_tensor *ln1_g, *ln1_b, *wq, *wk, *wv, *wo;
     tg_tensor *qn_g, *kn_g;      /* qknorm only */
     tg_tensor *hscale;           /* learned only: s_h [H] (linear) or θ_h = ln s_h (log) */
     tg_tensor *ln2_g, *ln2_b, *w1, *b1, *w2, *b2;
-} model_layer;
+} tg_model_layer;
 
 typedef struct {
-    model_cfg cfg;
+    tg_model_cfg cfg;
     tg_params P;
     tg_tensor *tok_emb, *pos_emb, *lnf_g, *lnf_b, *w_out;
-    model_layer *layer;
+    tg_model_layer *layer;
     int *pos_idx;                /* 0..T-1 */
     /* attention health of the last forward run with stats, [layers * heads];
      * logit_scale: the multiplier of q·k each head used (scale · s_h) */
     float *ent, *maxlogit, *sat, *logit_scale;
-} model;
+    /* attn_measure: why the last measurement failed ("" when it did not; the
+     * arrays then hold NaN for that layer) */
+    char measure_note[512];
+} tg_model;
 
-void model_init(model *m, const model_cfg *cfg, uint64_t seed);
-void model_free(model *m);
-float model_scale(const model_cfg *cfg);   /* the float passed to the attention op */
+void tg_model_init(tg_model *m, const tg_model_cfg *cfg, uint64_t seed);
+void tg_model_free(tg_model *m);
+float tg_model_scale(const tg_model_cfg *cfg);   /* the float passed to the attention op */
 /* Builds the graph on ctx and returns the scalar loss. With stats != 0 the
  * attention health arrays are filled. */
-tg_tensor *model_forward(model *m, tg_ctx *ctx, const int *tokens, const int *targets, int B,
+tg_tensor *tg_model_forward(tg_model *m, tg_ctx *ctx, const int *tokens, const int *targets, int B,
                          int stats);
 /* The attention weights of every layer for one batch of tokens: out gets
  * layers × [B, H, T, T] floats (masked entries 0). They come from the composed
- * op whatever cfg.attn says (the fused op keeps no weights), on ctx (reset
- * first); nothing of the model changes: no stats, no gradient. */
-void model_attention_maps(model *m, tg_ctx *ctx, const int *tokens, int B, float *out);
+ * op whatever cfg.attn says (the fused op keeps no weights), or for an
+ * attn_fn measured from the outside (tg_attn_measure), on ctx (reset first);
+ * nothing of the model changes: no stats, no gradient. Returns 0, or -1 when
+ * the kernel's weights could not be measured (why: m->measure_note). */
+int tg_model_attention_maps(tg_model *m, tg_ctx *ctx, const int *tokens, int B, float *out);
 
 #endif

@@ -1,0 +1,37 @@
+/* A table-driven long-option parser for the experiment binaries.
+ * Every flag is validated (type, range, choice); parsing never exits, so the
+ * parser can be tested and fuzzed; the binaries print the message and usage
+ * and exit 2. Accepts "--name value" and "--name=value". */
+#ifndef TG_CLI_H
+#define TG_CLI_H
+#include <stddef.h>
+#include <stdio.h>
+
+typedef enum { TG_CLI_INT, TG_CLI_FLOAT, TG_CLI_STR, TG_CLI_CHOICE, TG_CLI_FLAG } tg_cli_kind;
+
+typedef struct {
+    const char *name;             /* without the leading "--" */
+    tg_cli_kind kind;
+    void *ptr;                    /* int*, float*, const char**, int* (choice index), int* (flag) */
+    double lo, hi;                /* inclusive range for TG_CLI_INT / TG_CLI_FLOAT */
+    const char *const *choices;   /* NULL-terminated, for TG_CLI_CHOICE */
+    const char *help;
+} tg_cli_opt;
+
+enum { TG_CLI_OK = 0, TG_CLI_HELP = 1, TG_CLI_ERROR = 2 };
+
+/* Fills the options' targets from argv. On TG_CLI_ERROR, err holds a message that
+ * names the flag and the bad value. TG_CLI_HELP: --help was given. The caller's
+ * defaults stay wherever a flag is absent. `seen`, if not NULL, gets 1 for each
+ * option given on the command line. */
+int tg_cli_parse(const tg_cli_opt *opts, int n, int argc, char **argv, char *err, size_t errlen, int *seen);
+void tg_cli_usage(FILE *f, const char *prog, const char *summary, const tg_cli_opt *opts, int n);
+/* Writes "# name=value" lines for every option but the TG_CLI_FLAG switches
+ * (the log's configuration), the name with '-' as '_'. */
+void tg_cli_dump(FILE *f, const tg_cli_opt *opts, int n);
+/* An option's current value as tg_cli_dump writes it ("" for an unset string). */
+void tg_cli_value(const tg_cli_opt *o, char *buf, size_t len);
+/* The option named `name` (without "--"), or NULL. */
+const tg_cli_opt *tg_cli_find(const tg_cli_opt *opts, int n, const char *name);
+
+#endif

@@ -1,0 +1,107 @@
+/* The kit's training loop: any model that can build a loss gets checkpoints,
+ * exact resume, one-writer locks, the NaN guard, clean stops on signals and a
+ * run log, the way attn_scale trains the toy model (attn_scale is one user).
+ *
+ *   tg_train_model m = {.P = &params, .user = &me, .batch = my_batch, .forward = my_forward};
+ *   tg_train_cfg c;
+ *   tg_train_defaults(&c, "my_prog");
+ *   c.steps = 1000, c.lr = 1e-3f, c.log = "run.tsv", c.save = "run.st";
+ *   c.opts = my_flags, c.n_opts = n;          (the settings recorded and checked on resume)
+ *   tg_train_result r;
+ *   int status = tg_train(&c, &m, &r);        (0, or an exit status: see below)
+ *
+ * A step: m.batch draws the step's data from the data RNG (the only randomness
+ * of the loop: it is saved in checkpoints, so a resumed run draws the same
+ * batches); m.forward builds the loss on a context the loop resets; then, but
+ * for the last step (an evaluation after the last update), backward, global
+ * grad-norm clipping, the warm-up + cosine learning rate and an AdamW or SGD
+ * update. Step s is logged when s % log_every == 0 and at the last step; a
+ * checkpoint at step s holds the state after s updates (tg_checkpoint.h).
+ *
+ * The log (docs/logs.md): '#' lines "tapegrad PROG", every flag of opts
+ * (tg_cli_dump), every setting whose key is not a flag, what m.header writes,
+ * "n_params" unless m.header writes it, "blas"; then the columns step, loss,
+ * m.columns(part 0), grad_norm, lr, m.columns(part 1); one row per logged step.
+ *
+ * Exit statuses: 0 done (or stopped by stop_at), 1 the run failed (a file
+ * could not be written, out of memory), 2 bad input before anything was
+ * written (a file in use, a checkpoint of another run, a target that is not a
+ * regular file), 3 a non-finite loss or gradient with on_nan = stop, 128 + n
+ * for a signal n (SIGINT, SIGTERM, SIGHUP; checkpoint written when saving). */
+#ifndef TG_TRAIN_H
+#define TG_TRAIN_H
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tg_checkpoint.h"
+#include "tg_cli.h"
+#include "tg_core.h"
+#include "tg_runlog.h"
+
+enum { TG_OPTIM_ADAM, TG_OPTIM_SGD };
+enum { TG_ONNAN_STOP, TG_ONNAN_SKIP };
+
+typedef struct tg_train_model {
+    tg_params *P;          /* allocated and initialised */
+    void *user;
+    /* Draws step's batch (the model keeps it) from rng. */
+    void (*batch)(void *user, tg_rng *rng, int step);
+    /* The scalar loss of that batch, built on ctx. logging: 1 when the step's
+     * row is logged (compute what values() will write). */
+    tg_tensor *(*forward)(tg_ctx *ctx, void *user, int logging);
+    /* Optional. Log columns and values, each after a tab; part 0 between loss and
+     * grad_norm, part 1 after lr. */
+    void (*columns)(void *user, FILE *f, int part);
+    void (*values)(void *user, tg_runlog *L, int part);
+    /* Optional: a number kept with the loss per logged row (checkpointed), whose
+     * mean over the last 10% of rows is tg_train_result.final_metric. */
+    double (*metric)(void *user);
+    /* Optional: more '#' lines of the header ("# key=value\n"). */
+    void (*header)(void *user, FILE *f);
+    /* Optional: after a resume was loaded (step: where the run starts), before the
+     * log is opened; 0, or non-zero (exit 2) with a message in err. */
+    int (*start)(void *user, int step, char *err, size_t errlen);
+    /* Optional: at each step before its batch (attn_scale's attention dumps);
+     * 0, or non-zero (the run stops, exit 1) with a message in err. */
+    int (*before_step)(void *user, int step, char *err, size_t errlen);
+} tg_train_model;
+
+typedef struct tg_train_cfg {
+    const char *prog;          /* messages start with "PROG: "; the header names it */
+    int steps, warmup, log_every, save_every, stop_at;
+    float lr, lr_min, clip;    /* peak and final learning rate; clip 0: none */
+    int optim;                 /* TG_OPTIM_ADAM (betas 0.9, 0.95, eps 1e-8) or TG_OPTIM_SGD */
+    float momentum, weight_decay;
+    uint64_t data_seed;        /* the data RNG: PCG32 (data_seed, 0xda7a) */
+    int on_nan;                /* TG_ONNAN_STOP (exit 3) or TG_ONNAN_SKIP (no update that step) */
+    int debug_nan;             /* testing aid: poison a gradient at this step (-1: never) */
+    const char *log, *save, *resume;   /* NULL: none */
+    int overwrite;             /* a fresh run may replace another run's log or checkpoint */
+    int progress;              /* 1: a progress line on stderr when it is a terminal */
+    /* The run's identity: opts (every flag but paths and switches) and settings
+     * are saved in checkpoints and must match on resume, but for the flags named
+     * in may_differ (NULL-terminated). */
+    const tg_cli_opt *opts;
+    int n_opts;
+    const char *const *may_differ;
+    const tg_setting *settings;
+    int n_settings;
+    /* More files the run writes, locked and checked like the log: pairs
+     * {flag, path} (path NULL: none), n_files of them. */
+    const char *const (*files)[2];
+    int n_files;
+} tg_train_cfg;
+
+typedef struct tg_train_result {
+    int start_step, step;      /* where the run started and stopped */
+    int finished;              /* 1: ran to cfg.steps (final_* are set) */
+    double final_loss, final_metric;   /* means over the last 10% of logged rows */
+    double seconds;
+    int skipped;               /* steps skipped for non-finite values */
+} tg_train_result;
+
+void tg_train_defaults(tg_train_cfg *c, const char *prog);
+/* Checks, locks, resumes, trains, logs and saves; returns the exit status. */
+int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r);
+
+#endif

@@ -1,0 +1,349 @@
+#define _POSIX_C_SOURCE 200809L   /* clock_gettime, isatty, open_memstream */
+#include "tg_train.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tg_blas.h"
+#include "tg_guard.h"
+#include "tg_optim.h"
+#include "tg_runlock.h"
+
+void tg_train_defaults(tg_train_cfg *c, const char *prog) {
+    *c = (tg_train_cfg){.prog = prog, .steps = 100, .warmup = 0, .log_every = 10, .save_every = 100, .lr = 1e-3f,
+                        .lr_min = 1e-4f, .clip = 1.0f, .optim = TG_OPTIM_ADAM, .momentum = 0.9f, .data_seed = 1,
+                        .on_nan = TG_ONNAN_STOP, .debug_nan = -1, .progress = 1};
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int is_flag(const tg_train_cfg *c, const char *key) {
+    for (int i = 0; i < c->n_opts; i++) {
+        const char *a = c->opts[i].name, *b = key;
+        for (; *a && *b; a++, b++)   /* '-' in a flag is '_' in the header */
+            if (*a != *b && !((*a == '-' && *b == '_') || (*a == '_' && *b == '-'))) break;
+        if (!*a && !*b) return 1;
+    }
+    return 0;
+}
+
+/* The log's header: the configuration, the model's lines, the BLAS, the columns. */
+static char *make_header(const tg_train_cfg *c, tg_train_model *m) {
+    char *hdr = NULL, *mh = NULL;
+    size_t len = 0, mlen = 0;
+    FILE *f = open_memstream(&hdr, &len), *g = m->header ? open_memstream(&mh, &mlen) : NULL;
+    if (!f || (m->header && !g)) {
+        if (f) fclose(f);
+        if (g) fclose(g);
+        free(hdr);
+        free(mh);
+        return NULL;
+    }
+    fprintf(f, "# tapegrad %s\n", c->prog);
+    tg_cli_dump(f, c->opts, c->n_opts);
+    for (int i = 0; i < c->n_settings; i++)
+        if (!is_flag(c, c->settings[i].key)) fprintf(f, "# %s=%s\n", c->settings[i].key, c->settings[i].value);
+    if (g) {
+        m->header(m->user, g);
+        fclose(g);
+        fputs(mh ? mh : "", f);
+    }
+    if (!mh || !strstr(mh, "# n_params=")) fprintf(f, "# n_params=%zu\n", m->P->numel);
+    free(mh);
+    tg_blas_info bi;
+    char blas[256];
+    tg_blas_info_get(&bi);
+    fprintf(f, "# blas=%s\n", tg_blas_info_str(&bi, blas, sizeof blas));
+    fprintf(f, "step\tloss");
+    if (m->columns) m->columns(m->user, f, 0);
+    fprintf(f, "\tgrad_norm\tlr");
+    if (m->columns) m->columns(m->user, f, 1);
+    fprintf(f, "\n");
+    if (fclose(f)) {
+        free(hdr);
+        return NULL;
+    }
+    return hdr;
+}
+
+/* A '#' line after the rows, saying why the run ended early. */
+static void log_note(tg_runlog *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_note(tg_runlog *L, const char *fmt, ...) {
+    if (L->fd < 0) return;
+    char line[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    for (char *p = line; *p; p++)
+        if (*p == '\n' || *p == '\t') *p = ' ';
+    tg_runlog_add(L, "# %s\n", line);
+    tg_runlog_end_row(L);
+}
+
+/* From st (fresh or resumed) to c->steps; returns the exit status. */
+static int loop(const tg_train_cfg *c, tg_train_model *m, tg_train_state *st, tg_runlog *L, tg_train_result *r) {
+    const char *prog = c->prog;
+    tg_params *P = m->P;
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    char err[1024], why[1024];
+    int tty = c->progress && isatty(2), status = 0, stopped = 0;
+    double t0 = now_s(), last_print = 0;
+    const int start = st->step;
+    int last_saved = c->resume && c->save && strcmp(c->resume, c->save) == 0 ? start : -1;
+    for (int step = start; step <= c->steps; step++) {
+        /* a checkpoint at step s: s updates done, the data RNG ready for batch s */
+        r->step = step;
+        int sig = tg_guard_signal();
+        int stop_here = sig || (c->stop_at && step == c->stop_at);
+        if (c->save && step != last_saved &&
+            (stop_here || step == c->steps || (step > start && step % c->save_every == 0))) {
+            st->step = step;
+            tg_runlog_sync(L);   /* the rows the checkpoint has seen are on disk first */
+            if (tg_ckpt_save(c->save, st, c->opts, c->n_opts, err, sizeof err)) {
+                fprintf(stderr, "%s: step %d: checkpoint not written, stopping: %s\n", prog, step, err);
+                log_note(L, "stopped before step %d: checkpoint not written: %s", step, err);
+                status = 1;
+                break;
+            }
+            last_saved = step;
+        }
+        if (sig) {
+            fprintf(stderr, "%s: %s before step %d: %s\n", prog, tg_guard_signal_name(sig), step,
+                    c->save ? "checkpoint written, continue with --resume" : "no --save: only the log is kept");
+            log_note(L, "interrupted by %s before step %d", tg_guard_signal_name(sig), step);
+            status = 128 + sig;
+            break;
+        }
+        if (stop_here) {
+            fprintf(stderr, "%s: stopped before step %d of %d (--stop-at); continue with --resume %s\n", prog, step,
+                    c->steps, c->save);
+            stopped = 1;
+            break;
+        }
+        if (m->before_step && m->before_step(m->user, step, err, sizeof err)) {
+            fprintf(stderr, "%s: step %d: stopping: %s\n", prog, step, err);
+            log_note(L, "stopped before step %d: %s", step, err);
+            status = 1;
+            break;
+        }
+
+        int logging = step % c->log_every == 0 || step == c->steps;
+        tg_ctx_reset(&ctx);
+        m->batch(m->user, st->data_rng, step);
+        tg_tensor *loss = m->forward(&ctx, m->user, logging);
+        float lv = loss->data[0], gnorm = 0, lr = 0;
+        const char *bad = NULL;
+        if (!isfinite(lv)) {
+            tg_guard_forward(&ctx, P, why, sizeof why);
+            bad = "loss";
+        } else if (step < c->steps) {   /* the last row is an evaluation after the last update */
+            tg_params_zero_grad(P);
+            tg_backward(&ctx, loss);
+            if (step == c->debug_nan) P->grad[0] = NAN;   /* as an overflowing backward would */
+            gnorm = tg_clip_grad_norm(P, c->clip);
+            lr = tg_lr_schedule(step, c->warmup, c->steps, c->lr, c->lr_min);
+            if (!isfinite(gnorm)) {
+                tg_guard_backward(&ctx, P, why, sizeof why);
+                bad = "gradient norm";
+                lr = 0;
+            } else if (st->adam) tg_adamw_step(st->adam, P, lr);
+            else tg_sgd_step(st->sgd, P, lr);
+        }
+        if (bad) {
+            fprintf(stderr, "%s: step %d: non-finite %s (%g): %s\n", prog, step, bad, bad[0] == 'l' ? lv : gnorm, why);
+            if (c->on_nan == TG_ONNAN_STOP) {
+                fprintf(stderr, "%s: stopping (--on-nan stop)%s\n", prog,
+                        c->save && last_saved >= 0 ? "; the last checkpoint is kept" : "");
+                log_note(L, "stopped at step %d: non-finite %s: %s", step, bad, why);
+                status = 3;
+                break;
+            }
+            r->skipped++;   /* skip: parameters and optimizer state stay as they were */
+        }
+        if (logging) {
+            if (L->fd >= 0) {
+                tg_runlog_add(L, "%d\t%.6f", step, lv);
+                if (m->values) m->values(m->user, L, 0);
+                tg_runlog_add(L, "\t%.6g\t%.6g", gnorm, lr);
+                if (m->values) m->values(m->user, L, 1);
+                tg_runlog_add(L, "\n");
+                if (tg_runlog_end_row(L)) {
+                    fprintf(stderr, "%s: step %d: --log %s: write failed, stopping\n", prog, step, c->log);
+                    status = 1;
+                    break;
+                }
+            }
+            if (tg_train_state_reserve(st, st->n_logged + 1) == 0) {
+                st->logged[2 * st->n_logged] = lv;
+                st->logged[2 * st->n_logged + 1] = m->metric ? m->metric(m->user) : 0.0;
+                st->n_logged++;
+            }
+        }
+        double t = now_s() - t0;
+        if (tty && (t - last_print > 0.5 || step == c->steps)) {
+            double rate = (step - start + 1) / t;
+            fprintf(stderr, "\rstep %d/%d  loss %.4f  %.1f step/s  ETA %.0fs   ", step, c->steps, lv, rate,
+                    (c->steps - step) / rate);
+            last_print = t;
+        }
+    }
+    if (tty) fprintf(stderr, "\n");
+    r->seconds = now_s() - t0;
+    if (r->skipped) fprintf(stderr, "%s: %d steps skipped for non-finite values (--on-nan skip)\n", prog, r->skipped);
+    if (status == 0 && !stopped) {
+        /* the mean over the last 10% of logged steps */
+        int n_total = c->steps / c->log_every + 1, tail_from = n_total - (n_total + 9) / 10, tail_n = 0;
+        double tail_sum = 0, tail_metric = 0;
+        if (tail_from > st->n_logged - 1) tail_from = st->n_logged - 1;   /* --log-every changed on resume */
+        if (tail_from < 0) tail_from = 0;
+        for (int i = tail_from; i < st->n_logged; i++) {
+            tail_sum += st->logged[2 * i];
+            tail_metric += st->logged[2 * i + 1];
+            tail_n++;
+        }
+        r->finished = 1;
+        r->final_loss = tail_sum / tail_n;
+        r->final_metric = tail_metric / tail_n;
+    }
+    tg_ctx_free(&ctx);
+    return status;
+}
+
+int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
+    const char *prog = c->prog;
+    char err[1024];
+    *r = (tg_train_result){0};
+    /* one writer per run file, for the whole run; then nothing is written before every check */
+    tg_runlock locks[20];
+    int nlocks = 0, bad = 0;
+    const char *run_files[][2] = {{"--log", c->log}, {"--save", c->save}};
+    for (int i = 0; i < 2 && !bad; i++) bad = tg_run_target_check(run_files[i][0], run_files[i][1], err, sizeof err);
+    for (int i = 0; i < c->n_files && !bad; i++) bad = tg_run_target_check(c->files[i][0], c->files[i][1], err, sizeof err);
+    for (int i = 0; i < 2 && !bad; i++)
+        if (run_files[i][1]) bad = tg_runlock_take(locks, &nlocks, run_files[i][0], run_files[i][1], 0, err, sizeof err);
+    for (int i = 0; i < c->n_files && i < 16 && !bad; i++)
+        if (c->files[i][1]) bad = tg_runlock_take(locks, &nlocks, c->files[i][0], c->files[i][1], 0, err, sizeof err);
+    if (!bad && c->resume) bad = tg_runlock_take(locks, &nlocks, "--resume", c->resume, 1, err, sizeof err);
+    if (bad) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        tg_runlock_release(locks, nlocks);
+        return 2;
+    }
+    if (c->save && tg_ckpt_check_writable(c->save, err, sizeof err)) {
+        fprintf(stderr, "%s: --save %s\n", prog, err);
+        tg_runlock_release(locks, nlocks);
+        return 2;
+    }
+
+    tg_rng data_rng;
+    tg_rng_seed(&data_rng, c->data_seed, 0xda7a);
+    tg_adamw adam;
+    tg_sgd sgd;
+    if (c->optim == TG_OPTIM_ADAM) tg_adamw_init(&adam, m->P, 0.9f, 0.95f, 1e-8f, c->weight_decay);
+    else tg_sgd_init(&sgd, m->P, c->momentum, c->weight_decay);
+    tg_train_state st = {.P = m->P, .adam = c->optim == TG_OPTIM_ADAM ? &adam : NULL,
+                         .sgd = c->optim == TG_OPTIM_SGD ? &sgd : NULL, .data_rng = &data_rng,
+                         .settings = c->settings, .n_settings = c->n_settings};
+    tg_runlog L = {.fd = -1};
+    char *hdr = NULL;
+    int status = 0;
+    if (tg_train_state_reserve(&st, c->steps / c->log_every + 2)) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        status = 1;
+        goto done;
+    }
+
+    /* every check before anything is written: the checkpoint, then the log */
+    if (c->resume) {
+        char changed[512] = "";
+        if (tg_ckpt_load(c->resume, &st, c->opts, c->n_opts, c->may_differ, changed, sizeof changed, err, sizeof err)) {
+            fprintf(stderr, "%s: --resume %s\n", prog, err);
+            status = 2;
+            goto done;
+        }
+        if (st.step > c->steps) {
+            fprintf(stderr, "%s: --resume %s is at step %d, beyond --steps %d\n", prog, c->resume, st.step, c->steps);
+            status = 2;
+            goto done;
+        }
+        if (c->stop_at && c->stop_at <= st.step) {
+            fprintf(stderr, "%s: --stop-at %d is not after the checkpoint's step %d\n", prog, c->stop_at, st.step);
+            status = 2;
+            goto done;
+        }
+        fprintf(stderr, "%s: resuming %s at step %d%s%s\n", prog, c->resume, st.step, changed[0] ? "; changed: " : "",
+                changed);
+        if (strstr(changed, "--steps ") && !(c->lr_min == c->lr && st.step >= c->warmup))
+            fprintf(stderr, "%s: note: the learning-rate schedule now ends at step %d, so from here on this "
+                    "is not the run a straight --steps %d would have been\n", prog, c->steps, c->steps);
+    }
+    r->start_step = r->step = st.step;
+    /* a fresh run does not replace another run's files, unless told to */
+    if ((!c->resume && tg_run_owner_check("--log", c->log, NULL, c->overwrite,
+                                          "continue that run with --resume CHECKPOINT (its log is kept)", err, sizeof err)) ||
+        tg_run_owner_check("--save", c->save, c->resume, c->overwrite,
+                           c->resume ? "to continue a run, --save names its --resume file"
+                                     : "continue that run with --resume on it", err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        status = 2;
+        goto done;
+    }
+    if (m->start && m->start(m->user, st.step, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        status = 2;
+        goto done;
+    }
+    hdr = make_header(c, m);
+    if (!hdr) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        status = 1;
+        goto done;
+    }
+    if (c->log) {
+        char info[1024] = "", old_blas[256] = "", blas[256];
+        const char *log_free[40];   /* what a resumed log's header may change: those flags, and the BLAS line */
+        int nf = 0;
+        for (const char *const *o = c->may_differ; o && *o && nf < 38; o++) log_free[nf++] = *o;
+        log_free[nf++] = "blas";
+        log_free[nf] = NULL;
+        if (c->resume) tg_runlog_header_value(c->log, "blas", old_blas, sizeof old_blas);
+        int rc = c->resume ? tg_runlog_resume(&L, c->log, hdr, log_free, st.step, info, sizeof info, err, sizeof err)
+                           : tg_runlog_open(&L, c->log, hdr, err, sizeof err);
+        if (rc) {
+            fprintf(stderr, "%s: --log %s\n", prog, err);
+            status = 2;
+            goto done;
+        }
+        if (info[0]) fprintf(stderr, "%s: %s\n", prog, info);
+        tg_blas_info bi;
+        tg_blas_info_get(&bi);
+        if (old_blas[0] && !tg_blas_same_kernel(old_blas, tg_blas_info_str(&bi, blas, sizeof blas)))
+            fprintf(stderr, "%s: note: the log was started with %s, this run has %s: the resumed run may not "
+                    "be bit-identical to one made in one go\n", prog, old_blas, blas);
+    }
+
+    tg_guard_install();
+    status = loop(c, m, &st, &L, r);
+    if (L.fd >= 0 && tg_runlog_close(&L)) {
+        fprintf(stderr, "%s: --log %s: write failed\n", prog, c->log);
+        status = status ? status : 1;
+    }
+done:
+    tg_runlog_close(&L);
+    tg_runlock_release(locks, nlocks);
+    free(hdr);
+    tg_train_state_free_logged(&st);
+    if (c->optim == TG_OPTIM_ADAM) tg_adamw_free(&adam);
+    else tg_sgd_free(&sgd);
+    return status;
+}

@@ -1,0 +1,104 @@
+#!/bin/bash
+# attn_scale with attention plugins (--attn plugin:FILE.so[:SYMBOL]), end to end:
+#   tests/plugin_cli.sh ATTN_SCALE ATTN_MAPS OK.so NOSCALE.so BAD.so SWEEP
+# - loading: a missing file, a file that is not ELF, another machine's ELF, a
+#   missing symbol, a control character: exit 2, a message naming the file and
+#   the problem, no log or checkpoint written;
+# - training: the right kernel logs the multiplier 1/sqrt(d_head) it applied,
+#   the forgetful one 1 (measured from the outside: neither fills stats), and the
+#   log header names the plugin's file, SHA-256 and symbol;
+# - the forgetful plugin reproduces the built-in op's `--scale none` run at
+#   step 0 (the same row) and its heads are sharper than the right kernel's;
+# - resume: with another plugin (by hash) refused; with the same plugin at
+#   another path accepted, and the log's rows byte-identical to a straight run;
+# - --dump-attn works for a plugin (maps measured with V = identity);
+# - kernels that cannot be measured (refuse or crash on dv != d): the run
+#   trains, the health columns are nan, the header and stderr say why;
+# - the sweep tool plans plugin runs (--plugin NAME=FILE).
+set -u
+bin=$1 maps=$2 ok=$3 noscale=$4 badso=$5 sweep=$6
+. "$(dirname "$0")/cli_util.sh"
+T="--batch 4 --seq-len 8 --vocab 16 --alphabet 4 --d-model 16 --heads 2 --d-head 16 --log-every 5 --warmup 5"
+col() {   # col LOG NAME ROW: a column's value by name in data row ROW (1 = first; -1 = last)
+    awk -F'\t' -v name="$2" -v row="$3" '/^#/ { next } !n++ { for (i = 1; i <= NF; i++) if ($i == name) c = i; next }
+        { v[++r] = $c } END { print (row < 0 ? v[r + 1 + row] : v[row]) }' "$1"
+}
+hdr() { sed -n "s/^# $2=//p" "$1"; }
+nothing_written() { for f in "$@"; do [ ! -e "$f" ] || no "$f was written by a refused run"; done; }
+
+# ---- loading ------------------------------------------------------------------
+loadfail() {   # loadfail NAME MESSAGE SPEC
+    run 2 "$1" $T --steps 10 --attn "plugin:$3" --log "$1.tsv" --save "$1.st"
+    grep -q -- "$2" "$1.err" || { no "$1: message lacks '$2'"; sed 's/^/  | /' "$1.err" | head -3; }
+    nothing_written "$1.tsv" "$1.st"
+}
+loadfail missing "plugin nosuch.so: No such file" nosuch.so
+echo "not a shared object" >text.so
+loadfail text "plugin text.so: not a shared object (no ELF header" text.so
+# a 64-byte ELF header of an aarch64 shared object (ET_DYN = 3, EM_AARCH64 = 183)
+{ printf '\177ELF\002\001\001'; head -c 9 /dev/zero; printf '\003\000\267\000'; head -c 44 /dev/zero; } >arm.so
+loadfail arm "plugin arm.so: built for aarch64 (64-bit), this program is x86-64" arm.so
+loadfail nosym "no symbol 'nosuch'" "$ok:nosuch"
+loadfail folder "not a regular file" .
+run 2 ctrl $T --steps 10 --attn "plugin:a$(printf '\t')b.so" --log ctrl.tsv
+grep -q "control character" ctrl.err || no "ctrl: message lacks 'control character'"
+run 2 badspec $T --steps 10 --attn plugn:x.so
+grep -q "expected composed, fused or plugin:FILE.so" badspec.err || no "badspec: message lacks the choices"
+run 2 check_missing $T --attn plugin:nosuch.so --check
+grep -q "no such regular file" check_missing.err || no "--check: a missing plugin not named"
+run 0 check_ok $T --attn "plugin:$ok" --check
+
+# ---- training ----------------------------------------------------------------
+run 0 ok $T --steps 30 --attn "plugin:$ok" --log ok.tsv
+run 0 noscale $T --steps 30 --attn "plugin:$noscale" --log noscale.tsv
+run 0 builtin_none $T --steps 30 --scale none --log builtin_none.tsv
+[ "$(col ok.tsv scale_l0_h0 1)" = 0.25 ] || no "right kernel: scale column $(col ok.tsv scale_l0_h0 1), want 0.25 = 1/sqrt(16)"
+[ "$(col noscale.tsv scale_l0_h1 -1)" = 1 ] || no "forgetful kernel: scale column $(col noscale.tsv scale_l0_h1 -1), want 1"
+[ "$(hdr ok.tsv attn_scale_value)" = 0.25 ] || no "header: attn_scale_value is not the scale passed"
+[ "$(hdr ok.tsv attn_scale_columns)" = measured ] || no "header: no attn_scale_columns=measured"
+[ "$(hdr ok.tsv attn_plugin_sha256)" = "$(sha256sum "$ok" | cut -d' ' -f1)" ] || no "header: attn_plugin_sha256 is not the file's"
+[ "$(hdr ok.tsv attn_plugin_symbol)" = attention ] || no "header: attn_plugin_symbol"
+[ "$(rows noscale.tsv | sed -n 2p | cut -f1-12)" = "$(rows builtin_none.tsv | sed -n 2p | cut -f1-12)" ] ||
+    no "forgetful plugin, step 0: $(rows noscale.tsv | sed -n 2p | cut -f1-6) vs built-in none $(rows builtin_none.tsv | sed -n 2p | cut -f1-6)"
+for h in 0 1; do   # at this tiny size (d_head 16) the forgotten scale sharpens, it does not collapse
+    awk -v a="$(col noscale.tsv nent_l0_h$h 1)" -v b="$(col ok.tsv nent_l0_h$h 1)" 'BEGIN { exit !(a < b - 0.2) }' ||
+        no "forgetful plugin, head $h: entropy/uniform $(col noscale.tsv nent_l0_h$h 1) not below the right one's $(col ok.tsv nent_l0_h$h 1)"
+done
+grep -q "final_loss=" ok.out || no "no summary line for a plugin run"
+
+# ---- resume ------------------------------------------------------------------
+run 0 straight $T --steps 30 --attn "plugin:$noscale" --log straight.tsv
+run 0 part $T --steps 30 --attn "plugin:$noscale" --log part.tsv --save part.st --stop-at 15
+cp part.tsv part_keep.tsv; cp part.st part_keep.st
+run 2 other $T --steps 30 --attn "plugin:$ok" --log part.tsv --save part.st --resume part.st
+grep -q "setting differs: attn_plugin_sha256" other.err || { no "resume with another plugin: not refused by its hash"; head -3 other.err; }
+cmp -s part.st part_keep.st && cmp -s part.tsv part_keep.tsv || no "a refused resume changed the run's files"
+cp "$noscale" moved.so
+run 0 moved $T --steps 30 --attn plugin:moved.so --log part.tsv --save part.st --resume part.st
+[ "$(rows part.tsv)" = "$(rows straight.tsv)" ] || no "resume with the same plugin at another path: rows differ from the straight run"
+
+# ---- attention maps ----------------------------------------------------------
+run 0 dump $T --steps 10 --attn "plugin:$noscale" --log dump.tsv --dump-attn 0,10 --dump-attn-file maps.st
+"$maps" --summary maps.st >maps.txt 2>maps.err || no "attn_maps cannot read a plugin run's maps: $(head -1 maps.err)"
+[ "$(grep -vc '^#' maps.txt)" -ge 4 ] || no "attn_maps --summary: fewer than 4 rows for 2 steps x 2 heads"
+
+# ---- kernels that cannot be measured -----------------------------------------
+for sym in needs_dv_eq_d crashes_dv; do
+    run 0 "$sym" $T --steps 10 --attn "plugin:$badso:$sym" --log "$sym.tsv"
+    [ "$(hdr "$sym.tsv" attn_measured)" = no ] || no "$sym: header lacks attn_measured=no"
+    [ "$(col "$sym.tsv" ent_l0_h0 -1)" = nan ] || no "$sym: entropy column '$(col "$sym.tsv" ent_l0_h0 -1)', want nan"
+    grep -q "cannot be measured" "$sym.err" || no "$sym: no note on stderr"
+    awk -v x="$(col "$sym.tsv" loss -1)" 'BEGIN { exit !(x > 0 && x < 100) }' || no "$sym: loss not finite"
+done
+grep -q "crashed" crashes_dv.err || no "crashes_dv: the note does not say the kernel crashed"
+grep -q "dv 16 != d 16\|refused V = identity" needs_dv_eq_d.err || no "needs_dv_eq_d: the note does not give the kernel's message"
+run 0 forgets $T --steps 5 --attn "plugin:$badso:forgets_scale" --log forgets.tsv
+[ "$(col forgets.tsv scale_l0_h0 1)" = 1 ] || no "forgets_scale (tg_attention with scale 1): measured $(col forgets.tsv scale_l0_h0 1), want 1"
+
+# ---- the sweep tool ----------------------------------------------------------
+"$sweep" plan sw --grid "attn=mine,composed seed=1" --plugin "mine=$noscale" --set steps=5 $(echo $T | sed 's/--\([a-z-]*\) \([0-9]*\)/--set \1=\2/g') \
+    --bin "$bin" >plan.out 2>plan.err || no "sweep plan with --plugin failed: $(head -2 plan.err)"
+grep -q "^attn-mine_seed-1	.*--attn plugin:$noscale" sw/manifest.tsv 2>/dev/null || no "sweep manifest lacks the plugin run: $(cat sw/manifest.tsv 2>/dev/null | head -2)"
+
+echo "plugin_cli: $fails failures"
+[ "$fails" -eq 0 ]
