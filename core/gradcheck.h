@@ -19,7 +19,8 @@
  * Why: the forward runs in float32, so each L carries rounding noise of a few
  * 1e-7 · Σ|out ⊙ R|; with h = 1e-2 that is ~1e-5 relative in the quotient, and
  * the truncation left after Richardson is O(h⁴). The library's own ops use at
- * most 0.65 of the limit (the attention ops; the others under 0.2), while a
+ * most 0.75 of the limit (the attention ops; the others under 0.2; every
+ * op's margin: docs/ops.md#the-gradient-checker), while a
  * backward off by 0.3% fails (tests/test_gradcheck.c). A non-finite
  * analytic or numeric value always fails. Loosen a tolerance only for an op
  * whose forward is itself noisier (say so where you do), never until it passes.
@@ -43,7 +44,14 @@
  * shapes: a few hundred to a few thousand elements. Non-square, batch > 1 and
  * odd sizes catch more transposition and indexing bugs than square ones.
  * f runs on the checker's own context: misuse inside it aborts with the op's
- * message, as an op called anywhere else would. */
+ * message, as an op called anywhere else would.
+ *
+ * What it cannot tell: whether the forward computes the right function. It
+ * checks the backward against the forward, so a kernel that forgets the 1/√d
+ * scale, or masks the wrong keys, passes as long as its backward is the exact
+ * gradient of what it computes (examples/my_attention shows it). Compare the
+ * forward with a reference for that; for an attention kernel, the training
+ * kit's tg_attn_measure (tg_attn_probe.h) reports the multiplier it applied. */
 #ifndef TG_GRADCHECK_H
 #define TG_GRADCHECK_H
 #include "tg_core.h"

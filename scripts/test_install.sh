@@ -51,11 +51,25 @@ for variant in static shared; do
     static=""
     [ $variant = static ] && static=--static
     PKG_CONFIG_PATH="$P/lib/pkgconfig" make -s -C "$ex" STATIC=$static CFLAGS="-O2 -Wall -Wextra -Werror" >/dev/null
-    run_example "$variant, pkg-config --cflags --libs${static:+ $static} tapegrad" "$ex/custom_op"
+    run_example "$variant, pkg-config --cflags --libs${static:+ $static} tapegrad-train" "$ex/custom_op"
+
+    # the training kit's small example, as docs/install.md shows it: build, run, resume
+    kit=$work/kit-$variant
+    mkdir "$kit"
+    awk '/^## The training kit/ { on = 1 } on && /^```c$/ { code = 1; next } code && /^```$/ { exit } code' \
+        "$top/docs/install.md" >"$kit/toy.c"
+    [ -s "$kit/toy.c" ] || { echo "test_install: no C example under docs/install.md's 'The training kit'" >&2; exit 1; }
+    cc -std=c11 -Wall -Wextra -Werror "$kit/toy.c" -o "$kit/toy" \
+        $(PKG_CONFIG_PATH="$P/lib/pkgconfig" pkg-config --cflags --libs $static tapegrad-train) -Wl,-rpath,"$P/lib"
+    (cd "$kit" && ./toy >out 2>err && ./toy resume >>out 2>>err) \
+        || { cat "$kit/err" >&2; echo "test_install: the training kit's example failed ($variant)" >&2; exit 1; }
+    grep -q '^w = 3.0' "$kit/out" || { cat "$kit/out" >&2; echo "test_install: the kit's example did not fit w = 3" >&2; exit 1; }
+    grep -q 'resuming toy.st at step 200' "$kit/err" || { echo "test_install: the kit's example did not resume" >&2; exit 1; }
+    echo "-- $variant, the training kit's example: $(tail -1 "$kit/out")" >&2
 
     # which libtapegrad the programs use: none at run time (static), the installed one (shared)
     for prog in "$ex/custom_op" "$P/bin/attn_scale"; do
-        needed=$(readelf -d "$prog" | grep -c 'NEEDED.*libtapegrad' || true)
+        needed=$(readelf -d "$prog" | grep -c 'NEEDED.*\[libtapegrad\.so' || true)
         want=0
         [ $variant = shared ] && want=1
         [ "$needed" -eq $want ] || { echo "test_install: $prog: $needed libtapegrad dependencies, want $want" >&2; exit 1; }
@@ -66,7 +80,31 @@ for variant in static shared; do
         grep -q "libtapegrad.so.* => $P/bin/../lib/" <<<"$loaded" \
             || { echo "test_install: bin/attn_scale does not load $P/lib/libtapegrad.so" >&2; exit 1; }
         sh "$top/tests/exported_symbols.sh" "$P/lib/libtapegrad.so" "$P/include/tapegrad" >&2
+        sh "$top/tests/exported_symbols.sh" "$P/lib/libtapegrad_train.so" "$P/include/tapegrad" \
+            "tg_train tg_model_init tg_task_batch tg_runlog_open tg_attn_plugin_open tg_attn_measure tg_attn_log_values" >&2
     fi
+
+    # a researcher's own attention kernel, out of tree: two plugins built with nothing
+    # but the installed headers, gradient-checked, trained by the installed attn_scale
+    # (statically linked in the static variant) against the built-in op, logs
+    # summarized and plotted by the installed tapegrad-logs
+    ex=$work/my_attention-$variant
+    cp -r "$top/examples/my_attention" "$ex"
+    PKG_CONFIG_PATH="$P/lib/pkgconfig" STATIC=$static CFLAGS="-O2 -Wall -Wextra -Werror" \
+        bash "$ex/run.sh" --steps 40 --seeds 1 --out "$ex/runs" >"$ex/out.txt" 2>&1 \
+        || { sed 's/^/   /' "$ex/out.txt" >&2; echo "test_install: examples/my_attention failed ($variant)" >&2; exit 1; }
+    sed 's/^/   /' "$ex/out.txt" >&2
+    for f in builtin_s1 my_attention_s1 my_attention_noscale_s1; do
+        [ -s "$ex/runs/$f.tsv" ] || { echo "test_install: my_attention: no $f.tsv" >&2; exit 1; }
+    done
+    [ -s "$ex/runs/compare-entropy.png" ] || { echo "test_install: my_attention: no figure" >&2; exit 1; }
+    grep -q 'my_attention (forgets the scale): gradient checks passed' "$ex/out.txt" \
+        || { echo "test_install: my_attention: the forgetful kernel's gradient check did not run" >&2; exit 1; }
+    # the right plugin trains as the built-in op does (the same function), rows equal to 4 decimals
+    cut -f1-3 "$ex/runs/builtin_s1.tsv" | grep -v '^#' | awk '{ printf "%s %.4f %.3f\n", $1, $2, $3 }' >"$ex/a"
+    cut -f1-3 "$ex/runs/my_attention_s1.tsv" | grep -v '^#' | awk '{ printf "%s %.4f %.3f\n", $1, $2, $3 }' >"$ex/b"
+    sed -n 2p "$ex/a" | cmp -s - <(sed -n 2p "$ex/b") \
+        || { echo "test_install: my_attention.so's step 0 differs from the built-in op's" >&2; exit 1; }
 
     mkdir "$work/run-$variant"
     (cd "$work/run-$variant" && "$P/bin/attn_scale" --steps 5 --warmup 1 --log-every 1 --log log.tsv >&2)

@@ -19,7 +19,8 @@
  * checkpoint at step s holds the state after s updates (tg_checkpoint.h).
  *
  * The log (docs/logs.md): '#' lines "tapegrad PROG", every flag of opts
- * (tg_cli_dump), every setting whose key is not a flag, what m.header writes,
+ * (tg_cli_dump), "steps" and "log_every" unless they are flags, every setting
+ * whose key is not a flag, what m.header writes,
  * "n_params" unless m.header writes it, "blas"; then the columns step, loss,
  * m.columns(part 0), grad_norm, lr, m.columns(part 1); one row per logged step.
  *

@@ -49,6 +49,9 @@ static char *make_header(const tg_train_cfg *c, tg_train_model *m) {
     }
     fprintf(f, "# tapegrad %s\n", c->prog);
     tg_cli_dump(f, c->opts, c->n_opts);
+    /* what the log tools and a resumed log need, when the program has no such flag */
+    if (!is_flag(c, "steps")) fprintf(f, "# steps=%d\n", c->steps);
+    if (!is_flag(c, "log_every")) fprintf(f, "# log_every=%d\n", c->log_every);
     for (int i = 0; i < c->n_settings; i++)
         if (!is_flag(c, c->settings[i].key)) fprintf(f, "# %s=%s\n", c->settings[i].key, c->settings[i].value);
     if (g) {
@@ -313,8 +316,10 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
         char info[1024] = "", old_blas[256] = "", blas[256];
         const char *log_free[40];   /* what a resumed log's header may change: those flags, and the BLAS line */
         int nf = 0;
-        for (const char *const *o = c->may_differ; o && *o && nf < 38; o++) log_free[nf++] = *o;
+        for (const char *const *o = c->may_differ; o && *o && nf < 36; o++) log_free[nf++] = *o;
         log_free[nf++] = "blas";
+        log_free[nf++] = "steps";       /* as flags they are in may_differ; written by the kit, free too */
+        log_free[nf++] = "log_every";
         log_free[nf] = NULL;
         if (c->resume) tg_runlog_header_value(c->log, "blas", old_blas, sizeof old_blas);
         int rc = c->resume ? tg_runlog_resume(&L, c->log, hdr, log_free, st.step, info, sizeof info, err, sizeof err)
