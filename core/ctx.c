@@ -18,7 +18,7 @@ struct tg_block {
 
 static void *xmalloc(tg_ctx *ctx, size_t n) {
     void *p = malloc(n);
-    if (!p) tg_fail(ctx, "tapegrad: out of memory asking for %zu bytes", n);
+    if (!p) tg_fail(ctx, "out of memory asking for %zu bytes", n);
     ctx->heap_allocs++;
     return p;
 }
@@ -26,7 +26,7 @@ static void *xmalloc(tg_ctx *ctx, size_t n) {
 static tg_block *block_new(tg_ctx *ctx, size_t cap) {
     tg_block *b = xmalloc(ctx, sizeof *b);
     b->mem = aligned_alloc(TG_ALIGN, cap);
-    if (!b->mem) tg_fail(ctx, "tapegrad: out of memory asking for an arena block of %zu bytes", cap);
+    if (!b->mem) tg_fail(ctx, "out of memory asking for an arena block of %zu bytes", cap);
     ctx->heap_allocs++;
     b->next = NULL;
     b->cap = cap;

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "safetensors.h"
+#include "tg_blas.h"
 
 static int meta_int(const tg_st_file *f, const char *key, int lo, int hi, int *v) {
     const char *s = tg_st_meta(f, key);
@@ -45,6 +46,7 @@ static void summarise(const float *w, const int64_t *tok, int T, int l, int h, i
 }
 
 int main(int argc, char **argv) {
+    if (tg_runtime_init("attn_maps", argc, argv)) return 1;   /* first: it may restart the program; threads */
     int summary = argc == 3 && strcmp(argv[1], "--summary") == 0;
     if ((argc != 2 && !summary) || argv[argc - 1][0] == '-') {
         fprintf(stderr, "usage: attn_maps [--summary] FILE\n(FILE: written by attn_scale --dump-attn ... --dump-attn-file FILE)\n");

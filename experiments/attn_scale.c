@@ -118,7 +118,7 @@ static void one_line(char *s) {
 }
 
 int main(int argc, char **argv) {
-    if (tg_blas_ensure("attn_scale", argv)) return 1;   /* first: it may restart the program */
+    if (tg_runtime_init("attn_scale", argc, argv)) return 1;   /* first: it may restart the program; threads */
     attn_cfg c;
     attn_cfg_defaults(&c);
     tg_cli_opt opts[ATTN_MAX_OPTS];
@@ -153,7 +153,6 @@ int main(int argc, char **argv) {
         }
     }
     if (c.check) return 0;   /* --check: these flags would start; no file read or written */
-    tg_set_threads(c.threads);
 
     const char *unmeasured = NULL;
     char why[600] = "";

@@ -19,7 +19,7 @@
 #include "tg_timing.h"
 
 int main(int argc, char **argv) {
-    if (tg_blas_ensure("bench_attn", argv)) return 1;   /* first: it may restart the program */
+    if (tg_runtime_init("bench_attn", argc, argv)) return 1;   /* first: it may restart the program; threads */
     int attn = TG_ATTN_FUSED, T = 4096, B = 1, H = 4, dh = 64, threads = 1, reps = 2, causal = 1, sgemm = 1;
     const tg_cli_opt opts[] = {
         {"attn", TG_CLI_CHOICE, &attn, 0, 0, tg_attn_names, "attention op"},
@@ -43,8 +43,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_attn: %s\n", err);
         return 2;
     }
-    omp_set_num_threads(threads);
-    openblas_set_num_threads(1);
     tg_params P;
     tg_params_init(&P);
     int shape[4] = {B, T, H, dh};

@@ -120,7 +120,7 @@ static double time_plan(const product *pr, const tg_gemm_plan *p, float **buf, i
 }
 
 int main(int argc, char **argv) {
-    if (tg_blas_ensure("bench_gemm", argv)) return 1;   /* first: it may restart the program */
+    if (tg_runtime_init("bench_gemm", argc, argv)) return 1;   /* first: it may restart the program; threads */
     int size = 1, threads = 1, reps = 20;
     const tg_cli_opt opts[] = {
         {"size", TG_CLI_CHOICE, &size, 0, 0, size_names, "model size, as bench_step's"},
@@ -141,8 +141,6 @@ int main(int argc, char **argv) {
     }
     const int *z = sizes[size];
     const int V = z[0], T = z[1], D = z[2], H = z[3], d = z[4], L = z[5], B = z[6], BT = B * T, HD = H * d;
-    omp_set_num_threads(threads);
-    openblas_set_num_threads(1);
 
     linear("qkv", BT, D, HD, 3 * L);
     linear("o", BT, HD, D, L);

@@ -106,7 +106,7 @@ static double sgemm_ms(const tg_model_cfg *c, int B, int threads, int reps) {
 }
 
 int main(int argc, char **argv) {
-    if (tg_blas_ensure("bench_step", argv)) return 1;   /* first: it may restart the program */
+    if (tg_runtime_init("bench_step", argc, argv)) return 1;   /* first: it may restart the program; threads */
     int size = 1, threads = 1, steps = 20, warmup = 3, attn = TG_ATTN_COMPOSED, seq_len = 0, sgemm = 1;
     const tg_cli_opt opts[] = {
         {"size", TG_CLI_CHOICE, &size, 0, 0, size_names, "small: V64 T32 D64 H4 dh16 L1 B16; seed: V64 T64 D128 H4 dh128 L1 B32; large: V256 T256 D256 H8 dh32 L2 B16"},
@@ -132,8 +132,6 @@ int main(int argc, char **argv) {
     tg_model_cfg mc = {.vocab = z[0], .seq_len = seq_len ? seq_len : z[1], .d_model = z[2], .heads = z[3],
                     .d_head = z[4], .layers = z[5], .scale_mode = TG_SCALE_SQRT, .init = TG_INIT_FANIN, .attn = attn};
     int B = z[6], T = mc.seq_len;
-    omp_set_num_threads(threads);
-    openblas_set_num_threads(1);   /* the ops split their products over OpenMP threads themselves */
 
     tg_model m;
     tg_model_init(&m, &mc, 1);

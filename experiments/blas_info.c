@@ -3,7 +3,7 @@
  *   blas_info --best-core      the core for OPENBLAS_CORETYPE that fits this CPU (scripts/bench.sh gives it to PyTorch)
  *   blas_info --sgemm 2048 --threads 2    the sgemm rate, N×N×N, median of --reps
  *   blas_info --selfcheck 20   the start-up self-check's time, median of 20
- * It starts as every program does (tg_blas_ensure), so it reports the kernel
+ * It starts as every program does (tg_runtime_init), so it reports the kernel
  * they get; with OPENBLAS_CORETYPE set it reports that one. */
 #include <cblas.h>
 #include <stdio.h>
@@ -15,7 +15,7 @@
 #include "tg_timing.h"
 
 int main(int argc, char **argv) {
-    int rc = tg_blas_ensure("blas_info", argv);
+    int rc = tg_runtime_init("blas_info", argc, argv);
     if (rc) return rc;
     int best_core = 0, n = 0, threads = 1, reps = 5, checks = 0;
     const tg_cli_opt opts[] = {

@@ -26,7 +26,7 @@ static int parse_dims(const char *s, double *v, char *err, size_t errlen) {
 }
 
 int main(int argc, char **argv) {
-    if (tg_blas_ensure("dot_variance", argv)) return 1;   /* first: it may restart the program */
+    if (tg_runtime_init("dot_variance", argc, argv)) return 1;   /* first: it may restart the program; threads */
     const char *dims_s = "4,8,...,1024", *out = NULL;
     int pairs = 10000, queries = 1000, keys = 64, seed = 1;
     const tg_cli_opt opts[] = {
@@ -59,7 +59,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "dot_variance: %s\n", err);
         return 2;
     }
-    openblas_set_num_threads(1);
 
     seed_dot_cfg cfg = {pairs, queries, keys, (uint64_t)seed};
     seed_dot_row rows[MAX_DIMS];

@@ -43,7 +43,7 @@ static void sigma_table(FILE *f, const seed_sigma_row *r, int n, int keys) {
 }
 
 int main(int argc, char **argv) {
-    if (tg_blas_ensure("softmax_saturation", argv)) return 1;   /* first: it may restart the program */
+    if (tg_runtime_init("softmax_saturation", argc, argv)) return 1;   /* first: it may restart the program; threads */
     const char *sigmas_s = "0.1,0.2,0.35,0.5,0.7,1,1.4,2,2.8,4,5.7,8,11.3,16", *out = NULL, *sigma_out = NULL;
     int rows = 2000, keys = 64, seed = 1;
     const tg_cli_opt opts[] = {
@@ -81,7 +81,6 @@ int main(int argc, char **argv) {
         seed_out_abort(&o);
         return 2;
     }
-    openblas_set_num_threads(1);
 
     tg_ctx ctx;
     tg_ctx_init(&ctx, 0);

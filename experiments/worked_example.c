@@ -41,7 +41,7 @@ static void tsv_rows(FILE *f, const char *name, const float *v, const float *see
 }
 
 int main(int argc, char **argv) {
-    if (tg_blas_ensure("worked_example", argv)) return 1;   /* first: it may restart the program */
+    if (tg_runtime_init("worked_example", argc, argv)) return 1;   /* first: it may restart the program; threads */
     const char *out = NULL;
     const tg_cli_opt opts[] = {
         {"out", TG_CLI_STR, &out, 0, 0, NULL, "write the output to FILE (atomically) instead of stdout"},
@@ -65,7 +65,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "worked_example: %s\n", err);
         return 2;
     }
-    openblas_set_num_threads(1);
     tg_ctx ctx;
     tg_ctx_init(&ctx, 0);
     seed_worked w;

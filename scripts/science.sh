@@ -23,6 +23,8 @@
 #          from the same --out)  --reach NATS (0.05)  --out DIR (runs/; each grid in DIR/science-<grid>/)
 #          --figures DIR (default: the grid's folder; names science-*.png)  --tables DIR (also copy the small
 #          tables there as science-<grid>-*.tsv)  --jobs N (runs at a time, one thread each)
+#          --plugin FILE.so[:SYMBOL] (every attn_scale run of the grid with your attention kernel,
+#          --attn plugin:..., docs/plugins.md; give it its own --out)
 # A grid stopped and started again finishes what is missing (the sweep tool). The grid's settings are fixed
 # once planned: other --steps for the same runs need another --out.
 # "Reaches the scaled loss": final loss (mean of the last 10% of logged steps, scripts/logstats.awk) at most
@@ -38,14 +40,14 @@ grid=$1; shift
 case "$grid" in map|learned|torch|maps) ;; *) usage ;; esac
 seeds="1 2 3"; steps=600; dheads=""; mults="0.0625 0.125 0.25 0.5 1 2 4 8 16"; sgd_dheads="128"
 forms="log linear"; inits="none sqrt"; scale_lrs="0 0.03"; band=""; reach=0.05; out="$top/runs"
-figures=""; tables=""; jobs=$(nproc)
+figures=""; tables=""; jobs=$(nproc); plugin=
 while [ $# -gt 0 ]; do
     [ $# -ge 2 ] || usage
     case "$1" in
         --seeds) seeds=$2 ;; --steps) steps=$2 ;; --dheads) dheads=$2 ;; --mults) mults=$2 ;;
         --sgd-dheads) sgd_dheads=$2 ;; --forms) forms=$2 ;; --inits) inits=$2 ;; --scale-lrs) scale_lrs=$2 ;;
         --band) band=$2 ;; --reach) reach=$2 ;; --out) out=$2 ;; --figures) figures=$2 ;; --tables) tables=$2 ;;
-        --jobs) jobs=$2 ;;
+        --jobs) jobs=$2 ;; --plugin) plugin=$2 ;;
         *) echo "scripts/science.sh: unknown option '$1'" >&2; usage ;;
     esac
     shift 2
@@ -84,7 +86,9 @@ tex_c='function cname(c,   l, r) { l = log(c) / log(2); r = sprintf("%.0f", l) +
 # record the wall time, collect summary.tsv and aggregate.tsv (its brief table in collect.txt)
 sweep_grid() {
     local label=$grid; [ "$grid" = torch ] && label="torch (tapegrad)"
-    "$sweep" plan "$dir" "$@" --set steps="$steps" --set warmup="$warmup"
+    local with_plugin=()
+    [ -z "$plugin" ] || with_plugin=(--plugin "kernel=$plugin" --set attn=kernel)
+    "$sweep" plan "$dir" "$@" --set steps="$steps" --set warmup="$warmup" "${with_plugin[@]+"${with_plugin[@]}"}"
     local all done_before t0=$SECONDS load
     all=$(wc -l <"$dir/manifest.tsv")
     done_before=$("$sweep" status "$dir" 2>&1 | sed -n 's/.*: \([0-9]*\) done,.*/\1/p')

@@ -11,7 +11,7 @@
 # - hostile input: bad flags, paths and checkpoints exit 2 with one message,
 #   before training, and leave existing files as they were;
 # - one writer: a second process on a running run's log or checkpoint is
-#   refused (exit 2, the holder's pid); a fresh run does not replace another
+#   refused (exit 4, the holder's pid); a fresh run does not replace another
 #   run's files without --overwrite; FIFOs, sockets, devices and folders are
 #   refused as --log/--save.
 set -u
@@ -134,7 +134,7 @@ cmp -s other.tsv other_keep.tsv || no "a refused resume changed another run's lo
 
 # ---- one writer per run file ----------------------------------------------------
 # A run holds FILE.lock for its log and its checkpoint: a second process naming
-# either is refused at once (exit 2, the holder's pid named), whatever it asks,
+# either is refused at once (exit 4, the holder's pid named), whatever it asks,
 # and the first run goes on unharmed: stopped and resumed, its rows are a
 # straight run's.
 "$bin" $long --save held.st --save-every 50 --log held.tsv >held.out 2>held.err &
@@ -144,7 +144,7 @@ while [ ! -s held.st ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
 [ -s held.st ] || no "lock: the first run wrote no checkpoint in 30 s"
 for args in "--log held.tsv --overwrite" "--log ./held.tsv --overwrite" "--save held.st --overwrite --log x1.tsv" \
             "--resume held.st --save held.st" "--resume held.st --log held.tsv"; do
-    run 2 second $long $args
+    run 4 second $long $args
     grep -q "is in use by process $holder .*held\.\(st\|tsv\)\.lock" second.err ||
         { no "lock: '$args' not refused with the holder's pid"; sed 's/^/  | /' second.err | head -3; }
 done

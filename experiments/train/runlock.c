@@ -67,7 +67,7 @@ int tg_runlock_take(tg_runlock *locks, int *n, const char *flag, const char *fil
             tg_errf(err, errlen, "%s %s is in use by %s (it holds %s); refusing to be a second writer of that run",
                     flag, file, who, path);
             free(path);
-            return -1;
+            return TG_RUNLOCK_BUSY;
         }
         struct stat now;
         if (stat(path, &now) || now.st_dev != st.st_dev || now.st_ino != st.st_ino) {

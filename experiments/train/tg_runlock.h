@@ -27,10 +27,11 @@ typedef struct {
 } tg_runlock;
 
 /* Locks `file` (flag: "--log", ... for the messages) unless one of the n
- * locks already held covers it; appends the new lock to locks[*n]. Returns 0,
- * or non-zero with a message in err: the file is in use (naming the holder's
- * pid), or its folder cannot hold the lock file. `optional` (a file only
+ * locks already held covers it; appends the new lock to locks[*n]. Returns 0;
+ * TG_RUNLOCK_BUSY with a message in err when the file is in use (naming the
+ * holder's pid); -1 with a message when its folder cannot hold the lock file. `optional` (a file only
  * read): a read-only folder is no error, the file is then left unlocked. */
+#define TG_RUNLOCK_BUSY 1
 int tg_runlock_take(tg_runlock *locks, int *n, const char *flag, const char *file, int optional, char *err, size_t errlen);
 
 /* Unlinks each lock file and releases the lock. */

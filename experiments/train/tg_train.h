@@ -24,11 +24,7 @@
  * "n_params" unless m.header writes it, "blas"; then the columns step, loss,
  * m.columns(part 0), grad_norm, lr, m.columns(part 1); one row per logged step.
  *
- * Exit statuses: 0 done (or stopped by stop_at), 1 the run failed (a file
- * could not be written, out of memory), 2 bad input before anything was
- * written (a file in use, a checkpoint of another run, a target that is not a
- * regular file), 3 a non-finite loss or gradient with on_nan = stop, 128 + n
- * for a signal n (SIGINT, SIGTERM, SIGHUP; checkpoint written when saving). */
+ * Exit statuses: TG_EXIT_* below, one meaning each (docs/robustness.md). */
 #ifndef TG_TRAIN_H
 #define TG_TRAIN_H
 #include <stdint.h>
@@ -38,6 +34,17 @@
 #include "tg_cli.h"
 #include "tg_core.h"
 #include "tg_runlog.h"
+
+/* Exit statuses, one meaning each (docs/robustness.md#exit-statuses). */
+enum {
+    TG_EXIT_OK = 0,          /* done, or stopped by stop_at with a checkpoint */
+    TG_EXIT_FAILED = 1,      /* the run failed: a file could not be written, out of memory */
+    TG_EXIT_USAGE = 2,       /* bad usage or input, before anything was written: a flag, a checkpoint of
+                                another run, a target that is not a regular file, a plugin that will not load */
+    TG_EXIT_NONFINITE = 3,   /* a non-finite loss or gradient, with on_nan = stop */
+    TG_EXIT_BUSY = 4,        /* a file of the run is in use by another process (its pid in the message) */
+    TG_EXIT_SIGNAL = 128     /* + n: stopped by signal n (SIGINT, SIGTERM, SIGHUP), checkpoint written */
+};
 
 enum { TG_OPTIM_ADAM, TG_OPTIM_SGD };
 enum { TG_ONNAN_STOP, TG_ONNAN_SKIP };
@@ -103,6 +110,6 @@ typedef struct tg_train_result {
 
 void tg_train_defaults(tg_train_cfg *c, const char *prog);
 /* Checks, locks, resumes, trains, logs and saves; returns the exit status. */
-int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r);
+int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r);   /* a TG_EXIT_ status */
 
 #endif

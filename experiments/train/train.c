@@ -115,7 +115,7 @@ static int loop(const tg_train_cfg *c, tg_train_model *m, tg_train_state *st, tg
             if (tg_ckpt_save(c->save, st, c->opts, c->n_opts, err, sizeof err)) {
                 fprintf(stderr, "%s: step %d: checkpoint not written, stopping: %s\n", prog, step, err);
                 log_note(L, "stopped before step %d: checkpoint not written: %s", step, err);
-                status = 1;
+                status = TG_EXIT_FAILED;
                 break;
             }
             last_saved = step;
@@ -124,7 +124,7 @@ static int loop(const tg_train_cfg *c, tg_train_model *m, tg_train_state *st, tg
             fprintf(stderr, "%s: %s before step %d: %s\n", prog, tg_guard_signal_name(sig), step,
                     c->save ? "checkpoint written, continue with --resume" : "no --save: only the log is kept");
             log_note(L, "interrupted by %s before step %d", tg_guard_signal_name(sig), step);
-            status = 128 + sig;
+            status = TG_EXIT_SIGNAL + sig;
             break;
         }
         if (stop_here) {
@@ -136,7 +136,7 @@ static int loop(const tg_train_cfg *c, tg_train_model *m, tg_train_state *st, tg
         if (m->before_step && m->before_step(m->user, step, err, sizeof err)) {
             fprintf(stderr, "%s: step %d: stopping: %s\n", prog, step, err);
             log_note(L, "stopped before step %d: %s", step, err);
-            status = 1;
+            status = TG_EXIT_FAILED;
             break;
         }
 
@@ -168,7 +168,7 @@ static int loop(const tg_train_cfg *c, tg_train_model *m, tg_train_state *st, tg
                 fprintf(stderr, "%s: stopping (--on-nan stop)%s\n", prog,
                         c->save && last_saved >= 0 ? "; the last checkpoint is kept" : "");
                 log_note(L, "stopped at step %d: non-finite %s: %s", step, bad, why);
-                status = 3;
+                status = TG_EXIT_NONFINITE;
                 break;
             }
             r->skipped++;   /* skip: parameters and optimizer state stay as they were */
@@ -182,7 +182,7 @@ static int loop(const tg_train_cfg *c, tg_train_model *m, tg_train_state *st, tg
                 tg_runlog_add(L, "\n");
                 if (tg_runlog_end_row(L)) {
                     fprintf(stderr, "%s: step %d: --log %s: write failed, stopping\n", prog, step, c->log);
-                    status = 1;
+                    status = TG_EXIT_FAILED;
                     break;
                 }
             }
@@ -240,12 +240,12 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     if (bad) {
         fprintf(stderr, "%s: %s\n", prog, err);
         tg_runlock_release(locks, nlocks);
-        return 2;
+        return bad == TG_RUNLOCK_BUSY ? TG_EXIT_BUSY : TG_EXIT_USAGE;
     }
     if (c->save && tg_ckpt_check_writable(c->save, err, sizeof err)) {
         fprintf(stderr, "%s: --save %s\n", prog, err);
         tg_runlock_release(locks, nlocks);
-        return 2;
+        return TG_EXIT_USAGE;
     }
 
     tg_rng data_rng;
@@ -262,7 +262,7 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     int status = 0;
     if (tg_train_state_reserve(&st, c->steps / c->log_every + 2)) {
         fprintf(stderr, "%s: out of memory\n", prog);
-        status = 1;
+        status = TG_EXIT_FAILED;
         goto done;
     }
 
@@ -271,17 +271,17 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
         char changed[512] = "";
         if (tg_ckpt_load(c->resume, &st, c->opts, c->n_opts, c->may_differ, changed, sizeof changed, err, sizeof err)) {
             fprintf(stderr, "%s: --resume %s\n", prog, err);
-            status = 2;
+            status = TG_EXIT_USAGE;
             goto done;
         }
         if (st.step > c->steps) {
             fprintf(stderr, "%s: --resume %s is at step %d, beyond --steps %d\n", prog, c->resume, st.step, c->steps);
-            status = 2;
+            status = TG_EXIT_USAGE;
             goto done;
         }
         if (c->stop_at && c->stop_at <= st.step) {
             fprintf(stderr, "%s: --stop-at %d is not after the checkpoint's step %d\n", prog, c->stop_at, st.step);
-            status = 2;
+            status = TG_EXIT_USAGE;
             goto done;
         }
         fprintf(stderr, "%s: resuming %s at step %d%s%s\n", prog, c->resume, st.step, changed[0] ? "; changed: " : "",
@@ -298,18 +298,18 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
                            c->resume ? "to continue a run, --save names its --resume file"
                                      : "continue that run with --resume on it", err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", prog, err);
-        status = 2;
+        status = TG_EXIT_USAGE;
         goto done;
     }
     if (m->start && m->start(m->user, st.step, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", prog, err);
-        status = 2;
+        status = TG_EXIT_USAGE;
         goto done;
     }
     hdr = make_header(c, m);
     if (!hdr) {
         fprintf(stderr, "%s: out of memory\n", prog);
-        status = 1;
+        status = TG_EXIT_FAILED;
         goto done;
     }
     if (c->log) {
@@ -326,7 +326,7 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
                            : tg_runlog_open(&L, c->log, hdr, err, sizeof err);
         if (rc) {
             fprintf(stderr, "%s: --log %s\n", prog, err);
-            status = 2;
+            status = TG_EXIT_USAGE;
             goto done;
         }
         if (info[0]) fprintf(stderr, "%s: %s\n", prog, info);
@@ -341,7 +341,7 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     status = loop(c, m, &st, &L, r);
     if (L.fd >= 0 && tg_runlog_close(&L)) {
         fprintf(stderr, "%s: --log %s: write failed\n", prog, c->log);
-        status = status ? status : 1;
+        status = status ? status : TG_EXIT_FAILED;
     }
 done:
     tg_runlog_close(&L);
