@@ -150,6 +150,10 @@ static const check_shape shapes[] = {
 /* 1 if TG_BLAS_TEST_FAIL names this core (with ":crash" if crash is 1); an
  * item with any other suffix names nothing. */
 static int test_fail(const char *core, int crash) {
+#ifndef TG_TEST_HOOKS   /* a build for tests only (-DTG_TEST_HOOKS=ON); never in an installed library */
+    (void)core, (void)crash;
+    return 0;
+#endif
     const char *v = getenv("TG_BLAS_TEST_FAIL");
     while (v && *v) {
         size_t n = strcspn(v, ",:"), item = strcspn(v, ",");
@@ -361,8 +365,10 @@ int tg_blas_ensure(const char *prog, char **argv) {
     read_marker(&s.restarts, asked, sizeof asked);
     s.asked = asked[0] ? asked : NULL;
     s.user_core = user_core(asked);
+#ifdef TG_TEST_HOOKS
     const char *hook = getenv("TG_BLAS_TEST_AS_DETECTED");   /* OPENBLAS_CORETYPE plays OpenBLAS's own pick */
     if (hook && strcmp(hook, "1") == 0 && s.restarts == 0 && !s.asked) s.user_core = NULL;
+#endif
     s.core = openblas_get_corename();
     for (int round = 0; round < 4; round++) {   /* decide, check, decide: at most 3 rounds */
         tg_blas_plan p = tg_blas_decide(&s);

@@ -1,6 +1,7 @@
 /* safetensors writer (atomic) and validating reader. See safetensors.h. */
 #define _POSIX_C_SOURCE 200809L   /* fsync, mkstemp, fchmod */
 #include "safetensors.h"
+#include "tg_file.h"
 #include "tg_core.h"
 
 #include <errno.h>
@@ -159,25 +160,12 @@ static void sb_json(sbuf *b, const char *s) {
 }
 
 /* ---- writing --------------------------------------------------------------- */
-static int write_all(int fd, const void *p, size_t n) {
-    const unsigned char *b = p;
-    while (n) {
-        ssize_t k = write(fd, b, n);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        b += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 enum { CHUNK = 1 << 16 };
 
 /* Streams every tensor's little-endian bytes either into the checksum
- * (fd < 0) or to fd. */
-static int stream_data(const tg_st_tensor *t, int n, int fd, uint64_t *h, unsigned char *chunk) {
+ * (out NULL) or to out. */
+static int stream_data(const tg_st_tensor *t, int n, tg_file *out, uint64_t *h, unsigned char *chunk, char *err,
+                       size_t errlen) {
     size_t used = 0;
     for (int j = 0; j < n; j++) {
         int64_t numel = 1;
@@ -185,14 +173,14 @@ static int stream_data(const tg_st_tensor *t, int n, int fd, uint64_t *h, unsign
         for (int64_t i = 0; i < numel; i++) {
             used += elem_le(&t[j], i, chunk + used);
             if (used > CHUNK - 8) {
-                if (fd < 0) *h = tg_fnv1a64(*h, chunk, used);
-                else if (write_all(fd, chunk, used)) return -1;
+                if (!out) *h = tg_fnv1a64(*h, chunk, used);
+                else if (tg_file_write(out, chunk, used, err, errlen)) return -1;
                 used = 0;
             }
         }
     }
-    if (fd < 0) *h = tg_fnv1a64(*h, chunk, used);
-    else if (used && write_all(fd, chunk, used)) return -1;
+    if (!out) *h = tg_fnv1a64(*h, chunk, used);
+    else if (used && tg_file_write(out, chunk, used, err, errlen)) return -1;
     return 0;
 }
 
@@ -235,7 +223,7 @@ int tg_st_write(const char *path, const tg_st_tensor *t, int n, const tg_st_kv *
     unsigned char *chunk = malloc(CHUNK);
     if (!chunk) return tg_errf(err, errlen, "tg_st_write %s: out of memory", path);
     uint64_t h = TG_FNV1A64_INIT;
-    stream_data(t, n, -1, &h, chunk);
+    stream_data(t, n, NULL, &h, chunk, NULL, 0);
 
     sbuf b = {0};
     sb_str(&b, "{\"__metadata__\":{");
@@ -266,68 +254,17 @@ int tg_st_write(const char *path, const tg_st_tensor *t, int n, const tg_st_kv *
         return tg_errf(err, errlen, "tg_st_write %s: out of memory", path);
     }
 
-    /* the rename would replace a device node, FIFO or socket for everyone: write only over regular files */
-    struct stat tst;
-    if (stat(path, &tst) == 0 && !S_ISREG(tst.st_mode)) {
-        free(chunk);
-        free(b.s);
-        return tg_errf(err, errlen, "tg_st_write %s: not a regular file", path);
-    }
-    /* temporary file beside the target, so rename() is atomic */
-    const char *slash = strrchr(path, '/');
-    size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
-    char *tmp = malloc(strlen(path) + 16);
-    if (!tmp) {
-        free(chunk);
-        free(b.s);
-        return tg_errf(err, errlen, "tg_st_write %s: out of memory", path);
-    }
-    sprintf(tmp, "%.*s.%s.XXXXXX", (int)dirlen, path, path + dirlen);
-    int fd = mkstemp(tmp), rc = 0, e = 0;
-    const char *what = "create a temporary file in its folder";
-    if (fd < 0) {
-        rc = -1;
-        e = errno;
-    } else {
-        unsigned char len8[8];
-        put_u64(len8, b.len);
-        fchmod(fd, 0644);   /* mkstemp's 0600 would hide the checkpoint from the group */
-        if (write_all(fd, len8, 8) || write_all(fd, b.s, b.len) || stream_data(t, n, fd, &h, chunk)) {
-            what = "write";
-            rc = -1;
-        } else if (fsync(fd)) {
-            what = "fsync";
-            rc = -1;
-        }
-        if (rc) e = errno;
-        if (close(fd) && !rc) {
-            what = "close";
-            rc = -1;
-            e = errno;
-        }
-        if (!rc && rename(tmp, path)) {
-            what = "rename the temporary file over it";
-            rc = -1;
-            e = errno;
-        }
-        if (rc) unlink(tmp);
-    }
-    if (rc) tg_errf(err, errlen, "%s: cannot %s (%s)", path, what, strerror(e));
-    else {
-        /* make the rename itself durable; a folder that cannot be fsynced is no error */
-        char *dir = malloc(dirlen + 2);
-        if (dir) {
-            if (dirlen) sprintf(dir, "%.*s", (int)dirlen, path);
-            else strcpy(dir, ".");
-            int dfd = open(dir, O_RDONLY);
-            if (dfd >= 0) {
-                fsync(dfd);
-                close(dfd);
-            }
-            free(dir);
-        }
-    }
-    free(tmp);
+    /* atomically (tg_file.h): a non-regular target refused, a temporary file
+     * beside it fsynced and renamed over it, the folder fsynced */
+    unsigned char len8[8];
+    put_u64(len8, b.len);
+    tg_file out;
+    int rc = tg_file_begin(&out, path, err, errlen);
+    if (!rc)
+        rc = tg_file_write(&out, len8, 8, err, errlen) || tg_file_write(&out, b.s, b.len, err, errlen) ||
+                     stream_data(t, n, &out, &h, chunk, err, errlen)
+                 ? (tg_file_abort(&out), -1)
+                 : tg_file_commit(&out, 0, err, errlen);
     free(chunk);
     free(b.s);
     return rc;

@@ -106,8 +106,9 @@ tg_blas_plan tg_blas_decide(const tg_blas_state *s);
  * a kernel that crashes (or hangs: 10 s) is a failed check, not a dead
  * program. Returns TG_CHECK_PASSED, _MISMATCH or _CRASHED; detail gets a
  * description of a failure.
- * Test hook: TG_BLAS_TEST_FAIL=core[:crash][,core...] ("*": any core) makes
- * the check of those cores fail by a wrong element (or a SIGILL). */
+ * Test hook (a build with -DTG_TEST_HOOKS=ON only, as scripts/test.sh makes;
+ * never an installed library): TG_BLAS_TEST_FAIL=core[:crash][,core...] ("*":
+ * any core) makes the check of those cores fail by a wrong element (or a SIGILL). */
 int tg_blas_selfcheck(const char *core, char *detail, size_t len);
 
 /* ---- start-up ------------------------------------------------------------------ */
@@ -117,7 +118,7 @@ int tg_blas_selfcheck(const char *core, char *detail, size_t len);
  * program (execv of /proc/self/exe, the same argv, same pid) when it must.
  * Each restart, warning and failure is one line on stderr, "prog: ...".
  * Returns 0 to go on, or the status to exit with (the check failed with every
- * kernel). Test hook: with TG_BLAS_TEST_AS_DETECTED=1 (and no marker), the
+ * kernel). Test hook (TG_TEST_HOOKS builds): with TG_BLAS_TEST_AS_DETECTED=1 (and no marker), the
  * core OPENBLAS_CORETYPE loaded counts as OpenBLAS's own pick, not the user's:
  * OPENBLAS_CORETYPE=Prescott then plays a CPU OpenBLAS does not know, on any
  * x86-64 machine. */

@@ -1,5 +1,7 @@
 #define _POSIX_C_SOURCE 200809L   /* stat */
 #include "seedfig.h"
+
+#include "tg_file.h"
 #include "tg_timing.h"
 
 #include <errno.h>
@@ -380,25 +382,20 @@ too_many:
 }
 
 int seed_out_open(seed_out *o, const char *flag, const char *path, char *err, size_t errlen) {
-    o->flag = flag;
-    o->path = path;
-    o->tmp[0] = 0;
+    *o = (seed_out){.flag = flag, .path = path};
     if (!path) {
         o->f = stdout;
         return 0;
     }
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "--%s %s: is a directory", flag, path);
+    char msg[600];
+    if (tg_file_begin(&o->file, path, msg, sizeof msg)) {   /* before the work: a folder, a device, no folder */
+        snprintf(err, errlen, "--%s %s", flag, msg);
         return -1;
     }
-    if ((size_t)snprintf(o->tmp, sizeof o->tmp, "%s.tmp", path) >= sizeof o->tmp) {
-        snprintf(err, errlen, "--%s: path too long", flag);
-        return -1;
-    }
-    o->f = fopen(o->tmp, "w");
+    o->f = open_memstream(&o->buf, &o->len);
     if (!o->f) {
-        snprintf(err, errlen, "--%s %s: cannot write %s: %s", flag, path, o->tmp, strerror(errno));
+        tg_file_abort(&o->file);
+        snprintf(err, errlen, "--%s %s: out of memory", flag, path);
         return -1;
     }
     return 0;
@@ -415,22 +412,21 @@ int seed_out_commit(seed_out *o, char *err, size_t errlen) {
     int bad = ferror(o->f);
     bad |= fclose(o->f) != 0;
     o->f = NULL;
-    if (bad) {
-        snprintf(err, errlen, "--%s %s: writing %s failed", o->flag, o->path, o->tmp);
-        remove(o->tmp);
-        return -1;
-    }
-    if (rename(o->tmp, o->path) != 0) {
-        snprintf(err, errlen, "--%s %s: cannot rename %s to it: %s", o->flag, o->path, o->tmp, strerror(errno));
-        remove(o->tmp);
-        return -1;
-    }
-    return 0;
+    char msg[600];
+    int rc = bad ? tg_errf(msg, sizeof msg, "%s: out of memory", o->path)
+                 : tg_file_write(&o->file, o->buf, o->len, msg, sizeof msg) ? -1 : tg_file_commit(&o->file, 0, msg, sizeof msg);
+    if (rc) tg_file_abort(&o->file);
+    free(o->buf);
+    o->buf = NULL;
+    if (rc) snprintf(err, errlen, "--%s %s", o->flag, msg);
+    return rc;
 }
 
 void seed_out_abort(seed_out *o) {
     if (!o->path || !o->f) return;
     fclose(o->f);
     o->f = NULL;
-    remove(o->tmp);
+    free(o->buf);
+    o->buf = NULL;
+    tg_file_abort(&o->file);
 }

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include "tg_core.h"
+#include "tg_file.h"
 
 /* ---- the worked example (../shared/worked-example.md) -------------------- */
 extern const float seed_Q[3][4], seed_K[3][4], seed_V[3][2];
@@ -113,14 +114,16 @@ int seed_parse_list(const char *s, double *v, int max, char *err, size_t errlen)
 /* Output that is either stdout or a file written atomically: FILE.tmp, renamed
  * to FILE by seed_out_commit, so a failed run never leaves half a file. */
 typedef struct {
-    FILE *f;
+    FILE *f;            /* stdout, or a buffer in memory written to path by commit (tg_file.h) */
     const char *flag;   /* for messages: "out" */
     const char *path;   /* NULL: stdout */
-    char tmp[4096];
+    char *buf;
+    size_t len;
+    tg_file file;       /* begun at open, so that an unwritable place fails before the work */
 } seed_out;
 
 int seed_out_open(seed_out *o, const char *flag, const char *path, char *err, size_t errlen);   /* 0 or -1 */
 int seed_out_commit(seed_out *o, char *err, size_t errlen);                                     /* 0 or -1 */
-void seed_out_abort(seed_out *o);                                                               /* drops FILE.tmp */
+void seed_out_abort(seed_out *o);                                                               /* drops the buffer */
 
 #endif

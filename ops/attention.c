@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "attn_check.h"
 #include "gemm.h"
 #include "parallel.h"
 #include "vmath.h"

@@ -41,11 +41,6 @@ typedef tg_tensor *(*tg_attention_fn)(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, t
  * i.e. ln T, or the mean over i of ln(i + 1) when causal. */
 double tg_attn_uniform_entropy(int T, int causal);
 
-/* The argument checks every attention op shares (shapes of q, k, v, head_scale,
- * stats->H, a finite scale); messages start with `op`. */
-void tg_attention_check(tg_ctx *ctx, const char *op, const tg_tensor *q, const tg_tensor *k,
-                        const tg_tensor *v, const tg_tensor *head_scale, float scale, const tg_attn_stats *stats);
-
 /* The weights P [B, H, T, T] (masked entries 0) that the tg_attention call
  * which made `out` saved on ctx's tape; NULL when that call recorded no node
  * (no input needed a gradient, or grad was disabled). Valid until the reset. */

@@ -35,6 +35,10 @@ for variant in static shared; do
     mv "$work/first-$variant" "$P"
     rm -rf "$b"
 
+    # no test hook in what is installed (TG_TEST_HOOKS is off without the tests)
+    if grep -aq 'TG_BLAS_TEST_' "$P"/lib/libtapegrad.*; then
+        echo "test_install: the installed library holds the test hooks (TG_BLAS_TEST_*)" >&2; exit 1
+    fi
     for h in "$P"/include/tapegrad/*.h; do
         echo "#include <tapegrad/${h##*/}>" | cc -std=c11 -Wall -Wextra -Werror -fsyntax-only -I"$P/include" -x c - \
             || { echo "test_install: installed header ${h##*/} does not compile on its own" >&2; exit 1; }

@@ -50,6 +50,6 @@ header "$tmp/dv.tsv" "d_k	mean"
 check "softmax_saturation --out --sigma-out" 0 "$ss" $small_ss --out "$tmp/ss.tsv" --sigma-out "$tmp/sig.tsv"
 header "$tmp/ss.tsv" "c	p1	p2	p3	entropy	jac_norm	jac_exact"
 header "$tmp/sig.tsv" "sigma	ent_mean"
-ls "$tmp"/*.tmp >/dev/null 2>&1 && { echo "FAIL: a .tmp file was left behind"; fails=$((fails + 1)); }
+ls -A "$tmp" | grep -q "^\." && { echo "FAIL: a temporary file was left behind: $(ls -A "$tmp" | grep "^\.")"; fails=$((fails + 1)); }
 [ "$fails" -eq 0 ] && echo "seed_cli: all checks passed"
 exit "$fails"

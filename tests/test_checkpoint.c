@@ -597,7 +597,7 @@ static void test_runlog_resume(void **s) {
     EXPECT_MSG(info, "did not exist");
     tg_runlog_close(&L);
     assert_int_not_equal(tg_runlog_open(&L, path_of("no/dir.tsv"), HDR, err, sizeof err), 0);
-    EXPECT_MSG(err, "cannot create a file in its folder");
+    EXPECT_MSG(err, "cannot create a temporary file in its folder");
     assert_int_not_equal(tg_runlog_open(&L, dir, HDR, err, sizeof err), 0);
     EXPECT_MSG(err, "not a regular file");
 }

@@ -113,6 +113,7 @@ static void fill_normal(tg_params *P, uint64_t seed) {
 }
 
 int main(int argc, char **argv) {
+    if (tg_runtime_init("custom_op", argc, argv)) return 1;   /* first: the BLAS kernel check, threads */
     printf("tapegrad %s (headers %s)\n", tg_version(), TG_VERSION_STRING);
 
     /* 1. gradient checks: odd sizes, batch > 1, base 10 for large angles */

@@ -19,7 +19,8 @@ static tg_tensor *f(tg_ctx *ctx, void *u) {
     return attention(ctx, a->q, a->k, a->v, a->hs, 0.35f, a->causal, NULL);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (tg_runtime_init("check", argc, argv)) return 1;   /* first: the BLAS kernel check, threads */
     int bad = 0;
     for (int causal = 0; causal <= 1; causal++) {
         tg_params P;

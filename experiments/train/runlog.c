@@ -1,5 +1,7 @@
 #define _POSIX_C_SOURCE 200809L   /* fsync, mkstemp, fchmod */
 #include "tg_runlog.h"
+
+#include "tg_file.h"
 #include "tg_core.h"
 
 #include <errno.h>
@@ -11,48 +13,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int write_all(int fd, const char *p, size_t n) {
-    while (n) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-/* Writes `a` then `b` to a temporary file beside path, fsyncs and renames it
- * over path; on success L->fd is that file, open for appending rows. */
+/* Writes `a` then `b` as the new file at path (atomically, tg_file.h); on
+ * success L->fd is that file, open for appending rows. */
 static int replace_with(tg_runlog *L, const char *path, const char *a, size_t na, const char *b, size_t nb, char *err,
                         size_t errlen) {
     memset(L, 0, sizeof *L);
     L->fd = -1;
-    struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return tg_errf(err, errlen, "%s: not a regular file", path);
-    const char *slash = strrchr(path, '/');
-    size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
-    char *tmp = malloc(strlen(path) + 16);
-    if (!tmp) return tg_errf(err, errlen, "%s: out of memory", path);
-    sprintf(tmp, "%.*s.%s.XXXXXX", (int)dirlen, path, path + dirlen);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int e = errno;
-        free(tmp);
-        return tg_errf(err, errlen, "%s: cannot create a file in its folder (%s)", path, strerror(e));
+    tg_file f;
+    if (tg_file_begin(&f, path, err, errlen)) return -1;
+    if (tg_file_write(&f, a, na, err, errlen) || tg_file_write(&f, b, nb, err, errlen)) {
+        tg_file_abort(&f);
+        return -1;
     }
-    fchmod(fd, 0644);
-    if (write_all(fd, a, na) || write_all(fd, b, nb) || fsync(fd) || rename(tmp, path)) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        free(tmp);
-        return tg_errf(err, errlen, "%s: cannot write (%s)", path, strerror(e));
-    }
-    free(tmp);
-    L->fd = fd;
+    if (tg_file_commit(&f, 1, err, errlen)) return -1;
+    L->fd = f.fd;
     return 0;
 }
 
@@ -285,7 +259,7 @@ void tg_runlog_add(tg_runlog *L, const char *fmt, ...) {
 }
 
 int tg_runlog_end_row(tg_runlog *L) {
-    int rc = L->failed || L->fd < 0 || write_all(L->fd, L->row, L->len) ? -1 : 0;
+    int rc = L->failed || L->fd < 0 || tg_write_all(L->fd, L->row, L->len) ? -1 : 0;
     L->len = 0;
     L->failed = 0;
     return rc;

@@ -22,7 +22,7 @@ set_target_properties(tapegrad tapegrad_train PROPERTIES VERSION ${PROJECT_VERSI
 # The public API is exactly these headers; they include one another by plain
 # name, which resolves next to the including header once installed. ops/parallel.h
 # (threading, includes cblas.h and omp.h) stays internal.
-set(TG_PUBLIC_HEADERS core/tg_core.h core/safetensors.h core/gradcheck.h core/tg_blas.h optim/tg_optim.h)
+set(TG_PUBLIC_HEADERS core/tg_core.h core/safetensors.h core/gradcheck.h core/tg_blas.h core/tg_file.h optim/tg_optim.h)
 foreach(op IN LISTS TG_OPS)
   list(APPEND TG_PUBLIC_HEADERS ops/${op}.h)
 endforeach()
@@ -54,6 +54,9 @@ if(BUILD_SHARED_LIBS)
   endforeach()
 endif()
 
+if(TG_TEST_HOOKS)
+  install(CODE "message(WARNING \"tapegrad: this build has its test hooks compiled in (TG_TEST_HOOKS): configure with -DBUILD_TESTING=OFF (or -DTG_TEST_HOOKS=OFF) for a library to install\")")
+endif()
 install(TARGETS tapegrad tapegrad_train EXPORT tapegradTargets INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 set_target_properties(tapegrad_train PROPERTIES EXPORT_NAME train)   # tapegrad::train
 set(cmakedir ${CMAKE_INSTALL_LIBDIR}/cmake/tapegrad)

@@ -1,0 +1,233 @@
+/* The one file layer (core/tg_file.h) and every kind of file written through
+ * it, under injected faults: a write that fails half way with ENOSPC, a write
+ * that fails at its first byte, an fsync that fails. Each time the writer must
+ * report the path, the old file must be byte for byte what it was, and no
+ * temporary file may be left in the folder. The kinds: a checkpoint
+ * (tg_ckpt_save), an attention-map dump and any safetensors file (tg_st_write,
+ * which attn_dump uses), the run log (tg_runlog_open and tg_runlog_resume), a
+ * seed figure (seed_out), and tg_file_replace itself.
+ *
+ * The faults come from this file's write() and fsync(), which the test
+ * executable defines: the library's objects, linked in statically, call them
+ * instead of libc's (the library is built static for the tests). */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "seedfig.h"
+#include "safetensors.h"
+#include "testutil.h"
+#include "tg_checkpoint.h"
+#include "tg_file.h"
+#include "tg_runlog.h"
+
+/* ---- the faults ------------------------------------------------------------ */
+static long budget = -1;   /* bytes write() may still write; -1: no fault */
+static int fail_fsync;
+
+ssize_t write(int fd, const void *p, size_t n) {
+    if (budget < 0) return syscall(SYS_write, fd, p, n);
+    if (budget == 0) {
+        errno = ENOSPC;
+        return -1;
+    }
+    size_t k = n < (size_t)budget ? n : (size_t)budget;
+    ssize_t w = syscall(SYS_write, fd, p, k);
+    if (w > 0) budget -= w;
+    return w;
+}
+
+int fsync(int fd) {
+    if (fail_fsync) {
+        errno = EIO;
+        return -1;
+    }
+    return (int)syscall(SYS_fsync, fd);
+}
+
+/* ---- helpers --------------------------------------------------------------- */
+static char dir[64];
+
+static const char *in_dir(const char *name) {
+    static char p[4][256];
+    static int i;
+    i = (i + 1) % 4;
+    snprintf(p[i], sizeof p[i], "%s/%s", dir, name);
+    return p[i];
+}
+
+static char *slurp(const char *path, size_t *n) {
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *b = malloc(1 << 20);
+    *n = fread(b, 1, 1 << 20, f);
+    fclose(f);
+    return b;
+}
+
+static int entries(void) {   /* files in the folder: a temporary one left behind shows */
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d) closedir(d);
+    return n;
+}
+
+/* A fault of each kind, then `write_it` (which must fail naming path), then the old bytes. */
+typedef int (*writer)(const char *path, char *err, size_t errlen);
+
+static void faults(const char *label, const char *path, writer write_it, long half) {
+    size_t n0 = 0, n1 = 0;
+    char *before = slurp(path, &n0), err[1024];
+    assert_non_null(before);
+    const int files = entries();
+    const long budgets[] = {half, 0};
+    for (int k = 0; k < 3; k++) {
+        err[0] = 0;
+        if (k < 2) budget = budgets[k];
+        else fail_fsync = 1;
+        int rc = write_it(path, err, sizeof err);
+        budget = -1;
+        fail_fsync = 0;
+        if (rc == 0) fail_msg("%s, fault %d: the write did not fail", label, k);
+        if (!strstr(err, path)) fail_msg("%s, fault %d: message '%s' does not name %s", label, k, err, path);
+        char *after = slurp(path, &n1);
+        if (n1 != n0 || memcmp(before, after, n0)) fail_msg("%s, fault %d: the old file changed", label, k);
+        free(after);
+        if (entries() != files) fail_msg("%s, fault %d: a temporary file was left behind", label, k);
+    }
+    /* and without a fault it works, replacing the old file */
+    if (write_it(path, err, sizeof err)) fail_msg("%s, no fault: %s", label, err);
+    free(before);
+}
+
+/* ---- the kinds of file ----------------------------------------------------- */
+static int replace_bytes(const char *path, char *err, size_t errlen) {
+    static char big[200000];
+    memset(big, 'x', sizeof big);
+    return tg_file_replace(path, big, sizeof big, err, errlen);
+}
+
+static tg_params P;
+static tg_sgd sgd;
+static tg_rng rng;
+
+static int save_ckpt(const char *path, char *err, size_t errlen) {
+    tg_train_state st = {.P = &P, .sgd = &sgd, .data_rng = &rng, .step = 7};
+    return tg_ckpt_save(path, &st, NULL, 0, err, errlen);
+}
+
+static int write_maps(const char *path, char *err, size_t errlen) {   /* what attn_dump writes */
+    static float m[2][64 * 64];
+    tg_st_tensor t[2] = {{.name = "attn.l0.h0.step0", .dtype = TG_ST_F32, .ndim = 2, .shape = {64, 64}, .data = m[0]},
+                         {.name = "attn.l0.h1.step0", .dtype = TG_ST_F32, .ndim = 2, .shape = {64, 64}, .data = m[1]}};
+    tg_st_kv kv[1] = {{"format", "tapegrad.attn_maps"}};
+    return tg_st_write(path, t, 2, kv, 1, err, errlen);
+}
+
+static int open_log(const char *path, char *err, size_t errlen) {
+    tg_runlog L;
+    int rc = tg_runlog_open(&L, path, "# tapegrad test\n# steps=10\n# log_every=5\nstep\tloss\n", err, errlen);
+    tg_runlog_close(&L);
+    return rc;
+}
+
+static int resume_log(const char *path, char *err, size_t errlen) {
+    tg_runlog L;
+    char info[256];
+    int rc = tg_runlog_resume(&L, path, "# tapegrad test\n# steps=10\n# log_every=5\nstep\tloss\n", NULL, 5, info, sizeof info, err,
+                              errlen);
+    tg_runlog_close(&L);
+    return rc;
+}
+
+static int seed_figure(const char *path, char *err, size_t errlen) {
+    seed_out o;
+    if (seed_out_open(&o, "out", path, err, errlen)) return -1;
+    for (int i = 0; i < 3000; i++) fprintf(o.f, "%d\t%d\n", i, i * i);
+    return seed_out_commit(&o, err, errlen);
+}
+
+static void put(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_each_kind(void **s) {
+    (void)s;
+    put(in_dir("bytes"), "old bytes\n");
+    faults("tg_file_replace", in_dir("bytes"), replace_bytes, 100000);
+
+    tg_params_init(&P);
+    tg_param(&P, "w", 2, (int[]){300, 100});
+    tg_params_alloc(&P);
+    tg_sgd_init(&sgd, &P, 0.0f, 0.0f);
+    tg_rng_seed(&rng, 1, 2);
+    char err[512];
+    assert_int_equal(save_ckpt(in_dir("run.st"), err, sizeof err), 0);   /* the old checkpoint */
+    faults("checkpoint", in_dir("run.st"), save_ckpt, 60000);
+    tg_sgd_free(&sgd);
+    tg_params_free(&P);
+
+    assert_int_equal(write_maps(in_dir("maps.st"), err, sizeof err), 0);
+    faults("attention maps", in_dir("maps.st"), write_maps, 20000);
+
+    put(in_dir("run.tsv"), "# tapegrad test\n# steps=10\n# log_every=5\nstep\tloss\n0\t1.0\n5\t0.5\n");
+    faults("run log, opened", in_dir("run.tsv"), open_log, 20);
+    put(in_dir("run.tsv"), "# tapegrad test\n# steps=10\n# log_every=5\nstep\tloss\n0\t1.0\n5\t0.5\n");
+    faults("run log, resumed", in_dir("run.tsv"), resume_log, 40);
+
+    put(in_dir("fig.tsv"), "old figure\n");
+    faults("seed figure", in_dir("fig.tsv"), seed_figure, 10000);
+}
+
+/* A target that is not a regular file is refused before anything is created. */
+static void test_not_regular(void **s) {
+    (void)s;
+    char err[512];
+    const char *fifo = in_dir("fifo");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    const int files = entries();
+    assert_int_equal(tg_file_replace(fifo, "x", 1, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not a regular file"));
+    assert_int_equal(tg_file_replace(dir, "x", 1, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not a regular file (a folder)"));
+    assert_int_equal(entries(), files);
+    struct stat st;
+    assert_int_equal(stat(fifo, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    unlink(fifo);
+}
+
+static int setup(void **s) {
+    (void)s;
+    snprintf(dir, sizeof dir, "/tmp/tg_file_test.XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **s) {
+    (void)s;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_each_kind),
+        cmocka_unit_test(test_not_regular),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
