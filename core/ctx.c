@@ -5,6 +5,7 @@
  * grows the chain during its first step only and never calls malloc again. */
 #include "tg_core.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -167,6 +168,20 @@ static void prepare_grad(tg_ctx *ctx, tg_tensor *t) {
     if (!t || !t->requires_grad || t->is_param) return;
     if (!t->grad) t->grad = tg_arena_alloc(ctx, (size_t)t->numel * sizeof(float));
     t->grad_set = 0;
+#ifdef TG_POISON_GRADS
+    /* debug builds: a grad nobody readied reads as NaN, not as whatever the
+     * arena held, so an own_grads op that adds without tg_grad_first/tg_grad_acc
+     * fails every gradient check instead of passing on a lucky zero */
+    for (int64_t i = 0; i < t->numel; i++) t->grad[i] = NAN;
+#endif
+}
+
+int tg_grads_poisoned(void) {
+#ifdef TG_POISON_GRADS
+    return 1;
+#else
+    return 0;
+#endif
 }
 
 int tg_grad_first(tg_tensor *t) {

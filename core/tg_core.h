@@ -130,6 +130,10 @@ int tg_grad_first(tg_tensor *t);
 /* In a backward function: t's grad, zeroed first if nothing wrote it yet in
  * this pass, ready for +=. */
 float *tg_grad_acc(tg_tensor *t);
+/* 1 in a build that poisons unreadied activation grads with NaN (Debug builds,
+ * and -DTG_POISON_GRADS=ON): there an own_grads op that forgets tg_grad_first /
+ * tg_grad_acc fails its gradient check; elsewhere it may pass by luck. */
+int tg_grads_poisoned(void);
 
 /* ---- parameters --------------------------------------------------------- */
 /* Declare every parameter, then tg_params_alloc lays them out in one flat data

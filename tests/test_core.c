@@ -1,4 +1,5 @@
 /* Core: tensors, arena, tape bookkeeping, params, RNG. */
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -7,6 +8,7 @@
 #include <cmocka.h>
 
 #include "tg_core.h"
+#include "gradcheck.h"
 #include "testutil.h"
 
 static void test_shape_helpers(void **s) {
@@ -167,6 +169,71 @@ static void test_backward_lazy_zeroing(void **s) {
     tg_params_free(&P);
 }
 
+/* An own_grads op that forgets tg_grad_first/tg_grad_acc: it adds into its
+ * input's grad as if the tape had zeroed it. Inside a graph its contribution
+ * is lost (the tape or the next op takes the grad as unwritten and zeroes or
+ * overwrites it): the gradient check fails in every build, used once or twice.
+ * On a leaf activation (a gradient with respect to an input, read after
+ * backward) nothing overwrites it: it adds into whatever the memory held (the
+ * last pass's grad, on a reused tape). A build that poisons unreadied grads
+ * (tg_grads_poisoned(): Debug, the sanitizer job) makes that NaN. */
+static void forgetful_backward(tg_ctx *ctx, const tg_node *n) {
+    (void)ctx;
+    tg_tensor *x = n->in[0];
+    if (x->grad)   /* missing: tg_grad_first(x) or tg_grad_acc(x) */
+        for (int64_t i = 0; i < x->numel; i++) x->grad[i] += 3 * n->out->grad[i];
+}
+static tg_tensor *op_forgetful(tg_ctx *ctx, tg_tensor *x) {
+    tg_tensor *y = tg_new_like(ctx, x);
+    for (int64_t i = 0; i < x->numel; i++) y->data[i] = 3 * x->data[i];
+    tg_node *n = tg_record(ctx, "forgetful", forgetful_backward, y, 1, (tg_tensor *[]){x}, 0);
+    if (n) n->own_grads = 1;
+    return y;
+}
+/* h = double(w) used once, by the forgetful op */
+static tg_tensor *f_forgetful_once(tg_ctx *ctx, void *u) { return op_forgetful(ctx, op_double(ctx, u)); }
+/* h used twice, the forgetful op recorded last, so its backward reaches h's grad
+ * first: triple then takes the grad as unwritten and overwrites what it added */
+static tg_tensor *f_forgetful_twice(tg_ctx *ctx, void *u) {
+    tg_tensor *h = op_double(ctx, u);
+    tg_tensor *a = op_triple(ctx, h);
+    tg_tensor *b = op_forgetful(ctx, h);
+    return op_sum2(ctx, a, b);
+}
+static tg_tensor *f_triple_twice(tg_ctx *ctx, void *u) {   /* the right op, its input used twice */
+    tg_tensor *h = op_double(ctx, u);
+    tg_tensor *a = op_triple(ctx, h);
+    tg_tensor *b = op_triple(ctx, h);
+    return op_sum2(ctx, a, b);
+}
+
+static void test_forgotten_grad_rule(void **s) {
+    (void)s;
+    tg_params P;
+    tg_params_init(&P);
+    tg_tensor *w = tg_param(&P, "w", 2, (int[]){3, 4});
+    tg_params_alloc(&P);
+    tg_test_fill(&P, 3, 1.0f);
+    assert_int_equal(tg_gradcheck("triple twice", &P, f_triple_twice, w, NULL), 0);
+    assert_true(tg_gradcheck("forgetful op twice (expected to fail)", &P, f_forgetful_twice, w, NULL) > 0);
+    assert_true(tg_gradcheck("forgetful op once (expected to fail)", &P, f_forgetful_once, w, NULL) > 0);
+    tg_params_free(&P);
+
+    /* a leaf activation's grad, two passes on one tape */
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    tg_tensor *x = tg_zeros(&ctx, 1, (int[]){4});
+    x->requires_grad = 1;
+    tg_tensor *y = op_forgetful(&ctx, x);
+    const float g[4] = {1, 1, 1, 1};
+    tg_backward_seed(&ctx, y, g);
+    tg_backward_seed(&ctx, y, g);
+    if (tg_grads_poisoned()) assert_true(isnan(x->grad[0]));
+    else print_message("this build does not poison grads (Release): after two passes the forgetful op's input grad "
+                       "reads %g where 3 is right (Debug and sanitizer builds: NaN)\n", x->grad[0]);
+    tg_ctx_free(&ctx);
+}
+
 static void test_rng_reference(void **s) {
     (void)s;
     tg_rng r;
@@ -205,6 +272,7 @@ int main(void) {
         cmocka_unit_test(test_arena_reuse),
         cmocka_unit_test(test_params_flat),
         cmocka_unit_test(test_backward_lazy_zeroing),
+        cmocka_unit_test(test_forgotten_grad_rule),
         cmocka_unit_test(test_rng_reference),
         cmocka_unit_test(test_rng_normal_moments),
     };

@@ -6,6 +6,9 @@
 
 #include "testutil.h"
 
+#include "gradcheck.h"
+#include "tg_ops.h"
+
 void tg_test_fill(tg_params *P, uint64_t seed, float std) {
     tg_rng r;
     tg_rng_seed(&r, seed, 7);
@@ -23,4 +26,27 @@ void tg_test_catch_errors(tg_ctx *ctx, tg_test_catch *c) {
     memset(c->msg, 0, sizeof c->msg);
     c->fired = 0;
     tg_set_error_handler(ctx, tg_test_catch_handler, c);
+}
+
+typedef struct { tg_tensor *x; tg_test_op1 op; void *user; int plain_first; } twice_case;
+
+static tg_tensor *f_twice(tg_ctx *ctx, void *u) {
+    twice_case *c = u;
+    tg_tensor *h = tg_scale(ctx, c->x, 1.5f);
+    tg_tensor *plain = c->plain_first ? tg_sum(ctx, tg_scale(ctx, h, -0.5f)) : NULL;
+    tg_tensor *a = tg_sum(ctx, c->op(ctx, h, c->user));
+    tg_tensor *b = tg_sum(ctx, c->op(ctx, h, c->user));
+    if (!plain) plain = tg_sum(ctx, tg_scale(ctx, h, -0.5f));
+    return tg_add(ctx, tg_add(ctx, a, b), plain);
+}
+
+int tg_test_used_twice(const char *label, tg_params *P, tg_tensor *x, tg_test_op1 op, void *user) {
+    int bad = 0;
+    char name[160];
+    for (int order = 0; order < 2; order++) {
+        twice_case c = {x, op, user, order};
+        snprintf(name, sizeof name, "%s, input used twice%s", label, order ? " (plain use first)" : "");
+        bad += tg_gradcheck(name, P, f_twice, &c, NULL);
+    }
+    return bad;
 }

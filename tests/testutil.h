@@ -11,6 +11,20 @@
 /* Fill every parameter with N(0, std²) from a seeded PCG32. */
 void tg_test_fill(tg_params *P, uint64_t seed, float std);
 
+/* ---- the "input used twice" check ------------------------------------------ */
+/* Every op that readies its inputs' grads itself (own_grads: tg_grad_first /
+ * tg_grad_acc) must pass this (tests/CMakeLists.txt refuses to configure
+ * otherwise; docs/ops.md#the-fast-kind-of-op). From a parameter x of P it makes
+ * an activation h = 1.5·x and the scalar
+ *     L = Σ op(h) + Σ op(h) + Σ (−0.5·h)        (and again, the plain use first)
+ * so that h's grad is reached by the op twice and by a plain op once, in both
+ * orders, and gradient-checks it: a backward that overwrites what another use
+ * wrote, or adds into a grad nobody readied, fails. op(ctx, h, user) applies the
+ * op under test with h as its input (its other operands from user). Returns the
+ * failing elements (0: pass). */
+typedef tg_tensor *(*tg_test_op1)(tg_ctx *ctx, tg_tensor *h, void *user);
+int tg_test_used_twice(const char *label, tg_params *P, tg_tensor *x, tg_test_op1 op, void *user);
+
 /* ---- errors ---------------------------------------------------------------- */
 typedef struct {
     jmp_buf jb;

@@ -461,8 +461,27 @@ static void test_misuse(void **s) {
     tg_ctx_free(&ctx);
 }
 
+/* The "input used twice" check of an op that readies its inputs' grads itself
+ * (tests/testutil.h, docs/ops.md#the-fast-kind-of-op). */
+static tg_tensor *twice_op(tg_ctx *ctx, tg_tensor *h, void *u) {
+    (void)u;
+    return tg_attention(ctx, h, h, h, NULL, 0.5f, 1, NULL);   /* h as q, k and v */
+}
+
+static void test_input_used_twice(void **s) {
+    (void)s;
+    tg_params P;
+    tg_params_init(&P);
+    tg_tensor *x = tg_param(&P, "x", 4, (int[]){2, 5, 2, 3});
+    tg_params_alloc(&P);
+    tg_test_fill(&P, 21, 1.0f);
+    assert_int_equal(tg_test_used_twice("attention", &P, x, twice_op, NULL), 0);
+    tg_params_free(&P);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_input_used_twice),
         cmocka_unit_test(test_worked_example),
         cmocka_unit_test(test_matches_composed),
         cmocka_unit_test(test_grad_grid),

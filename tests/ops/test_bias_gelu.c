@@ -96,8 +96,31 @@ static void test_errors(void **s) {
     tg_ctx_free(&ctx);
 }
 
+/* The "input used twice" check of an op that readies its inputs' grads itself
+ * (tests/testutil.h, docs/ops.md#the-fast-kind-of-op). */
+static tg_tensor *twice_op(tg_ctx *ctx, tg_tensor *h, void *u) {
+    return tg_bias_gelu(ctx, h, u);
+}
+
+static void test_input_used_twice(void **s) {
+    (void)s;
+    tg_ctx cc;
+    tg_ctx_init(&cc, 0);
+    tg_tensor *b = tg_new(&cc, 1, (int[]){5});
+    for (int i = 0; i < 5; i++) b->data[i] = 0.1f * (float)i - 0.2f;
+    tg_params P;
+    tg_params_init(&P);
+    tg_tensor *x = tg_param(&P, "x", 2, (int[]){3, 5});
+    tg_params_alloc(&P);
+    tg_test_fill(&P, 21, 1.0f);
+    assert_int_equal(tg_test_used_twice("bias_gelu", &P, x, twice_op, b), 0);
+    tg_params_free(&P);
+    tg_ctx_free(&cc);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_input_used_twice),
         cmocka_unit_test(test_gradcheck),
         cmocka_unit_test(test_same_as_add_then_gelu),
         cmocka_unit_test(test_errors),

@@ -124,8 +124,32 @@ static void test_errors(void **s) {
     tg_ctx_free(&ctx);
 }
 
+/* The "input used twice" check of an op that readies its inputs' grads itself
+ * (tests/testutil.h, docs/ops.md#the-fast-kind-of-op). */
+static tg_tensor *twice_op(tg_ctx *ctx, tg_tensor *h, void *u) {
+    tg_tensor **gb = u;
+    return tg_layernorm(ctx, h, gb[0], gb[1], 1e-5f);
+}
+
+static void test_input_used_twice(void **s) {
+    (void)s;
+    tg_ctx cc;
+    tg_ctx_init(&cc, 0);
+    tg_tensor *gb[2] = {tg_new(&cc, 1, (int[]){5}), tg_new(&cc, 1, (int[]){5})};
+    for (int i = 0; i < 5; i++) gb[0]->data[i] = 1.0f + 0.1f * (float)i, gb[1]->data[i] = 0.05f * (float)i;
+    tg_params P;
+    tg_params_init(&P);
+    tg_tensor *x = tg_param(&P, "x", 2, (int[]){3, 5});
+    tg_params_alloc(&P);
+    tg_test_fill(&P, 21, 1.0f);
+    assert_int_equal(tg_test_used_twice("layernorm", &P, x, twice_op, gb), 0);
+    tg_params_free(&P);
+    tg_ctx_free(&cc);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_input_used_twice),
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_grad_values),
         cmocka_unit_test(test_gradcheck),

@@ -117,8 +117,27 @@ static void test_shape_errors(void **s) {
     tg_ctx_free(&ctx);
 }
 
+/* The "input used twice" check of an op that readies its inputs' grads itself
+ * (tests/testutil.h, docs/ops.md#the-fast-kind-of-op). */
+static tg_tensor *twice_op(tg_ctx *ctx, tg_tensor *h, void *u) {
+    (void)u;
+    return tg_matmul(ctx, h, h, 0, 1);   /* h·hᵀ: h twice inside the op too */
+}
+
+static void test_input_used_twice(void **s) {
+    (void)s;
+    tg_params P;
+    tg_params_init(&P);
+    tg_tensor *x = tg_param(&P, "x", 2, (int[]){3, 5});
+    tg_params_alloc(&P);
+    tg_test_fill(&P, 21, 1.0f);
+    assert_int_equal(tg_test_used_twice("matmul", &P, x, twice_op, NULL), 0);
+    tg_params_free(&P);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_input_used_twice),
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_grad_all_variants),
         cmocka_unit_test(test_tall_backward),
