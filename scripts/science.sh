@@ -27,7 +27,7 @@
 #          --attn plugin:..., docs/plugins.md; give it its own --out)
 # A grid stopped and started again finishes what is missing (the sweep tool). The grid's settings are fixed
 # once planned: other --steps for the same runs need another --out.
-# "Reaches the scaled loss": final loss (mean of the last 10% of logged steps, scripts/logstats.awk) at most
+# "Reaches the scaled loss": final loss (mean of the last 10% of logged steps, scripts/tglogs.py) at most
 # L1 + 0.05 nats (--reach NATS), L1 the c = 1 run's final loss at the same optimizer, head size and seed; the
 # band: the c of the grid, contiguous around c = 1, where every seed reaches it.
 set -euo pipefail
@@ -331,9 +331,14 @@ learned_tables() {
 learned_figures() {
     local dh lo="" hi="" slr init
     for dh in $dheads; do
+        # the band this grid's figures shade is the map grid's: --band, or science-map/band.tsv of the same --out
         if [ -n "$band" ]; then lo=${band%,*}; hi=${band#*,}
         elif [ -s "$out/science-map/band.tsv" ]; then
-            read -r lo hi < <(awk -F'\t' -v d="$dh" '$1 == "adam" && $2 == d && $3 != "n/a" { print $3, $4 }' "$out/science-map/band.tsv") || true
+            read -r lo hi < <(python3 "$top/scripts/tglogs.py" col "$out/science-map/band.tsv" optim d_head band_lo band_hi |
+                awk -F'\t' -v d="$dh" '$1 == "adam" && $2 == d && $3 != "n/a" { print $3, $4 }') || true
+            [ -n "$lo" ] || echo "scripts/science.sh: learned: $out/science-map/band.tsv has no band for AdamW at d_head $dh: its figure shows none" >&2
+        else
+            die "learned: the figures shade the temperature map's band, from $out/science-map/band.tsv, which is missing: run 'scripts/science.sh map --out $out' first, or give --band LO,HI"
         fi
         local ninit ncol name="$figs/science-learned-dh$dh.png"
         ninit=$(wc -w <<<"$inits"); ncol=$((2 * $(wc -w <<<"$scale_lrs")))
@@ -425,17 +430,8 @@ torch_tables() {
     "$top/scripts/summarize.sh" $(torch_logs) | tee "$dir/summarize.txt"
     echo
     echo "== ranges over seeds $(list $seeds): final loss, entropy/uniform at step 0 and at 10% of the steps"
-    awk -v OFS='\t' 'NR > 1 && NF >= 12 && $1 != "none" {
-        fw = $12 ~ /^torch_/ ? "pytorch" : "tapegrad"   # the run: its log file name
-        k = fw "\t" $3
-        if (!(k in n)) order[++m] = k; n[k]++
-        if (!(k in lo) || $7 < lo[k]) lo[k] = $7; if (!(k in hi) || $7 > hi[k]) hi[k] = $7
-        if (!(k in e0l) || $9 < e0l[k]) e0l[k] = $9; if (!(k in e0h) || $9 > e0h[k]) e0h[k] = $9
-        if (!(k in e1l) || $10 < e1l[k]) e1l[k] = $10; if (!(k in e1h) || $10 > e1h[k]) e1h[k] = $10 }
-        END { print "framework", "scale", "seeds", "final_loss min-max", "ent@0 min-max", "ent@10% min-max"
-              for (i = 1; i <= m; i++) { k = order[i]
-                  print k, n[k], sprintf("%.4f-%.4f", lo[k], hi[k]), sprintf("%.3f-%.3f", e0l[k], e0h[k]), sprintf("%.3f-%.3f", e1l[k], e1h[k]) } }' \
-        "$dir/summarize.txt" >"$dir/ranges.tsv"
+    # shellcheck disable=SC2046
+    python3 "$top/scripts/tglogs.py" ranges $(torch_logs) >"$dir/ranges.tsv"
     column -t -s$'\t' "$dir/ranges.tsv"
     echo
     run_env

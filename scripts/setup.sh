@@ -12,7 +12,7 @@ tg_need() {
     $sudo apt-get update -qq >&2
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 }
-TG_BUILD_PACKAGES=(cmake build-essential pkg-config libopenblas-dev libxsmm-dev libcmocka-dev)
+TG_BUILD_PACKAGES=(cmake build-essential pkg-config libopenblas-dev libxsmm-dev libcmocka-dev python3)
 # CI only: clang's libFuzzer (scripts/fuzz.sh) and valgrind (scripts/valgrind.sh).
 TG_FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 TG_VALGRIND_PACKAGES=(valgrind)

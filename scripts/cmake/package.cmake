@@ -88,8 +88,8 @@ install(FILES ${PROJECT_BINARY_DIR}/tapegrad.pc ${PROJECT_BINARY_DIR}/tapegrad-t
 
 # The log tools: scripts that read any log of the schema (docs/logs.md), under
 # share/tapegrad/, and one command on PATH, bin/tapegrad-logs, that runs them.
-install(FILES scripts/plot.sh scripts/summarize.sh scripts/logat.sh scripts/plot_attn.sh scripts/logstats.awk
-              scripts/tsv.awk scripts/loss.gp scripts/entropy.gp scripts/heatmap.gp
+install(FILES scripts/plot.sh scripts/summarize.sh scripts/logat.sh scripts/plot_attn.sh scripts/tglogs.py
+              scripts/loss.gp scripts/entropy.gp scripts/heatmap.gp
         DESTINATION ${CMAKE_INSTALL_DATADIR}/tapegrad
         PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
 file(RELATIVE_PATH TG_BIN_TO_DATA /prefix/${CMAKE_INSTALL_BINDIR} /prefix/${CMAKE_INSTALL_DATADIR}/tapegrad)

@@ -1,0 +1,534 @@
+#!/usr/bin/env python3
+"""Tables of tapegrad run logs, read by column name (the schema: docs/logs.md).
+
+One definition of every per-run figure and of the none-vs-sqrt verdict, shared by
+scripts/summarize.sh, `scripts/sweep collect|table` and the sweep's figures.
+Standard library only.
+
+    tglogs.py stats LOG... [--keys k1,k2]        one TSV line per log (what logstats.awk printed)
+    tglogs.py summarize LOG...                   the table and verdicts of scripts/summarize.sh
+    tglogs.py collect DIR [--keys-fixed ...] [--compare KEY=A:B] [--pass-ratio R] [--pass-gap G]
+                                                 DIR/summary.tsv and DIR/aggregate.tsv of a sweep
+    tglogs.py brief AGGREGATE.tsv                the brief table of an aggregate
+    tglogs.py table SUMMARY.tsv KEY=VALUE...     the rows of a summary with those values, aligned
+    tglogs.py plotdata AGGREGATE.tsv OUTDIR [--x KEY] [--panel KEY] [--line KEY]
+                                                 one data file per line of a figure, with a header row
+    tglogs.py ranges LOG...                      per framework and scale: final loss and entropy ranges over seeds
+    tglogs.py align FILE...                      a TSV with its columns aligned (two spaces between columns)
+    tglogs.py col FILE NAME...                   the named columns of a TSV (header row first)
+
+Definitions (docs/experiment.md#tables-and-plots-of-logs):
+  final_loss  mean training loss over the last 10% of the logged steps (at least one row)
+  ent_end     mean over those rows of ent_mean / ref_entropy_uniform
+  ent0        ent_mean / uniform at the first row; ent10: at the first row whose step is
+              at least 10% of `# steps`
+  low10       the heads (nent_* columns) below LOW_HEAD there; "-" when no row reached it
+  max_logit   the largest maxlogit_* of the last row
+  verdict     an unscaled run "reproduces the failure" against the scaled run of the same
+              other settings when its final loss is at least PASS_RATIO times and PASS_GAP
+              nats above that run's.
+"""
+import math
+import os
+import re
+import sys
+
+# The experiment's defaults; every one may be overridden by an option.
+PASS_RATIO = 3.0            # final loss of the unscaled run / the scaled run's, at least
+PASS_GAP = 0.25             # and at least this many nats above it
+LOW_HEAD = 0.1              # a head below this entropy / uniform counts as collapsed
+COMPARE = ("scale", "none", "sqrt")   # the key whose two values are compared
+SUMMARY_KEYS = ["task", "optim", "scale", "d_head", "seed", "steps", "lr", "init", "framework"]
+SWEEP_FIXED_KEYS = ["task", "optim", "scale", "d_head", "seed", "steps"]
+SEED_KEY = "seed"
+
+
+class LogError(Exception):
+    pass
+
+
+# ---- reading -------------------------------------------------------------------
+class Log:
+    """A run log: header values by key, the column names, the rows (lists of strings)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.header = {}
+        self.columns = None
+        self.rows = []
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                line = line.rstrip("\n")
+                if line.startswith("# "):
+                    key, _, value = line[2:].partition("=")
+                    self.header[key] = value
+                    continue
+                if line.startswith("#") or line == "":
+                    continue
+                fields = line.split("\t")
+                if self.columns is None:
+                    self.columns = fields
+                    self.index = {name: i for i, name in enumerate(fields)}
+                else:
+                    self.rows.append(fields)
+        if self.columns is None:
+            raise LogError("%s: no column line" % path)
+
+    def col(self, row, name):
+        return row[self.index[name]]
+
+    def names(self, prefix):
+        return [c for c in self.columns if c.startswith(prefix)]
+
+
+def fnum(s):
+    """A field as a number, the way awk's strtod reads it (garbage reads as 0)."""
+    try:
+        return float(s)
+    except ValueError:
+        m = re.match(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", s)
+        return float(m.group(0)) if m else 0.0
+
+
+def run_name(path):
+    name = os.path.basename(path)
+    return name[:-4] if name.endswith(".tsv") else name
+
+
+def g17(x):
+    return "%.17g" % x
+
+
+# ---- the per-run figures ---------------------------------------------------------
+def log_stats(log):
+    """final_loss, ent_end, ent0, ent10 (ent over uniform), low10 ("-" or a count), nheads, max_logit."""
+    for need in ("step", "loss", "ent_mean"):
+        if need not in log.index:
+            raise LogError("%s: no column %s" % (log.path, need))
+    n = len(log.rows)
+    if n < 2:
+        raise LogError("%s: fewer than 2 logged steps" % log.path)
+    unif = fnum(log.header.get("ref_entropy_uniform", "0"))
+    loss = [fnum(log.col(r, "loss")) for r in log.rows]
+    ent = [fnum(log.col(r, "ent_mean")) for r in log.rows]
+    k = (n + 9) // 10
+    fl = fe = 0.0
+    for i in range(n - k, n):
+        fl += loss[i]
+        fe += ent[i]
+    fl /= k
+    fe /= k * unif
+    heads = [log.index[c] for c in log.names("nent_")]
+    target = fnum(log.header.get("steps", "0")) / 10
+    e10, low10 = 0.0, "-"
+    for r in log.rows:
+        if fnum(log.col(r, "step")) >= target:
+            e10 = fnum(log.col(r, "ent_mean"))
+            low10 = str(sum(1 for h in heads if fnum(r[h]) < LOW_HEAD))
+            break
+    mx = 0.0
+    for i, c in enumerate(log.names("maxlogit_")):
+        v = fnum(log.col(log.rows[-1], c))
+        if i == 0 or v > mx:
+            mx = v
+    return {"final_loss": fl, "ent_end": fe, "ent0": ent[0] / unif, "ent10": e10 / unif, "low10": low10,
+            "nheads": len(heads), "max_logit": mx}
+
+
+def stats_line(log, keys):
+    s = log_stats(log)
+    out = [log.path] + [log.header.get(k, "-") for k in keys]
+    out += [g17(s["final_loss"]), g17(s["ent_end"]), g17(s["ent0"]), g17(s["ent10"]), s["low10"],
+            "%d" % s["nheads"], g17(s["max_logit"])]
+    return "\t".join(out)
+
+
+def verdict(loss, ref_loss, ratio_min=PASS_RATIO, gap_min=PASS_GAP):
+    """(ratio, gap, reproduced) of an unscaled run's final loss against the scaled one's."""
+    ratio = loss / ref_loss if ref_loss > 0 else 0.0
+    gap = loss - ref_loss
+    return ratio, gap, ratio >= ratio_min and gap >= gap_min
+
+
+# ---- summarize.sh ------------------------------------------------------------------
+def summarize(paths, out=sys.stdout, err=sys.stderr):
+    """The table of scripts/summarize.sh and a verdict per unscaled run; returns the exit status."""
+    bad = 0
+    runs = []
+    for p in paths:
+        try:
+            log = Log(p)
+            s = log_stats(log)
+        except (LogError, OSError) as e:
+            print(e, file=err)
+            bad = 1
+            continue
+        v = {k: log.header.get(k, "-") for k in SUMMARY_KEYS}
+        runs.append((v, s, run_name(p)))
+    out.write("%-7s %-5s %-7s %6s %5s %6s %11s %9s %9s %9s %14s  %s\n" % (
+        "task", "optim", "scale", "d_head", "seed", "steps", "final_loss", "ent/unif", "ent@0", "ent@10%",
+        "heads<0.1@10%", "run"))
+    for v, s, name in runs:
+        out.write("%-7s %-5s %-7s %6s %5s %6s %11.4f %9.3f %9.3f %9.3f %14s  %s\n" % (
+            v["task"], v["optim"], v["scale"], v["d_head"], v["seed"], v["steps"], s["final_loss"], s["ent_end"],
+            s["ent0"], s["ent10"], "%s/%d" % (s["low10"], s["nheads"]), name))
+    out.write("\n")
+    key, low, high = COMPARE
+    same = [k for k in SUMMARY_KEYS if k not in (key, SEED_KEY)]
+    for v, s, name in runs:
+        if v[key] != low:
+            continue
+        for w, t, _ in runs:
+            if w[key] != high or w[SEED_KEY] != v[SEED_KEY] or any(w[k] != v[k] for k in same):
+                continue
+            ratio, gap, ok = verdict(s["final_loss"], t["final_loss"])
+            fw = "" if v["framework"] == "-" else v["framework"] + " "
+            out.write("%s vs %s, %s%s %s d_head=%s seed=%s: loss %.4f vs %.4f, ratio %.1fx, gap %.3f nats: %s; "
+                      "unscaled heads below 10%% of uniform at 10%% of steps: %s/%d, scaled: %s/%d\n" % (
+                          low, high, fw, v["task"], v["optim"], v["d_head"], v[SEED_KEY], s["final_loss"],
+                          t["final_loss"], ratio, gap, "failure reproduced" if ok else "NOT reproduced", s["low10"],
+                          s["nheads"], t["low10"], t["nheads"]))
+    return bad
+
+
+def ranges(paths):
+    """Per framework (a run named torch_*: pytorch) and scale, over seeds: the final loss and the
+    entropy over uniform at step 0 and at 10% of the steps, min-max (science.sh torch)."""
+    order, cell = [], {}
+    for p in paths:
+        log = Log(p)
+        scale = log.header.get("scale", "-")
+        s = log_stats(log)
+        k = ("pytorch" if run_name(p).startswith("torch_") else "tapegrad", scale)
+        if k not in cell:
+            order.append(k)
+            cell[k] = []
+        # the table's rounding, as summarize prints the figures
+        cell[k].append((float("%.4f" % s["final_loss"]), float("%.3f" % s["ent0"]), float("%.3f" % s["ent10"])))
+    out = ["framework\tscale\tseeds\tfinal_loss min-max\tent@0 min-max\tent@10% min-max"]
+    for k in order:
+        v = cell[k]
+        lo = [min(x[i] for x in v) for i in range(3)]
+        hi = [max(x[i] for x in v) for i in range(3)]
+        out.append("%s\t%s\t%d\t%.4f-%.4f\t%.3f-%.3f\t%.3f-%.3f" % (k[0], k[1], len(v), lo[0], hi[0], lo[1], hi[1],
+                                                                   lo[2], hi[2]))
+    return "\n".join(out) + "\n"
+
+
+# ---- TSV tables ----------------------------------------------------------------------
+def read_tsv(path):
+    """Header names and rows (lists of strings) of a TSV whose first line names its columns."""
+    with open(path, encoding="utf-8") as f:
+        lines = [l.rstrip("\n") for l in f if l.rstrip("\n") != ""]
+    if not lines:
+        raise LogError("%s: empty" % path)
+    return lines[0].split("\t"), [l.split("\t") for l in lines[1:]]
+
+
+def align(rows):
+    """Columns aligned with two spaces between them; the last column unpadded (tsv.awk)."""
+    width = {}
+    for r in rows:
+        for i, f in enumerate(r):
+            width[i] = max(width.get(i, 0), len(f))
+    out = []
+    for r in rows:
+        out.append("".join("%-*s  " % (width[i], f) for i, f in enumerate(r[:-1])) + r[-1])
+    return "\n".join(out) + ("\n" if out else "")
+
+
+# ---- a sweep: summary.tsv and aggregate.tsv ----------------------------------------------
+def manifest(dir_):
+    """[(id, {key: value as the manifest wrote it, in order})] of DIR/manifest.tsv."""
+    runs = []
+    with open(os.path.join(dir_, "manifest.tsv"), encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line:
+                continue
+            rid, _, flags = line.partition("\t")
+            t = flags.split(" ")
+            kv = {}
+            for i in range(0, len(t) - 1, 2):
+                kv[t[i][2:].replace("-", "_")] = t[i + 1]
+            runs.append((rid, kv))
+    return runs
+
+
+def sweep_keys(runs, fixed):
+    """The fixed keys, then every other key of the manifest that varies or is not in every run."""
+    first, order, count, varies = {}, [], {}, set()
+    for _, kv in runs:
+        for k, v in kv.items():
+            if k not in first:
+                first[k] = v
+                order.append(k)
+                count[k] = 0
+            count[k] += 1
+            if v != first[k]:
+                varies.add(k)
+    return list(fixed) + [k for k in order if k not in fixed and (k in varies or count[k] < len(runs))]
+
+
+FLOAT_RE = re.compile(r"^-?[0-9]+\.[0-9]+(e[-+]?[0-9]+)?$")
+
+
+def collect(dir_, fixed=SWEEP_FIXED_KEYS, compare=COMPARE, ratio_min=PASS_RATIO, gap_min=PASS_GAP, err=sys.stderr):
+    """Writes DIR/summary.tsv; returns (its path, finished ids, unfinished ids)."""
+    runs = manifest(dir_)
+    keys = sweep_keys(runs, fixed)
+    key, low, high = compare
+    if key not in keys:
+        raise LogError("collect: --compare %s: no such key in the sweep" % key)
+    done, missing = [], []
+    for rid, _ in runs:
+        flag = os.path.join(dir_, "runs", rid + ".done")   # its summary line: the run finished
+        (done if os.path.exists(flag) and os.path.getsize(flag) > 0 else missing).append(rid)
+    if not done:
+        raise LogError("collect: no run of %s has finished yet" % dir_)
+    by_id = dict(runs)
+    rows, cells, ref = [], [], {}
+    for rid in done:
+        log = Log(os.path.join(dir_, "runs", rid + ".tsv"))
+        s = log_stats(log)
+        vals = []
+        for k in keys:
+            if k in by_id[rid]:
+                vals.append(by_id[rid][k])   # as the manifest wrote it (3e-3, not the log's 0.00300000003)
+            else:
+                v = log.header.get(k, "-")
+                vals.append("%.6g" % float(v) if FLOAT_RE.match(v) else v)
+        cell = "|".join(v for k, v in zip(keys, vals) if k != key)
+        m = len(rows)
+        if vals[keys.index(key)] == high:
+            ref[cell] = m
+        rows.append((rid, vals, s))
+        cells.append(cell)
+    head = ["id"] + keys + ["final_loss", "ent_end", "ent0", "ent10", "heads_low10", "max_logit", "ratio", "gap",
+                            "reproduced"]
+    lines = ["\t".join(head)]
+    for m, (rid, vals, s) in enumerate(rows):
+        v = "-\t-\t-"
+        if vals[keys.index(key)] == low and cells[m] in ref:
+            q = rows[ref[cells[m]]][2]
+            ratio, gap, ok = verdict(s["final_loss"], q["final_loss"], ratio_min, gap_min)
+            v = "%.2f\t%.4f\t%s" % (ratio, gap, "yes" if ok else "no")
+        lines.append("\t".join([rid] + vals + [
+            "%.6f" % s["final_loss"], "%.4f" % s["ent_end"], "%.4f" % s["ent0"], "%.4f" % s["ent10"],
+            "%s/%d" % (s["low10"], s["nheads"]), "%.2f" % s["max_logit"], v]))
+    path = os.path.join(dir_, "summary.tsv")
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(tmp, path)
+    return path, done, missing
+
+
+def aggregate(summary_path):
+    """mean, min, max over seeds of each cell (every setting but the seed), as TSV text."""
+    head, rows = read_tsv(summary_path)
+    c = {n: i for i, n in enumerate(head)}
+    settings = [i for i in range(1, c["final_loss"]) if i != c.get(SEED_KEY)]
+    out = ["\t".join([head[i] for i in settings] + [
+        "seeds", "final_loss_mean", "final_loss_min", "final_loss_max", "ent10_mean", "ent10_min", "ent10_max",
+        "heads_low10", "ratio_min", "ratio_max", "gap_min", "gap_max", "reproduced"])]
+    order, cell = [], {}
+    for r in rows:
+        k = "\t".join(r[i] for i in settings)
+        if k not in cell:
+            order.append(k)
+            cell[k] = {"n": 0, "loss": [], "ent": [], "low": [], "nh": "", "ratio": [], "gap": [], "yes": 0}
+        a = cell[k]
+        a["n"] += 1
+        a["loss"].append(fnum(r[c["final_loss"]]))
+        a["ent"].append(fnum(r[c["ent10"]]))
+        low, _, nh = r[c["heads_low10"]].partition("/")
+        a["low"].append(low)
+        a["nh"] = nh
+        if r[c["ratio"]] != "-":
+            a["ratio"].append(fnum(r[c["ratio"]]))
+            a["gap"].append(fnum(r[c["gap"]]))
+            a["yes"] += r[c["reproduced"]] == "yes"
+    for k in order:
+        a = cell[k]
+        sl = 0.0
+        for x in a["loss"]:
+            sl += x
+        se = 0.0
+        for x in a["ent"]:
+            se += x
+        if a["ratio"]:
+            v = "%.2f\t%.2f\t%.4f\t%.4f\t%d/%d" % (min(a["ratio"]), max(a["ratio"]), min(a["gap"]), max(a["gap"]),
+                                                 a["yes"], len(a["ratio"]))
+        else:
+            v = "-\t-\t-\t-\t-"
+        out.append("%s\t%d\t%.6f\t%.6f\t%.6f\t%.4f\t%.4f\t%.4f\t%s/%s\t%s" % (
+            k, a["n"], sl / a["n"], min(a["loss"]), max(a["loss"]), se / a["n"], min(a["ent"]), max(a["ent"]),
+            ",".join(a["low"]), a["nh"], v))
+    return "\n".join(out) + "\n"
+
+
+def brief(agg_path, always=COMPARE[0]):
+    """The settings that vary (and `always`), and per cell the loss, entropy and verdict ranges."""
+    head, rows = read_tsv(agg_path)
+    c = {n: i for i, n in enumerate(head)}
+    keep = []
+    for i in range(c["seeds"]):
+        if len({r[i] for r in rows}) > 1 or head[i] == always:
+            keep.append(i)
+    w = {i: max([len(head[i])] + [len(r[i]) for r in rows]) for i in keep}
+    out = ["".join("%-*s  " % (w[i], head[i]) for i in keep) + "%5s  %-26s %7s  %-14s %-13s %-15s %s" % (
+        "seeds", "final_loss mean (min..max)", "ent@10%", "heads<0.1@10%", "ratio", "gap (nats)", "reproduced")]
+    for r in rows:
+        f = lambda n: r[c[n]]
+        ratio = "-" if f("ratio_min") == "-" else "%.1f..%.1fx" % (fnum(f("ratio_min")), fnum(f("ratio_max")))
+        gap = "-" if f("gap_min") == "-" else "%.2f..%.2f" % (fnum(f("gap_min")), fnum(f("gap_max")))
+        loss = "%.4f (%.4f..%.4f)" % (fnum(f("final_loss_mean")), fnum(f("final_loss_min")), fnum(f("final_loss_max")))
+        out.append("".join("%-*s  " % (w[i], r[i]) for i in keep) + "%5d  %-26s %7.3f  %-14s %-13s %-15s %s" % (
+            int(fnum(f("seeds"))), loss, fnum(f("ent10_mean")), f("heads_low10"), ratio, gap, f("reproduced")))
+    return "\n".join(out) + "\n"
+
+
+def table(summary_path, selection):
+    """The header and the rows whose columns have the selected values, aligned."""
+    head, rows = read_tsv(summary_path)
+    c = {n: i for i, n in enumerate(head)}
+    sel = []
+    for kv in selection:
+        k, _, v = kv.partition("=")
+        if k not in c:
+            raise LogError("table: no column %s in summary.tsv" % k)
+        sel.append((c[k], v))
+    return align([head] + [r for r in rows if all(r[i] == v for i, v in sel)])
+
+
+def plotdata(agg_path, outdir, x="d_head", panel="optim", line=COMPARE[0]):
+    """One TSV per line of the sweep's figures, OUTDIR/<panel value>\\t<NNNN> with a header row
+    (x, final_loss_mean/min/max, ent10_mean/min/max), sorted by x, and its title in
+    <...>.title; a line is `line`'s value and every other setting that varies within the panel."""
+    head, rows = read_tsv(agg_path)
+    c = {n: i for i, n in enumerate(head)}
+    for k in (x, panel, line):
+        if k not in c:
+            raise LogError("plotdata: no column %s in %s" % (k, agg_path))
+    seen = {}
+    for r in rows:
+        for i in range(c["seeds"]):
+            seen.setdefault((r[c[panel]], i), set()).add(r[i])
+    num, data = {}, {}
+    for r in rows:
+        title = r[c[line]]
+        for i in range(c["seeds"]):
+            if i not in (c[x], c[panel], c[line]) and len(seen[(r[c[panel]], i)]) > 1:
+                title += " %s=%s" % (head[i], r[i])
+        k = (r[c[panel]], title)
+        if k not in num:
+            num[k] = "%04d" % (len(num) + 1)
+            data[k] = []
+        data[k].append([r[c[x]]] + [r[c[n]] for n in ("final_loss_mean", "final_loss_min", "final_loss_max",
+                                                       "ent10_mean", "ent10_min", "ent10_max")])
+    cols = [x, "final_loss_mean", "final_loss_min", "final_loss_max", "ent10_mean", "ent10_min", "ent10_max"]
+    os.makedirs(outdir, exist_ok=True)
+    for (p, title), n in num.items():
+        base = os.path.join(outdir, "%s\t%s" % (p, n))
+        with open(base + ".title", "w", encoding="utf-8") as f:
+            f.write(title + "\n")
+        with open(base, "w", encoding="utf-8") as f:
+            f.write("\t".join(cols) + "\n")
+            for r in sorted(data[(p, title)], key=lambda r: fnum(r[0])):
+                f.write("\t".join(r) + "\n")
+
+
+# ---- the command line -------------------------------------------------------------------
+def opt(args, name, default):
+    if name in args:
+        i = args.index(name)
+        if i + 1 >= len(args):
+            raise LogError("%s needs a value" % name)
+        v = args[i + 1]
+        del args[i:i + 2]
+        return v
+    return default
+
+
+def main(argv):
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    verb, args = argv[0], list(argv[1:])
+    try:
+        if verb == "stats":
+            keys = [k for k in opt(args, "--keys", "").split(",") if k]
+            bad = 0
+            for p in args:
+                try:
+                    print(stats_line(Log(p), keys))
+                except (LogError, OSError) as e:
+                    print(e, file=sys.stderr)
+                    bad = 1
+            return bad
+        if verb == "summarize":
+            if not args:
+                raise LogError("usage: scripts/summarize.sh LOG.tsv ...")
+            return summarize(args)
+        if verb == "collect":
+            fixed = opt(args, "--keys-fixed", ",".join(SWEEP_FIXED_KEYS)).split(",")
+            key, _, pair = opt(args, "--compare", "%s=%s:%s" % COMPARE).partition("=")
+            low, _, high = pair.partition(":")
+            ratio = float(opt(args, "--pass-ratio", str(PASS_RATIO)))
+            gap = float(opt(args, "--pass-gap", str(PASS_GAP)))
+            if len(args) != 1 or not key or not low or not high:
+                raise LogError("usage: tglogs.py collect DIR [--keys-fixed K,...] [--compare KEY=A:B] "
+                               "[--pass-ratio R] [--pass-gap G]")
+            path, done, missing = collect(args[0], fixed, (key, low, high), ratio, gap)
+            agg = os.path.join(args[0], "aggregate.tsv")
+            with open(agg + ".tmp", "w", encoding="utf-8") as f:
+                f.write(aggregate(path))
+            os.replace(agg + ".tmp", agg)
+            sys.stdout.write(brief(agg, key))
+            print("%d %d %s" % (len(done), len(missing), " ".join(missing[:20]) + (" ..." if len(missing) > 20 else "")),
+                  file=sys.stderr)
+            return 0
+        if verb == "ranges":
+            sys.stdout.write(ranges(args))
+            return 0
+        if verb == "aggregate":
+            sys.stdout.write(aggregate(args[0]))
+            return 0
+        if verb == "brief":
+            always = opt(args, "--always", COMPARE[0])
+            sys.stdout.write(brief(args[0], always))
+            return 0
+        if verb == "table":
+            sys.stdout.write(table(args[0], args[1:]))
+            return 0
+        if verb == "plotdata":
+            x = opt(args, "--x", "d_head")
+            panel = opt(args, "--panel", "optim")
+            line = opt(args, "--line", COMPARE[0])
+            plotdata(args[0], args[1], x, panel, line)
+            return 0
+        if verb == "align":
+            rows = []
+            for p in args:
+                with open(p, encoding="utf-8") as f:
+                    rows += [l.rstrip("\n").split("\t") for l in f]
+            sys.stdout.write(align(rows))
+            return 0
+        if verb == "col":
+            head, rows = read_tsv(args[0])
+            c = {n: i for i, n in enumerate(head)}
+            for n in args[1:]:
+                if n not in c:
+                    raise LogError("%s: no column %s" % (args[0], n))
+            for r in [head] + rows:
+                print("\t".join(r[c[n]] for n in args[1:]))
+            return 0
+        raise LogError("unknown command '%s'" % verb)
+    except (LogError, OSError, ValueError) as e:
+        print("tglogs.py: %s" % e, file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,117 @@
+"""Unit tests of scripts/tglogs.py (standard library only; run by CTest as `tglogs`).
+
+The tables read columns by name: a log whose columns come in another order gives
+the same figures. Against the committed data the tables are byte-identical to
+what the awk versions wrote (docs/data/*: aggregate from summary, the brief
+table). The thresholds are the named constants and options, not fixed text."""
+import io
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "scripts"))
+import tglogs  # noqa: E402
+
+HEADER = "# tapegrad attn_scale\n# task=hist\n# optim=adam\n# scale=%s\n# d_head=8\n# seed=1\n# steps=%d\n" \
+         "# lr=0.003\n# init=fanin\n# ref_entropy_uniform=2.0\n"
+
+
+def write_log(path, scale, rows, order=None, steps=40):
+    """rows: (step, loss, ent_mean, nent_l0_h0, nent_l0_h1, maxlogit_l0)."""
+    cols = ["step", "loss", "ent_mean", "nent_l0_h0", "nent_l0_h1", "maxlogit_l0"]
+    order = order or cols
+    with open(path, "w") as f:
+        f.write(HEADER % (scale, steps))
+        f.write("\t".join(order) + "\n")
+        for r in rows:
+            d = dict(zip(cols, r))
+            f.write("\t".join(str(d[c]) for c in order) + "\n")
+
+
+class Stats(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def rows(self, base):
+        return [(s, base + 1.0 / (s + 1), 0.2 * (s % 3 + 1), 0.05 + 0.001 * s, 0.5, 3.0 + s) for s in range(0, 41, 5)]
+
+    def test_definitions(self):
+        p = os.path.join(self.dir, "a.tsv")
+        write_log(p, "none", self.rows(1.0))
+        s = tglogs.log_stats(tglogs.Log(p))
+        rows = self.rows(1.0)
+        # 9 rows: the last 10% is 1 row; steps 40: 10% is step 4, the first row at or after it is step 5
+        self.assertEqual(s["final_loss"], rows[-1][1])
+        self.assertAlmostEqual(s["ent_end"], rows[-1][2] / 2.0)
+        self.assertAlmostEqual(s["ent0"], rows[0][2] / 2.0)
+        self.assertAlmostEqual(s["ent10"], rows[1][2] / 2.0)
+        self.assertEqual(s["low10"], "1")   # at step 5 head 0 is at 0.055 of uniform, head 1 at 0.5
+        self.assertEqual(s["nheads"], 2)
+        self.assertEqual(s["max_logit"], 43.0)
+
+    def test_columns_by_name(self):
+        a, b = os.path.join(self.dir, "a.tsv"), os.path.join(self.dir, "b.tsv")
+        write_log(a, "none", self.rows(1.0))
+        write_log(b, "none", self.rows(1.0), order=["maxlogit_l0", "nent_l0_h1", "ent_mean", "step", "nent_l0_h0", "loss"])
+        self.assertEqual(tglogs.log_stats(tglogs.Log(a)), tglogs.log_stats(tglogs.Log(b)))
+
+    def test_too_short_and_missing_column(self):
+        p = os.path.join(self.dir, "short.tsv")
+        write_log(p, "none", self.rows(1.0)[:1])
+        with self.assertRaises(tglogs.LogError):
+            tglogs.log_stats(tglogs.Log(p))
+        with open(p, "w") as f:
+            f.write("# steps=10\nstep\tloss\n0\t1\n5\t1\n")
+        with self.assertRaisesRegex(tglogs.LogError, "no column ent_mean"):
+            tglogs.log_stats(tglogs.Log(p))
+
+    def test_verdict_rule(self):
+        self.assertEqual(tglogs.verdict(0.9, 0.3)[2], True)          # 3x and 0.6 nats
+        self.assertEqual(tglogs.verdict(0.29, 0.09)[2], False)       # 3.2x but 0.2 nats
+        self.assertEqual(tglogs.verdict(0.5, 0.2)[2], False)         # 0.3 nats but 2.5x
+        self.assertEqual(tglogs.verdict(0.5, 0.2, ratio_min=2.0)[2], True)
+        self.assertEqual(tglogs.verdict(1.0, 0.0)[0], 0.0)          # no ratio of a zero loss
+
+    def test_summarize_pairs_by_seed(self):
+        a, b = os.path.join(self.dir, "none_s1.tsv"), os.path.join(self.dir, "sqrt_s1.tsv")
+        write_log(a, "none", self.rows(1.0))
+        write_log(b, "sqrt", self.rows(0.1))
+        out = io.StringIO()
+        self.assertEqual(tglogs.summarize([a, b], out=out), 0)
+        lines = out.getvalue().splitlines()
+        self.assertTrue(lines[0].startswith("task    optim scale"))
+        self.assertEqual(len([l for l in lines if l.startswith("none vs sqrt")]), 1)
+        self.assertIn("failure reproduced", lines[-1])
+
+
+class Tables(unittest.TestCase):
+    def test_aggregate_and_brief_match_the_committed_data(self):
+        for d in ("sweep-dhead", "sweep-configs", "sweep-learned"):
+            base = os.path.join(TOP, "docs", "data", d)
+            with open(os.path.join(base, "aggregate.tsv")) as f:
+                self.assertEqual(tglogs.aggregate(os.path.join(base, "summary.tsv")), f.read(), d)
+        for g in ("map", "learned"):
+            base = os.path.join(TOP, "docs", "data", "science-%s-" % g)
+            with open(base + "aggregate.tsv") as f:
+                self.assertEqual(tglogs.aggregate(base + "summary.tsv"), f.read(), g)
+
+    def test_table_selects_by_name(self):
+        path = os.path.join(TOP, "docs", "data", "sweep-dhead", "summary.tsv")
+        out = tglogs.table(path, ["optim=sgd", "d_head=8"]).splitlines()
+        self.assertTrue(out[0].startswith("id"))
+        self.assertTrue(all("sgd" in l for l in out[1:]) and len(out) > 1)
+        with self.assertRaisesRegex(tglogs.LogError, "no column nosuch"):
+            tglogs.table(path, ["nosuch=1"])
+
+    def test_align(self):
+        self.assertEqual(tglogs.align([["a", "bb", "c"], ["ccc", "d", "e"]]), "a    bb  c\nccc  d   e\n")
+
+
+if __name__ == "__main__":
+    unittest.main()
