@@ -140,46 +140,11 @@ map_grid() {
 # entropy at 10% of the steps (aggregate.tsv), how many seeds reached the c = 1 loss (summary.tsv);
 # band.tsv: per optimizer and head size the band, the c = 1 loss, and where none falls
 map_tables() {
-    awk -F'\t' -v OFS='\t' -v reach="$reach" '
-    FNR == 1 { for (i = 1; i <= NF; i++) col[FILENAME, $i] = i; next }
-    function v(name) { return $col[FILENAME, name] }
-    # c as the manifest wrote it (a string: "1" is the c = 1 cell)
-    FILENAME ~ /summary.tsv$/ { fin[v("optim"), v("d_head"), v("scale_mult"), v("seed")] = v("final_loss"); seed[v("seed")] = 1; next }
-    {
-        o = v("optim"); d = v("d_head"); c = v("scale_mult"); nr = 0; has1 = 0
-        for (s in seed) if ((o, d, c, s) in fin && (o, d, "1", s) in fin) { has1 = 1; nr += fin[o, d, c, s] <= fin[o, d, "1", s] + reach }
-        print o, d, c, log(c) / log(2), (c - sqrt(d))^2 < 1e-10 * d, v("seeds"), v("final_loss_mean"), v("final_loss_min"),
-            v("final_loss_max"), v("ent10_mean"), has1 ? nr : -1
-    }' "$dir/summary.tsv" "$dir/aggregate.tsv" | sort -t$'\t' -k1,1 -k2,2n -k3,3g |
-        sed '1i optim\td_head\tc\tlog2c\tnone\tseeds\tloss_mean\tloss_min\tloss_max\tent10_mean\treached' >"$dir/cells.tsv"
+    python3 "$top/scripts/tglogs.py" map-cells "$dir/summary.tsv" "$dir/aggregate.tsv" --reach "$reach" >"$dir/cells.tsv"
     # the band: the c of --mults (not the extra none cell) contiguous around c = 1 where every seed reached
-    awk -F'\t' -v OFS='\t' -v mults="$mults" '
-    BEGIN { n = split(mults, M, " "); for (i = 1; i <= n; i++) grid[M[i] + 0] = 1 }
-    NR == 1 { next }
-    { k = $1 SUBSEP $2; if (!(k in m)) order[++nk] = k }
-    $5 == 1 { none[k] = $3; nl[k] = sprintf("%.4f (%.4f-%.4f)", $7, $8, $9); nr[k] = $11 < 0 ? "n/a" : $11 "/" $6 }
-    ($3 + 0) in grid { c[k, ++m[k]] = $3; ok[k, m[k]] = $11 == $6; if ($3 == 1) { at1[k] = m[k]; l1[k] = sprintf("%.4f (%.4f-%.4f)", $7, $8, $9) } }
-    END {
-        print "optim", "d_head", "band_lo", "band_hi", "loss_c1 (min-max)", "none_c", "none_loss (min-max)", "none_reached", "none_in_band"
-        for (j = 1; j <= nk; j++) {
-            k = order[j]; split(k, p, SUBSEP)
-            lo = hi = "n/a"; inb = "-"
-            if (k in at1) {
-                a = at1[k]; b = a
-                while (a > 1 && ok[k, a - 1]) a--
-                while (b < m[k] && ok[k, b + 1]) b++
-                lo = c[k, a]; hi = c[k, b]
-                if (k in none) inb = none[k] + 0 >= lo + 0 && none[k] + 0 <= hi + 0 ? "yes" : "no"
-            }
-            print p[1], p[2], lo, hi, (k in l1) ? l1[k] : "-", (k in none) ? sprintf("%.4g", none[k]) : "-",
-                (k in none) ? nl[k] : "-", (k in none) ? nr[k] : "-", inb
-        }
-    }' "$dir/cells.tsv" >"$dir/band.tsv"
+    python3 "$top/scripts/tglogs.py" map-band "$dir/cells.tsv" --mults "$mults" >"$dir/band.tsv"
     echo "== cells: mean final loss over seeds (min-max), entropy/uniform at 10% of the steps, seeds that reached the c = 1 loss + $reach"
-    awk -F'\t' "$tex_c"'
-        NR == 1 { printf "%-5s %6s %7s %5s %8s %19s %8s %8s\n", "optim", "d_head", "c", "", "loss", "(min-max)", "ent@10%", "reached"; next }
-        { printf "%-5s %6s %7s %5s %8.4f %19s %8.3f %8s\n", $1, $2, $5 ? sprintf("%.3g", $3) : cname($3), $5 ? "none" : "",
-            $7, sprintf("(%.4f-%.4f)", $8, $9), $10, $11 < 0 ? "n/a" : $11 "/" $6 }' "$dir/cells.tsv"
+    python3 "$top/scripts/tglogs.py" map-cells-text "$dir/cells.tsv"
     echo
     echo "== band of c reaching the scaled loss (final loss <= L1 + $reach nats for every seed, L1: c = 1, same seed), and where none falls"
     column -t -s$'\t' "$dir/band.tsv"
@@ -194,32 +159,33 @@ log2_tics() {
 }
 
 map_figures() {
-    local rows=() names=() r=0 opt dh hs
-    : >"$dir/.rows.tsv"
+    local rows=() names=() panels=() r=0 opt dh hs
     for opt in adam sgd; do
         hs=$dheads; [ $opt = sgd ] && hs=$sgd_dheads
         for dh in $hs; do
             rows+=("\"$opt, d_head $dh\" $r")
             names+=("$opt d_head=$dh")
-            awk -F'\t' -v o=$opt -v d=$dh -v r=$r 'NR > 1 && $1 == o && $2 == d { print r "\t" $0 }' "$dir/cells.tsv" >>"$dir/.rows.tsv"
+            panels+=("$opt:$dh")
             r=$((r + 1))
         done
     done
-    [ -s "$dir/.rows.tsv" ] || die "no finished map runs to plot"
     # the none cells last: a line through a row's other cells must not break at them
-    sort -t$'\t' -s -k6,6n "$dir/.rows.tsv" -o "$dir/.rows.tsv"
+    python3 "$top/scripts/tglogs.py" map-rows "$dir/cells.tsv" "${panels[@]}" >"$dir/.rows.tsv"
+    [ "$(wc -l <"$dir/.rows.tsv")" -gt 1 ] || die "no finished map runs to plot"
     local ytics tics xmin xmax
     ytics=$(IFS=,; echo "${rows[*]}"); tics=$(log2_tics)
-    xmin=$(awk -F'\t' 'NR == 1 || $5 < m { m = $5 } END { print m - 0.6 }' "$dir/.rows.tsv")
-    xmax=$(awk -F'\t' 'NR == 1 || $5 > m { m = $5 } END { print m + 0.6 }' "$dir/.rows.tsv")
-    # columns of .rows.tsv: 1 row, 2 optim, 3 d_head, 4 c, 5 log2c, 6 none, 7 seeds, 8 mean, 9 min, 10 max, 11 ent10, 12 reached
+    xmin=$(python3 "$top/scripts/tglogs.py" col "$dir/.rows.tsv" log2c | awk 'NR == 2 || (NR > 2 && $1 < m) { m = $1 } END { print m - 0.6 }')
+    xmax=$(python3 "$top/scripts/tglogs.py" col "$dir/.rows.tsv" log2c | awk 'NR == 2 || (NR > 2 && $1 > m) { m = $1 } END { print m + 0.6 }')
+    # .rows.tsv has a header row: every column below is read by its name
     local what col cb fmt name
     for what in loss ent; do
-        col=8; cb="set logscale cb; set cblabel 'final loss (nats, log scale)'"; fmt="%.3f"; name=science-map-loss.png
-        [ $what = ent ] && { col=11; cb="set cbrange [0:1]; set cblabel 'attention entropy / uniform at 10% of the steps'"; fmt="%.2f"; name=science-map-entropy10.png; }
+        col=loss_mean; cb="set logscale cb; set cblabel 'final loss (nats, log scale)'"; fmt="%.3f"; name=science-map-loss.png
+        [ $what = ent ] && { col=ent10_mean; cb="set cbrange [0:1]; set cblabel 'attention entropy / uniform at 10% of the steps'"; fmt="%.2f"; name=science-map-entropy10.png; }
         gnuplot <<EOF
 set terminal pngcairo size 1150,$((170 + 95 * r)) font ",10" noenhanced
 set output '$figs/$name'
+set datafile separator "\t"
+set datafile columnheaders
 set title "temperature map: softmax(c/sqrt(d_head) q.k), mean over seeds $(list $seeds), $steps steps\nnarrow black-framed cells: none (c = sqrt(d_head)); green frame, bold number: every seed reached the c = 1 loss + $reach nats"
 set xlabel "c, the multiplier of the scaled logits (log2 axis; c = 1: sqrt, c = sqrt(d_head): none)"
 set xrange [$xmin:$xmax]; set yrange [$r - 0.5:-0.5]
@@ -228,16 +194,17 @@ set xtics ($tics)
 $cb
 set palette defined (0 "#2b0a3d", 0.15 "#7a1f5c", 0.5 "#e0603a", 1 "#f7f3a6")
 set style fill solid 1.0 noborder
-none(x) = x > 0.5
+none = 'column("none") > 0.5'
+all = 'column("reached") == column("seeds")'
 set style textbox opaque noborder margins 1,1
-plot '$dir/.rows.tsv' using (none(\$6) ? 1/0 : \$5):1:(0.5):(0.45):$col with boxxyerror lc palette notitle, \
-     '' using (none(\$6) ? \$5 : 1/0):1:(0.2):(0.45):$col with boxxyerror lc palette notitle, \
-     '' using (none(\$6) ? \$5 : 1/0):1:(0.2):(0.45) with boxxyerror fs empty lc rgb "white" lw 4 notitle, \
-     '' using (none(\$6) ? \$5 : 1/0):1:(0.2):(0.45) with boxxyerror fs empty lc rgb "black" lw 1.5 notitle, \
-     '' using (\$12 == \$7 ? \$5 : 1/0):1:(none(\$6) ? 0.17 : 0.46):(0.41) with boxxyerror fs empty lc rgb "#1e8449" lw 3 notitle, \
-     '' using (\$12 == \$7 ? 1/0 : \$5):(\$1 + (none(\$6) ? 0.25 : -0.12)):(sprintf("$fmt", \$$col)) with labels boxed font ",8" notitle, \
-     '' using (\$12 == \$7 ? \$5 : 1/0):(\$1 + (none(\$6) ? 0.25 : -0.12)):(sprintf("$fmt", \$$col)) with labels boxed font ",9:Bold" notitle, \
-     '' using (none(\$6) ? \$5 : 1/0):(\$1 - 0.25):("none") with labels boxed font ",7" notitle
+plot '$dir/.rows.tsv' using (@none ? 1/0 : column("log2c")):"row":(0.5):(0.45):"$col" with boxxyerror lc palette notitle, \
+     '' using (@none ? column("log2c") : 1/0):"row":(0.2):(0.45):"$col" with boxxyerror lc palette notitle, \
+     '' using (@none ? column("log2c") : 1/0):"row":(0.2):(0.45) with boxxyerror fs empty lc rgb "white" lw 4 notitle, \
+     '' using (@none ? column("log2c") : 1/0):"row":(0.2):(0.45) with boxxyerror fs empty lc rgb "black" lw 1.5 notitle, \
+     '' using (@all ? column("log2c") : 1/0):"row":(@none ? 0.17 : 0.46):(0.41) with boxxyerror fs empty lc rgb "#1e8449" lw 3 notitle, \
+     '' using (@all ? 1/0 : column("log2c")):(column("row") + (@none ? 0.25 : -0.12)):(sprintf("$fmt", column("$col"))) with labels boxed font ",8" notitle, \
+     '' using (@all ? column("log2c") : 1/0):(column("row") + (@none ? 0.25 : -0.12)):(sprintf("$fmt", column("$col"))) with labels boxed font ",9:Bold" notitle, \
+     '' using (@none ? column("log2c") : 1/0):(column("row") - 0.25):("none") with labels boxed font ",7" notitle
 EOF
     done
     local titles; titles=$(printf '"%s" ' "${names[@]}")
@@ -250,11 +217,12 @@ set xtics ($tics)
 set xrange [$xmin:$xmax]
 set logscale y; set grid; set key outside right
 set datafile separator "\t"
+set datafile columnheaders
 array T[$r] = [$(printf '"%s",' "${names[@]}" | sed 's/,$//')]
-array L1[$r] = [$(for ((i = 0; i < r; i++)); do awk -F'\t' -v i=$i '$1 == i && $4 == "1" { v = $8 } END { printf "%s,", v == "" ? "NaN" : v }' "$dir/.rows.tsv"; done | sed 's/,$//')]
-plot for [i=0:$((r - 1))] '$dir/.rows.tsv' using (\$1 == i && \$6 < 0.5 ? \$5 : 1/0):8:9:10 with yerrorlines lw 2 pt 7 ps 0.8 lc i + 1 \
+array L1[$r] = [$(for ((i = 0; i < r; i++)); do python3 "$top/scripts/tglogs.py" col "$dir/.rows.tsv" row c loss_mean | awk -F'\t' -v i=$i 'NR > 1 && $1 == i && $2 == "1" { v = $3 } END { printf "%s,", v == "" ? "NaN" : v }'; done | sed 's/,$//')]
+plot for [i=0:$((r - 1))] '$dir/.rows.tsv' using (column("row") == i && column("none") < 0.5 ? column("log2c") : 1/0):"loss_mean":"loss_min":"loss_max" with yerrorlines lw 2 pt 7 ps 0.8 lc i + 1 \
         title T[i + 1], \
-     for [i=0:$((r - 1))] '' using (\$1 == i && \$6 > 0.5 ? \$5 : 1/0):8:9:10 with yerrorbars pt 6 ps 2 lw 2 lc i + 1 notitle, \
+     for [i=0:$((r - 1))] '' using (column("row") == i && column("none") > 0.5 ? column("log2c") : 1/0):"loss_mean":"loss_min":"loss_max" with yerrorbars pt 6 ps 2 lw 2 lc i + 1 notitle, \
      for [i=0:$((r - 1))] L1[i + 1] + $reach with lines dt 2 lw 1 lc i + 1 notitle
 EOF
     rm -f "$dir/.rows.tsv"

@@ -13,6 +13,9 @@ Standard library only.
     tglogs.py table SUMMARY.tsv KEY=VALUE...     the rows of a summary with those values, aligned
     tglogs.py plotdata AGGREGATE.tsv OUTDIR [--x KEY] [--panel KEY] [--line KEY]
                                                  one data file per line of a figure, with a header row
+    tglogs.py map-cells SUMMARY AGGREGATE [--reach NATS]   the temperature map's cells.tsv
+    tglogs.py map-band CELLS --mults "C ..."     its band.tsv;   map-cells-text CELLS: the cells as printed
+    tglogs.py map-rows CELLS OPTIM:D_HEAD...     the map figures' data, a row number per panel
     tglogs.py ranges LOG...                      per framework and scale: final loss and entropy ranges over seeds
     tglogs.py align FILE...                      a TSV with its columns aligned (two spaces between columns)
     tglogs.py col FILE NAME...                   the named columns of a TSV (header row first)
@@ -212,6 +215,126 @@ def ranges(paths):
         hi = [max(x[i] for x in v) for i in range(3)]
         out.append("%s\t%s\t%d\t%.4f-%.4f\t%.3f-%.3f\t%.3f-%.3f" % (k[0], k[1], len(v), lo[0], hi[0], lo[1], hi[1],
                                                                    lo[2], hi[2]))
+    return "\n".join(out) + "\n"
+
+
+# ---- the temperature map (science.sh map) ------------------------------------------------
+def awk_num(x):
+    """A number as awk's print writes it: an integer as one, else %.6g (OFMT)."""
+    return "%d" % x if x == int(x) and abs(x) < 1e16 else "%.6g" % x
+
+
+def cname(c):
+    """c as a fraction or integer when it is a power of 2 (1/16 ... 16), else with 3 digits."""
+    l = math.log(c) / math.log(2)
+    r = float("%.0f" % l)
+    if (l - r) ** 2 < 1e-12:
+        return "%d" % 2 ** r if r >= 0 else "1/%d" % 2 ** -r
+    return "%.3g" % c
+
+
+def map_cells(summary_path, aggregate_path, reach):
+    """cells.tsv: per optimizer, head size and c (the scale_mult column): the seeds, the final loss
+    (mean, min, max over seeds) and the entropy at 10% of the steps, and how many seeds reached the
+    c = 1 run's final loss + reach (-1 when no c = 1 run). Sorted by optimizer, head size, c."""
+    sh, srows = read_tsv(summary_path)
+    sc = {n: i for i, n in enumerate(sh)}
+    fin, seeds = {}, []
+    for r in srows:
+        fin[(r[sc["optim"]], r[sc["d_head"]], r[sc["scale_mult"]], r[sc["seed"]])] = fnum(r[sc["final_loss"]])
+        if r[sc["seed"]] not in seeds:
+            seeds.append(r[sc["seed"]])
+    ah, arows = read_tsv(aggregate_path)
+    ac = {n: i for i, n in enumerate(ah)}
+    out = []
+    for r in arows:
+        v = lambda n: r[ac[n]]
+        o, d, c = v("optim"), v("d_head"), v("scale_mult")
+        nr, has1 = 0, False
+        for s in seeds:
+            if (o, d, c, s) in fin and (o, d, "1", s) in fin:
+                has1 = True
+                nr += fin[(o, d, c, s)] <= fin[(o, d, "1", s)] + reach
+        cf, df = fnum(c), fnum(d)
+        out.append([o, d, c, awk_num(math.log(cf) / math.log(2)), "1" if (cf - math.sqrt(df)) ** 2 < 1e-10 * df else "0",
+                    v("seeds"), v("final_loss_mean"), v("final_loss_min"), v("final_loss_max"), v("ent10_mean"),
+                    "%d" % (nr if has1 else -1)])
+    out.sort(key=lambda r: (r[0], fnum(r[1]), fnum(r[2])))
+    head = ["optim", "d_head", "c", "log2c", "none", "seeds", "loss_mean", "loss_min", "loss_max", "ent10_mean",
+            "reached"]
+    return "\n".join("\t".join(r) for r in [head] + out) + "\n"
+
+
+def map_band(cells_path, mults):
+    """band.tsv: per optimizer and head size, the c of `mults` contiguous around c = 1 where every
+    seed reached the c = 1 loss, the c = 1 loss, and where the none cell falls."""
+    head, rows = read_tsv(cells_path)
+    c = {n: i for i, n in enumerate(head)}
+    grid = {fnum(m) for m in mults}
+    order, cells = [], {}
+    for r in rows:
+        k = (r[c["optim"]], r[c["d_head"]])
+        if k not in cells:
+            order.append(k)
+            cells[k] = {"c": [], "ok": [], "at1": None}
+        e = cells[k]
+        loss = lambda: "%.4f (%.4f-%.4f)" % (fnum(r[c["loss_mean"]]), fnum(r[c["loss_min"]]), fnum(r[c["loss_max"]]))
+        reached, seeds = fnum(r[c["reached"]]), fnum(r[c["seeds"]])
+        if r[c["none"]] == "1":
+            e["none"] = r[c["c"]]
+            e["nl"] = loss()
+            e["nr"] = "n/a" if reached < 0 else "%s/%s" % (r[c["reached"]], r[c["seeds"]])
+        if fnum(r[c["c"]]) in grid:
+            e["c"].append(r[c["c"]])
+            e["ok"].append(reached == seeds)
+            if fnum(r[c["c"]]) == 1:
+                e["at1"] = len(e["c"]) - 1
+                e["l1"] = loss()
+    out = [["optim", "d_head", "band_lo", "band_hi", "loss_c1 (min-max)", "none_c", "none_loss (min-max)",
+            "none_reached", "none_in_band"]]
+    for k in order:
+        e = cells[k]
+        lo = hi = "n/a"
+        inb = "-"
+        if e["at1"] is not None:
+            a = b = e["at1"]
+            while a > 0 and e["ok"][a - 1]:
+                a -= 1
+            while b < len(e["c"]) - 1 and e["ok"][b + 1]:
+                b += 1
+            lo, hi = e["c"][a], e["c"][b]
+            if "none" in e:
+                inb = "yes" if fnum(lo) <= fnum(e["none"]) <= fnum(hi) else "no"
+        out.append([k[0], k[1], lo, hi, e.get("l1", "-"), "%.4g" % fnum(e["none"]) if "none" in e else "-",
+                    e.get("nl", "-"), e.get("nr", "-"), inb])
+    return "\n".join("\t".join(r) for r in out) + "\n"
+
+
+def map_rows(cells_path, panels):
+    """The temperature map figures' data: a header row, then the cells of each (optim, d_head) of
+    `panels` ("adam:8" ...) with the panel's row number first, the none cells last."""
+    head, rows = read_tsv(cells_path)
+    c = {n: i for i, n in enumerate(head)}
+    out = []
+    for r_i, p in enumerate(panels):
+        o, _, d = p.partition(":")
+        out += [[str(r_i)] + r for r in rows if r[c["optim"]] == o and r[c["d_head"]] == d]
+    out.sort(key=lambda r: fnum(r[1 + c["none"]]))   # stable: the order within stays
+    return "\n".join("\t".join(r) for r in [["row"] + head] + out) + "\n"
+
+
+def map_cells_text(cells_path):
+    """The cells as science.sh prints them."""
+    head, rows = read_tsv(cells_path)
+    c = {n: i for i, n in enumerate(head)}
+    out = ["%-5s %6s %7s %5s %8s %19s %8s %8s" % ("optim", "d_head", "c", "", "loss", "(min-max)", "ent@10%", "reached")]
+    for r in rows:
+        v = lambda n: r[c[n]]
+        none = v("none") == "1"
+        out.append("%-5s %6s %7s %5s %8.4f %19s %8.3f %8s" % (
+            v("optim"), v("d_head"), "%.3g" % fnum(v("c")) if none else cname(fnum(v("c"))), "none" if none else "",
+            fnum(v("loss_mean")), "(%.4f-%.4f)" % (fnum(v("loss_min")), fnum(v("loss_max"))), fnum(v("ent10_mean")),
+            "n/a" if fnum(v("reached")) < 0 else "%s/%s" % (v("reached"), v("seeds"))))
     return "\n".join(out) + "\n"
 
 
@@ -491,6 +614,20 @@ def main(argv):
             return 0
         if verb == "ranges":
             sys.stdout.write(ranges(args))
+            return 0
+        if verb == "map-cells":
+            reach = float(opt(args, "--reach", "0.05"))
+            sys.stdout.write(map_cells(args[0], args[1], reach))
+            return 0
+        if verb == "map-band":
+            mults = opt(args, "--mults", "").split()
+            sys.stdout.write(map_band(args[0], mults))
+            return 0
+        if verb == "map-rows":
+            sys.stdout.write(map_rows(args[0], args[1:]))
+            return 0
+        if verb == "map-cells-text":
+            sys.stdout.write(map_cells_text(args[0]))
             return 0
         if verb == "aggregate":
             sys.stdout.write(aggregate(args[0]))

@@ -101,6 +101,26 @@ class Tables(unittest.TestCase):
             with open(base + "aggregate.tsv") as f:
                 self.assertEqual(tglogs.aggregate(base + "summary.tsv"), f.read(), g)
 
+    def test_temperature_map_tables_match_the_committed_data(self):
+        d = os.path.join(TOP, "docs", "data", "science-map-")
+        with open(d + "cells.tsv") as f:
+            self.assertEqual(tglogs.map_cells(d + "summary.tsv", d + "aggregate.tsv", 0.05), f.read())
+        with open(d + "band.tsv") as f:
+            self.assertEqual(tglogs.map_band(d + "cells.tsv", "0.0625 0.125 0.25 0.5 1 2 4 8 16".split()), f.read())
+
+    def test_band_rule(self):
+        # every seed reaches at c = 1/4 .. 2, not at 1/8 (2 of 3) nor 4: the band is 1/4 .. 2, none (c = 2.83) outside
+        cells = os.path.join(tempfile.mkdtemp(), "cells.tsv")
+        rows = [("0.125", 2), ("0.25", 3), ("0.5", 3), ("1", 3), ("2", 3), ("2.828", 0), ("4", 0)]
+        with open(cells, "w") as f:
+            f.write("optim\td_head\tc\tlog2c\tnone\tseeds\tloss_mean\tloss_min\tloss_max\tent10_mean\treached\n")
+            for c, r in rows:
+                f.write("adam\t8\t%s\t0\t%d\t3\t0.1\t0.1\t0.1\t0.5\t%d\n" % (c, c == "2.828", r))
+        band = tglogs.map_band(cells, ["0.125", "0.25", "0.5", "1", "2", "4"]).splitlines()[1].split("\t")
+        self.assertEqual(band[2:4], ["0.25", "2"])
+        self.assertEqual(band[-1], "no")
+        shutil.rmtree(os.path.dirname(cells))
+
     def test_table_selects_by_name(self):
         path = os.path.join(TOP, "docs", "data", "sweep-dhead", "summary.tsv")
         out = tglogs.table(path, ["optim=sgd", "d_head=8"]).splitlines()
