@@ -243,51 +243,14 @@ learned_tables() {
     if [ -n "$band" ]; then src="--band $band"
     elif [ -s "$mapdir/band.tsv" ]; then src="the map's band, $mapdir/band.tsv (adam rows)"
     else src="none: no --band and no map results in $mapdir, so step_in_band is n/a"; fi
-    awk -F'\t' -v OFS='\t' -v band="$band" -v reach="$reach" -v runs="$dir/runs" -v mapband="$mapdir/band.tsv" -v mapsum="$mapdir/summary.tsv" '
-    BEGIN {
-        while ((getline l < mapband) > 0) { split(l, q, "\t"); if (q[1] == "adam" && q[3] != "n/a") { blo[q[2]] = q[3]; bhi[q[2]] = q[4] } }
-        while ((getline l < mapsum) > 0) { n = split(l, q, "\t")
-            if (!h++) { for (i = 1; i <= n; i++) mc[q[i]] = i; continue }
-            if (q[mc["optim"]] == "adam" && q[mc["scale_mult"]] == 1) l1[q[mc["d_head"]], q[mc["seed"]]] = q[mc["final_loss"]] }
-        print "id", "form", "init", "d_head", "scale_lr", "seed", "final_loss", "reached", "c_step0", "c_end", "step_in_band", "in_band_at_end"
-    }
-    NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
-    {
-        id = $col["id"]; d = $col["d_head"]; lo = hi = ""
-        if (band != "") { split(band, b, ","); lo = b[1]; hi = b[2] } else if (d in blo) { lo = blo[d]; hi = bhi[d] }
-        f = runs "/" id ".tsv"; hdr = 0; nh = 0; first = ""; r = sqrt(d)
-        while ((getline l < f) > 0) {
-            if (l ~ /^#/) continue
-            n = split(l, x, "\t")
-            if (!hdr) { hdr = 1; for (i = 1; i <= n; i++) if (x[i] ~ /^scale_l/) sc[++nh] = i; row = 0; continue }
-            mn = 1e30; mx = 0; inb = lo != ""
-            for (h = 1; h <= nh; h++) { c = x[sc[h]] * r; if (c < mn) mn = c; if (c > mx) mx = c
-                if (c < lo * 0.999 || c > hi * 1.001) inb = 0 }   # the log has 6 digits
-            if (!row++) c0 = sprintf("%.3g-%.3g", mn, mx)
-            if (inb && first == "") first = x[1]
-            cend = sprintf("%.3g-%.3g", mn, mx); endin = inb
-        }
-        close(f)
-        s = $col["seed"]
-        print id, $col["learned_param"], $col["learned_init"], d, $col["scale_lr"], s, sprintf("%.4f", $col["final_loss"]),
-            (d, s) in l1 ? ($col["final_loss"] <= l1[d, s] + reach ? "yes" : "no") : "n/a", c0, cend,
-            lo == "" ? "n/a" : first == "" ? "never" : first, lo == "" ? "n/a" : endin ? "yes" : "no"
-    }' "$dir/summary.tsv" | { read -r h; echo "$h"; sort -t$'\t' -k2,2r -k3,3 -k4,4nr -k5,5g -k6,6n; } >"$dir/runs.tsv"
+    python3 "$top/scripts/tglogs.py" learned-runs "$dir/summary.tsv" "$dir/runs" ${band:+--band "$band"} --map "$mapdir" \
+        --reach "$reach" >"$dir/runs.tsv"
     echo "== learned scale: c_h = s_h, the multiplier of q.k over 1/sqrt(d_head); scale_lr 0: the model's --lr; band: $src"
     echo "== reached: final loss <= the map's c = 1 loss (adam, same d_head and seed) + $reach"
     column -t -s$'\t' "$dir/runs.tsv"
     echo
     echo "== per setting: final loss mean (min-max) over seeds, seeds that reached, step in band per seed"
-    awk -F'\t' -v OFS='\t' '
-    FILENAME ~ /runs.tsv$/ { if (FNR > 1) { k = $2 SUBSEP $3 SUBSEP $4 SUBSEP $5; r[k] += $8 == "yes"; na[k] += $8 == "n/a"
-                                             st[k] = st[k] (st[k] == "" ? "" : ",") $11 }; next }
-    FNR == 1 { for (i = 1; i <= NF; i++) col[$i] = i
-               print "form", "init", "d_head", "scale_lr", "seeds", "final_loss mean (min-max)", "reached", "step_in_band"; next }
-    { k = $col["learned_param"] SUBSEP $col["learned_init"] SUBSEP $col["d_head"] SUBSEP $col["scale_lr"]
-      print $col["learned_param"], $col["learned_init"], $col["d_head"], $col["scale_lr"], $col["seeds"],
-          sprintf("%.4f (%.4f-%.4f)", $col["final_loss_mean"], $col["final_loss_min"], $col["final_loss_max"]),
-          na[k] ? "n/a" : r[k] "/" $col["seeds"], st[k] }' "$dir/runs.tsv" "$dir/aggregate.tsv" |
-        { read -r h; echo "$h"; sort -t$'\t' -k1,1r -k2,2 -k3,3nr -k4,4g; } >"$dir/cells.tsv"
+    python3 "$top/scripts/tglogs.py" learned-cells "$dir/runs.tsv" "$dir/aggregate.tsv" >"$dir/cells.tsv"
     column -t -s$'\t' "$dir/cells.tsv"
     echo
     run_env
@@ -319,8 +282,9 @@ learned_figures() {
                 for slr in $scale_lrs; do
                     local files=() f lr_t
                     lr_t="scale-lr $slr"; [ "$slr" = 0 ] && lr_t="scale-lr = model lr"
-                    while IFS=$'\t' read -r f; do files+=("$dir/runs/$f.tsv"); done < <(awk -F'\t' -v i="$init" -v d="$dh" -v s="$slr" \
-                        'NR > 1 && $3 == i && $4 == d && $5 == s { print $1 }' "$dir/runs.tsv")
+                    while IFS=$'\t' read -r f; do files+=("$dir/runs/$f.tsv"); done < <(
+                        python3 "$top/scripts/tglogs.py" col "$dir/runs.tsv" id init d_head scale_lr |
+                        awk -F'\t' -v i="$init" -v d="$dh" -v s="$slr" 'NR > 1 && $2 == i && $3 == d && $4 == s { print $1 }')
                     [ ${#files[@]} -gt 0 ] || continue
                     echo "set title 'from $init, $lr_t: multiplier per head'"
                     echo "set logscale y; set xlabel 'step'; set ylabel 'c = s_h (log axis)'; set yrange [0.05:30]"
@@ -447,30 +411,13 @@ maps_figures() {
     done
     echo
     echo "== the same, mean over the heads: the share of rows whose largest weight is on each place"
-    for sc in none sqrt; do
-        awk -F'\t' -v OFS='\t' -v sc=$sc 'NR == 1 { for (i = 4; i <= NF; i++) name[i] = $i; nf = NF; next }
-            { if (!($3 in n)) order[++m] = $3; n[$3]++; for (i = 4; i <= nf; i++) sum[$3, i] += $i }
-            END { for (j = 1; j <= m; j++) { s = order[j]; line = sc OFS s OFS n[s]
-                      for (i = 4; i <= nf; i++) line = line OFS sprintf("%.3f", sum[s, i] / n[s]); print line } }' "$dir/summary-$sc.tsv"
-    done | sed "1i scale\tstep\theads\t$(head -1 "$dir/summary-none.tsv" | cut -f4- | sed 's/\t/ (mean)\t/g') (mean)" >"$dir/summary-heads.tsv"
+    python3 "$top/scripts/tglogs.py" maps-heads none="$dir/summary-none.tsv" sqrt="$dir/summary-sqrt.tsv" >"$dir/summary-heads.tsv"
     column -t -s$'\t' "$dir/summary-heads.tsv"
     echo
     echo "== the key most rows of a head look at: its position (0: the BOS), token, and the share of rows (1..T-1) whose largest weight is there"
-    for sc in none sqrt; do
-        "$top/build/experiments/attn_maps" "$dir/maps-$sc.st" | awk -v OFS='\t' -v sc=$sc '
-        function flush(   q, k, best, c) {
-            if (!inblk) return
-            delete c; best = -1
-            for (q = 1; q < T; q++) { c[arg[q]]++; if (best < 0 || c[arg[q]] > c[best] || (c[arg[q]] == c[best] && arg[q] < best)) best = arg[q] }
-            print sc, l, h, st, best, best == 0 ? "BOS" : tok[best + 1], sprintf("%.3f", c[best] / (T - 1))
-            delete mx; delete arg
-        }
-        /^# tokens=/ { T = split(substr($0, 10), tok, " ") }
-        /^# block=/ { flush(); inblk = 1; split($0, f, /[ =]/); l = f[5]; h = f[7]; st = f[9]; next }
-        /^#/ { next }
-        NF == 3 && $3 != "NaN" && $2 > 0 && (!($2 in mx) || $3 > mx[$2]) { mx[$2] = $3; arg[$2] = $1 }
-        END { flush() }'
-    done | sed '1i scale\tlayer\thead\tstep\tkey_pos\tkey_token\tshare_of_rows' >"$dir/top-key.tsv"
+    for sc in none sqrt; do "$top/build/experiments/attn_maps" "$dir/maps-$sc.st" >"$dir/.maps-$sc.txt"; done
+    python3 "$top/scripts/tglogs.py" maps-topkey none="$dir/.maps-none.txt" sqrt="$dir/.maps-sqrt.txt" >"$dir/top-key.tsv"
+    rm -f "$dir/.maps-none.txt" "$dir/.maps-sqrt.txt"
     column -t -s$'\t' "$dir/top-key.tsv"
     echo
     run_env

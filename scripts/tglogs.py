@@ -16,6 +16,11 @@ Standard library only.
     tglogs.py map-cells SUMMARY AGGREGATE [--reach NATS]   the temperature map's cells.tsv
     tglogs.py map-band CELLS --mults "C ..."     its band.tsv;   map-cells-text CELLS: the cells as printed
     tglogs.py map-rows CELLS OPTIM:D_HEAD...     the map figures' data, a row number per panel
+    tglogs.py learned-runs SUMMARY RUNSDIR [--band LO,HI] [--map MAPDIR] [--reach NATS]   the learned grid's runs.tsv
+    tglogs.py learned-cells RUNS AGGREGATE       its cells.tsv
+    tglogs.py maps-heads SCALE=SUMMARY...        the maps' summary-heads.tsv (attn_maps --summary files)
+    tglogs.py maps-topkey SCALE=DUMP...          the maps' top-key.tsv (attn_maps FILE's text)
+    tglogs.py logat [--steps 0,60,end] LOG...   what logs say at given steps (scripts/logat.sh)
     tglogs.py ranges LOG...                      per framework and scale: final loss and entropy ranges over seeds
     tglogs.py align FILE...                      a TSV with its columns aligned (two spaces between columns)
     tglogs.py col FILE NAME...                   the named columns of a TSV (header row first)
@@ -338,6 +343,193 @@ def map_cells_text(cells_path):
     return "\n".join(out) + "\n"
 
 
+# ---- the learned scale (science.sh learned) -----------------------------------------------
+def learned_runs(summary_path, runs_dir, band, mapband_path, mapsum_path, reach):
+    """runs.tsv: per run of the learned grid: the multiplier c_h = s_h of every head (its scale_*
+    column times sqrt(d_head)) at step 0 and at the end (lowest-highest), the first logged step at
+    which every head is inside the band (the map's, AdamW, same d_head; or `band` "LO,HI"), whether
+    it is inside at the end, and whether the run reached the map's c = 1 loss + reach (AdamW, same
+    d_head and seed). Sorted by form (log first), start, d_head (largest first), scale lr, seed."""
+    blo = {}
+    if mapband_path and os.path.exists(mapband_path):
+        h, rows = read_tsv(mapband_path)
+        c = {n: i for i, n in enumerate(h)}
+        for r in rows:
+            if r[c["optim"]] == "adam" and r[c["band_lo"]] != "n/a":
+                blo[r[c["d_head"]]] = (r[c["band_lo"]], r[c["band_hi"]])
+    l1 = {}
+    if mapsum_path and os.path.exists(mapsum_path):
+        h, rows = read_tsv(mapsum_path)
+        c = {n: i for i, n in enumerate(h)}
+        for r in rows:
+            if r[c["optim"]] == "adam" and fnum(r[c["scale_mult"]]) == 1:
+                l1[(r[c["d_head"]], r[c["seed"]])] = r[c["final_loss"]]
+    h, rows = read_tsv(summary_path)
+    c = {n: i for i, n in enumerate(h)}
+    out = []
+    for r in rows:
+        rid, d, seed = r[c["id"]], r[c["d_head"]], r[c["seed"]]
+        lo, hi = band.split(",") if band else blo.get(d, ("", ""))
+        log = Log(os.path.join(runs_dir, rid + ".tsv"))
+        scales = [log.index[n] for n in log.names("scale_l")]
+        root = math.sqrt(fnum(d))
+        first, c0, cend, endin = "", "", "", False
+        for i, x in enumerate(log.rows):
+            mn, mx, inb = 1e30, 0.0, lo != ""
+            for k in scales:
+                v = fnum(x[k]) * root
+                mn, mx = min(mn, v), max(mx, v)
+                if lo != "" and (v < fnum(lo) * 0.999 or v > fnum(hi) * 1.001):   # the log has 6 digits
+                    inb = False
+            if i == 0:
+                c0 = "%.3g-%.3g" % (mn, mx)
+            if inb and first == "":
+                first = log.col(x, "step")
+            cend, endin = "%.3g-%.3g" % (mn, mx), inb
+        fl = r[c["final_loss"]]
+        reached = ("yes" if fnum(fl) <= fnum(l1[(d, seed)]) + reach else "no") if (d, seed) in l1 else "n/a"
+        out.append([rid, r[c["learned_param"]], r[c["learned_init"]], d, r[c["scale_lr"]], seed, "%.4f" % fnum(fl),
+                    reached, c0, cend, "n/a" if lo == "" else first or "never",
+                    "n/a" if lo == "" else "yes" if endin else "no"])
+    out.sort(key=lambda x: fnum(x[5]))
+    out.sort(key=lambda x: fnum(x[4]))
+    out.sort(key=lambda x: -fnum(x[3]))
+    out.sort(key=lambda x: x[2])
+    out.sort(key=lambda x: x[1], reverse=True)
+    head = ["id", "form", "init", "d_head", "scale_lr", "seed", "final_loss", "reached", "c_step0", "c_end",
+            "step_in_band", "in_band_at_end"]
+    return "\n".join("\t".join(x) for x in [head] + out) + "\n"
+
+
+def learned_cells(runs_path, aggregate_path):
+    """cells.tsv: per form, start, d_head and scale lr: the final loss over seeds, the seeds that
+    reached, the step in band per seed."""
+    h, rows = read_tsv(runs_path)
+    c = {n: i for i, n in enumerate(h)}
+    reached, na, steps = {}, {}, {}
+    for r in rows:
+        k = (r[c["form"]], r[c["init"]], r[c["d_head"]], r[c["scale_lr"]])
+        reached[k] = reached.get(k, 0) + (r[c["reached"]] == "yes")
+        na[k] = na.get(k, 0) + (r[c["reached"]] == "n/a")
+        steps.setdefault(k, []).append(r[c["step_in_band"]])
+    h, rows = read_tsv(aggregate_path)
+    a = {n: i for i, n in enumerate(h)}
+    out = []
+    for r in rows:
+        v = lambda n: r[a[n]]
+        k = (v("learned_param"), v("learned_init"), v("d_head"), v("scale_lr"))
+        out.append(list(k) + [v("seeds"), "%.4f (%.4f-%.4f)" % (fnum(v("final_loss_mean")), fnum(v("final_loss_min")),
+                                                                fnum(v("final_loss_max"))),
+                              "n/a" if na.get(k) else "%d/%s" % (reached.get(k, 0), v("seeds")),
+                              ",".join(steps.get(k, []))])
+    out.sort(key=lambda x: fnum(x[3]))
+    out.sort(key=lambda x: -fnum(x[2]))
+    out.sort(key=lambda x: x[1])
+    out.sort(key=lambda x: x[0], reverse=True)
+    head = ["form", "init", "d_head", "scale_lr", "seeds", "final_loss mean (min-max)", "reached", "step_in_band"]
+    return "\n".join("\t".join(x) for x in [head] + out) + "\n"
+
+
+# ---- attention maps (science.sh maps) ---------------------------------------------------
+def maps_heads(summaries):
+    """summary-heads.tsv: per scale and step, the mean over heads of each share column of
+    `attn_maps --summary` (every column but layer, head and step). summaries: [(scale, path)]."""
+    out, names = [], None
+    for scale, path in summaries:
+        h, rows = read_tsv(path)
+        share = [i for i, n in enumerate(h) if n not in ("layer", "head", "step")]
+        if names is None:
+            names = [h[i] for i in share]
+        step = h.index("step")
+        order, sums, n = [], {}, {}
+        for r in rows:
+            st = r[step]
+            if st not in n:
+                order.append(st)
+                n[st] = 0
+                sums[st] = [0.0] * len(share)
+            n[st] += 1
+            for j, i in enumerate(share):
+                sums[st][j] += fnum(r[i])
+        for st in order:
+            out.append([scale, st, str(n[st])] + ["%.3f" % (x / n[st]) for x in sums[st]])
+    head = ["scale", "step", "heads"] + ["%s (mean)" % x for x in names or []]
+    return "\n".join("\t".join(x) for x in [head] + out) + "\n"
+
+
+def maps_topkey(scale, text):
+    """Rows of top-key.tsv from `attn_maps FILE`'s text: per layer, head and step, the key that most
+    query rows (1..T-1) put their largest weight on (ties: the earlier key), its token ("BOS" at 0),
+    and the share of rows."""
+    out, tok, blk, mx, arg = [], [], None, {}, {}
+
+    def flush():
+        if blk is None:
+            return
+        T = len(tok)
+        count, best = {}, -1
+        for q in range(1, T):
+            a = arg.get(q, "")
+            count[a] = count.get(a, 0) + 1
+            if best == -1 or count[a] > count[best] or (count[a] == count[best] and fnum(a) < fnum(best)):
+                best = a
+        out.append([scale, blk["layer"], blk["head"], blk["step"], str(best),
+                    "BOS" if fnum(best) == 0 else tok[int(fnum(best))], "%.3f" % (count[best] / (T - 1))])
+
+    for line in text.splitlines():
+        if line.startswith("# tokens="):
+            tok = line[len("# tokens="):].split()
+        elif line.startswith("# block="):
+            flush()
+            blk = dict(kv.split("=", 1) for kv in line[2:].split())
+            mx, arg = {}, {}
+        elif line.startswith("#") or blk is None:
+            continue
+        else:
+            f = line.split()
+            if len(f) == 3 and f[2] != "NaN" and fnum(f[1]) > 0:
+                q, w = int(fnum(f[1])), fnum(f[2])
+                if q not in mx or w > mx[q]:
+                    mx[q], arg[q] = w, f[0]
+    flush()
+    return out
+
+
+# ---- logat.sh -------------------------------------------------------------------------------
+def logat(paths, steps, err=sys.stderr):
+    """What logs say at given steps ("end": the last row): per log and step, the first row at or
+    after it: loss, entropy / uniform (mean, lowest..highest head), the largest logit and
+    saturation over layers, the heads' multipliers (lowest..highest). Returns (text, status)."""
+    lines, bad = [], 0
+    for p in paths:
+        log = Log(p)
+        if not log.rows:
+            print("scripts/logat.sh: %s has no logged rows" % p, file=err)
+            bad = 1
+            continue
+        unif = fnum(log.header.get("ref_entropy_uniform", "0"))
+        idx = lambda prefix: [log.index[n] for n in log.names(prefix)]
+        N, M, T, C = idx("nent_"), idx("maxlogit_"), idx("sat_"), idx("scale_")
+        for s in steps:
+            if s == "end":
+                r = log.rows[-1]
+            else:
+                r = next((x for x in log.rows if fnum(log.col(x, "step")) >= fnum(s)), None)
+                if r is None:
+                    continue
+            nv = [fnum(r[i]) for i in N]
+            cv = [fnum(r[i]) for i in C]
+            ml = max([0.0] + [fnum(r[i]) for i in M])
+            sat = max([0.0] + [fnum(r[i]) for i in T])
+            lines.append((run_name(p), "%6d %9.4f %8.3f %15s %9.1f %6.3f %17s" % (
+                fnum(log.col(r, "step")), fnum(log.col(r, "loss")), fnum(log.col(r, "ent_mean")) / unif,
+                "%.3f..%.3f" % (min(nv), max(nv)), ml, sat, "%.4g..%.4g" % (min(cv), max(cv)))))
+    w = max([14] + [len(n) for n, _ in lines])
+    head = "%6s %9s %8s %15s %9s %6s %17s" % ("step", "loss", "ent/unif", "heads (min..max)", "max_logit", "sat",
+                                                "multiplier")
+    return "".join("%-*s %s\n" % (w, n, r) for n, r in [("run", head)] + lines), bad
+
+
 # ---- TSV tables ----------------------------------------------------------------------
 def read_tsv(path):
     """Header names and rows (lists of strings) of a TSV whose first line names its columns."""
@@ -623,6 +815,32 @@ def main(argv):
             mults = opt(args, "--mults", "").split()
             sys.stdout.write(map_band(args[0], mults))
             return 0
+        if verb == "learned-runs":
+            band = opt(args, "--band", "")
+            reach = float(opt(args, "--reach", "0.05"))
+            mapdir = opt(args, "--map", "")
+            sys.stdout.write(learned_runs(args[0], args[1], band, os.path.join(mapdir, "band.tsv") if mapdir else "",
+                                          os.path.join(mapdir, "summary.tsv") if mapdir else "", reach))
+            return 0
+        if verb == "learned-cells":
+            sys.stdout.write(learned_cells(args[0], args[1]))
+            return 0
+        if verb == "maps-heads":
+            sys.stdout.write(maps_heads([a.split("=", 1) for a in args]))
+            return 0
+        if verb == "maps-topkey":
+            rows = []
+            for a in args:
+                scale, _, path = a.partition("=")
+                rows += maps_topkey(scale, open(path, encoding="utf-8").read() if path != "-" else sys.stdin.read())
+            head = ["scale", "layer", "head", "step", "key_pos", "key_token", "share_of_rows"]
+            sys.stdout.write("\n".join("\t".join(x) for x in [head] + rows) + "\n")
+            return 0
+        if verb == "logat":
+            steps = opt(args, "--steps", "0,end").split(",")
+            text, bad = logat(args, steps)
+            sys.stdout.write(text)
+            return bad
         if verb == "map-rows":
             sys.stdout.write(map_rows(args[0], args[1:]))
             return 0

@@ -90,6 +90,29 @@ class Stats(unittest.TestCase):
         self.assertIn("failure reproduced", lines[-1])
 
 
+class Maps(unittest.TestCase):
+    def test_top_key(self):
+        # T = 4: rows 1..3; rows 1 and 2 look hardest at key 0 (BOS), row 3 at key 2
+        text = "# tokens=9 5 6 7\n# block=0 layer=0 head=1 step=60\n"
+        for key, q, w in [(0, 1, 0.9), (1, 1, 0.1), (0, 2, 0.6), (1, 2, 0.3), (2, 2, 0.1), (0, 3, 0.2), (2, 3, 0.7),
+                          (3, 3, 0.1), (1, 0, "NaN")]:
+            text += "%s %s %s\n" % (key, q, w)
+        self.assertEqual(tglogs.maps_topkey("none", text), [["none", "0", "1", "60", "0", "BOS", "0.667"]])
+        # a tie between keys 2 and 1 (one row each): the earlier key, and its token
+        text = "# tokens=9 5 6\n# block=1 layer=0 head=0 step=0\n2 1 0.8\n0 1 0.2\n1 2 0.9\n0 2 0.1\n"
+        self.assertEqual(tglogs.maps_topkey("sqrt", text)[0][4:], ["1", "5", "0.500"])
+
+
+class Logat(unittest.TestCase):
+    def test_matches_committed_logs(self):
+        path = os.path.join(TOP, "docs", "data", "reproduce", "none_s1.tsv")
+        text, bad = tglogs.logat([path], ["0", "60", "end"])
+        lines = text.splitlines()
+        self.assertEqual(bad, 0)
+        self.assertEqual(len(lines), 4)
+        self.assertTrue(lines[1].split()[1] == "0" and lines[2].split()[1] == "60" and lines[3].split()[1] == "600")
+
+
 class Tables(unittest.TestCase):
     def test_aggregate_and_brief_match_the_committed_data(self):
         for d in ("sweep-dhead", "sweep-configs", "sweep-learned"):
