@@ -50,8 +50,9 @@
  * checks the backward against the forward, so a kernel that forgets the 1/√d
  * scale, or masks the wrong keys, passes as long as its backward is the exact
  * gradient of what it computes (examples/my_attention shows it). Compare the
- * forward with a reference for that; for an attention kernel, the training
- * kit's tg_attn_measure (tg_attn_probe.h) reports the multiplier it applied. */
+ * forward with a reference for that; for an attention kernel, attn_check
+ * (tg_attn_check.h) does, and the training kit's tg_attn_measure
+ * (tg_attn_probe.h) reports the multiplier it applied. */
 #ifndef TG_GRADCHECK_H
 #define TG_GRADCHECK_H
 #include "tg_core.h"
@@ -63,6 +64,8 @@ typedef tg_tensor *(*tg_gc_fn)(tg_ctx *ctx, void *user);
 typedef struct tg_gc_opts {
     double h, rtol, atol;
     int verbose;
+    int quiet;          /* no report lines at all (a caller that reports itself, as attn_check) */
+    double *worst;      /* if not NULL: gets the largest error/limit (inf for a NaN) */
 } tg_gc_opts;
 
 /* Checks d(Σ f(P) ⊙ R)/dP for every element of P (tg_params_alloc done, values

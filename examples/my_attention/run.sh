@@ -23,6 +23,16 @@ make -s -C "$here" ${STATIC:+STATIC=$STATIC}   # STATIC=--static: the checks aga
 "$here/check"
 "$here/check_noscale"   # passes too: a gradient check cannot see a wrong forward
 mkdir -p "$out"
+# attn_check compares the forward with tapegrad's and names what is wrong: exit 0 for the right
+# kernel, 1 for the forgetful one (its full reports: $out/attn_check-*.txt)
+"$bin/attn_check" "plugin:$here/my_attention.so" >"$out/attn_check-my_attention.txt" 2>/dev/null \
+    || { cat "$out/attn_check-my_attention.txt" >&2; echo "run.sh: attn_check refused my_attention.so" >&2; exit 1; }
+if "$bin/attn_check" "plugin:$here/my_attention_noscale.so" >"$out/attn_check-my_attention_noscale.txt" 2>/dev/null; then
+    echo "run.sh: attn_check passed the kernel that forgets the scale" >&2; exit 1
+fi
+for f in my_attention my_attention_noscale; do
+    grep -E '^(verdict|FAIL  temperature  *d_head=128|FAIL  health)' "$out/attn_check-$f.txt" | sed "s/^/attn_check $f.so: /"
+done
 warmup=$(( steps >= 100 ? 50 : steps / 5 ))   # attn_scale's default, or less for a short check
 for s in $seeds; do
     for run in builtin my_attention my_attention_noscale; do

@@ -1,0 +1,168 @@
+/* attn_check: tell what is wrong with an attention kernel before training it.
+ *   attn_check plugin:mykernel.so[:SYMBOL]      your kernel (a tg_attention_fn in a shared object)
+ *   attn_check builtin:composed|fused           tapegrad's own ops
+ *   attn_check ... --d-head 128 --tsv --train 300
+ * The checks, their tolerances and the words of the report: tg_attn_check.h
+ * (docs/attn_check.md). Exit 0: the kernel conforms; 1: a check failed (each
+ * failure named); 2: bad usage, or a kernel that cannot be loaded. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tg_attn_check.h"
+#include "tg_attn_log.h"
+#include "tg_attn_plugin.h"
+#include "tg_blas.h"
+#include "tg_cli.h"
+#include "tg_model.h"
+#include "tg_tasks.h"
+#include "tg_train.h"
+
+/* ---- --train: the toy model with the kernel and with tg_attention, side by side ---- */
+typedef struct {
+    tg_model m;
+    tg_task_cfg tc;
+    int B, *tokens, *targets;
+    double uniform;
+    int n;                       /* rows recorded */
+    int step[64];
+    double loss[64], ent[64];
+    int logged_step;
+} trainer;
+
+static void tr_batch(void *u, tg_rng *rng, int step) {
+    trainer *t = u;
+    t->logged_step = step;
+    tg_task_batch(&t->tc, rng, t->B, t->tokens, t->targets);
+}
+
+static tg_tensor *tr_forward(tg_ctx *ctx, void *u, int logging) {
+    trainer *t = u;
+    tg_tensor *loss = tg_model_forward(&t->m, ctx, t->tokens, t->targets, t->B, logging);
+    if (logging && t->n < 64) {
+        tg_attn_stats st = {t->m.cfg.heads, t->m.ent, t->m.maxlogit, t->m.sat};
+        t->step[t->n] = t->logged_step;
+        t->loss[t->n] = loss->data[0];
+        t->ent[t->n] = tg_attn_mean_entropy(&st, t->m.cfg.layers) / t->uniform;
+        t->n++;
+    }
+    return loss;
+}
+
+/* Trains attn_scale's default model (hist task, d_head as given) for `steps`; fn NULL: tg_attention. */
+static int train_one(tg_attention_fn fn, int d_head, int steps, trainer *t) {
+    tg_model_cfg mc = {.vocab = 64, .seq_len = 32, .d_model = 128, .heads = 4, .d_head = d_head, .layers = 1,
+                       .scale_mode = TG_SCALE_SQRT, .init = TG_INIT_FANIN, .attn_fn = fn, .attn_measure = fn != NULL};
+    *t = (trainer){.B = 32, .tc = {.kind = TG_TASK_HIST, .vocab = 64, .seq_len = 32, .alphabet = 8}};
+    tg_model_init(&t->m, &mc, 1);
+    t->uniform = tg_attn_uniform_entropy(32, 1);
+    t->tokens = malloc(sizeof(int) * 32 * 32);
+    t->targets = malloc(sizeof(int) * 32 * 32);
+    tg_train_cfg c;
+    tg_train_defaults(&c, "attn_check");
+    c.steps = steps, c.warmup = steps >= 500 ? 50 : steps / 10, c.lr = 3e-3f, c.lr_min = 3e-4f, c.clip = 1.0f;
+    c.log_every = steps >= 10 ? steps / 10 : 1, c.data_seed = 1, c.progress = 0;
+    tg_train_model tm = {.P = &t->m.P, .user = t, .batch = tr_batch, .forward = tr_forward};
+    tg_train_result res;
+    int status = tg_train(&c, &tm, &res);
+    free(t->tokens);
+    free(t->targets);
+    tg_model_free(&t->m);
+    return status;
+}
+
+static double tail_mean(const trainer *t, const double *x) {   /* the last 10% of the rows, as the summaries */
+    int k = (t->n + 9) / 10;
+    double s = 0;
+    for (int i = t->n - k; i < t->n; i++) s += x[i];
+    return s / k;
+}
+
+static int train_compare(tg_attention_fn fn, const char *name, int d_head, int steps) {
+    static trainer a, b;
+    if (train_one(NULL, d_head, steps, &a) || train_one(fn, d_head, steps, &b)) return 1;
+    printf("\n--train %d: attn_scale's default model (hist, d_head %d, seed 1), tg_attention vs %s\n", steps, d_head,
+           name);
+    printf("%6s  %10s %10s  %12s %12s\n", "step", "loss ref", "loss", "ent/unif ref", "ent/unif");
+    for (int i = 0; i < a.n && i < b.n; i++)
+        printf("%6d  %10.4f %10.4f  %12.3f %12.3f\n", a.step[i], a.loss[i], b.loss[i], a.ent[i], b.ent[i]);
+    double la = tail_mean(&a, a.loss), lb = tail_mean(&b, b.loss), ratio = la > 0 ? lb / la : 0, gap = lb - la;
+    int fail = ratio >= 3 && gap >= 0.25;
+    printf("train: final loss %.4f vs %.4f, ratio %.1fx, gap %.3f nats: %s (the criterion of scripts/reproduce.sh: "
+           "3x and 0.25 nats)\n", lb, la, ratio, gap,
+           fail ? "FAIL, the collapse of docs/results.md#the-main-result reproduced" : "ok, it trains like tg_attention");
+    return fail;
+}
+
+int main(int argc, char **argv) {
+    if (tg_runtime_init("attn_check", argc, argv)) return 1;   /* first: it may restart the program; threads */
+    int d_head = 0, tsv = 0, train = 0;
+    float timeout = 60;
+    const char *spec = NULL;
+    tg_cli_opt opts[] = {
+        {"d-head", TG_CLI_INT, &d_head, 0, 4096, NULL, "check this head size alone (0: 8, 32, 64 and 128)"},
+        {"tsv", TG_CLI_FLAG, &tsv, 0, 0, NULL, "the report as TSV: check, what, status, value, limit, text"},
+        {"timeout", TG_CLI_FLOAT, &timeout, 1, 3600, NULL, "seconds a probe may take before the kernel counts as hung"},
+        {"train", TG_CLI_INT, &train, 0, 1000000, NULL, "also train the toy model N steps with the kernel and with "
+         "tg_attention, side by side (0: no)"},
+    };
+    const int nopt = (int)(sizeof opts / sizeof opts[0]);
+    /* the one positional argument, KERNEL, anywhere among the flags */
+    char *args[64];
+    int n = 0;
+    for (int i = 0; i < argc && n < 63; i++) {
+        if (i > 0 && (strncmp(argv[i], "plugin:", 7) == 0 || strncmp(argv[i], "builtin:", 8) == 0) && !spec) spec = argv[i];
+        else args[n++] = argv[i];
+    }
+    args[n] = NULL;
+    const char *summary = "Check an attention kernel against tapegrad's: forward, temperature, mask, gradient, health. "
+                          "KERNEL: plugin:FILE.so[:SYMBOL] or builtin:composed|fused.";
+    char err[1024];
+    int rc = tg_cli_parse(opts, nopt, n, args, err, sizeof err, NULL);
+    if (rc == TG_CLI_HELP) {
+        tg_cli_usage(stdout, "attn_check KERNEL", summary, opts, nopt);
+        return 0;
+    }
+    if (rc != TG_CLI_OK || !spec) {
+        fprintf(stderr, "attn_check: %s\n", rc != TG_CLI_OK ? err : "no KERNEL (plugin:FILE.so[:SYMBOL] or builtin:composed|fused)");
+        tg_cli_usage(stderr, "attn_check KERNEL", summary, opts, nopt);
+        return 2;
+    }
+    tg_attention_fn fn = NULL;
+    tg_attn_plugin plugin = {0};
+    if (strcmp(spec, "builtin:composed") == 0) fn = tg_attention;
+    else if (strcmp(spec, "builtin:fused") == 0) fn = tg_flash_attention;
+    else if (strncmp(spec, "builtin:", 8) == 0) {
+        fprintf(stderr, "attn_check: '%s': the built-in ops are builtin:composed and builtin:fused\n", spec);
+        return 2;
+    } else if (tg_attn_plugin_open(&plugin, spec + 7, err, sizeof err)) {
+        fprintf(stderr, "attn_check: %s\n", err);
+        return 2;
+    } else fn = plugin.fn;
+
+    tg_attn_check_opts o = {.d_head = d_head, .timeout = timeout};
+    tg_attn_check_report r;
+    int status = tg_attn_check(fn, &o, &r);
+    if (!tsv) printf("attn_check %s%s%s\n", spec, plugin.sha256[0] ? " sha256=" : "", plugin.sha256);
+    tg_attn_check_print(stdout, &r, tsv);
+    tg_attn_check_free(&r);
+    if (train > 0) {   /* in a child: a kernel that crashes while training is a finding, not our crash */
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            int bad = train_compare(fn, spec, d_head > 0 ? d_head : 128, train);
+            fflush(stdout);
+            _exit(bad);
+        }
+        int ws = 0;
+        waitpid(pid, &ws, 0);
+        if (WIFSIGNALED(ws)) printf("train: FAIL, the kernel crashed while training (signal %d)\n", WTERMSIG(ws));
+        if (!WIFEXITED(ws) || WEXITSTATUS(ws)) status = 1;
+    }
+    tg_attn_plugin_close(&plugin);
+    return status;
+}
