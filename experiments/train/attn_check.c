@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
-#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -47,31 +46,15 @@ static void add(tg_attn_check_report *r, const char *check, const char *what, in
 }
 
 /* ---- calling the kernel ------------------------------------------------------------ */
-typedef struct {
-    jmp_buf jb;
-    char msg[300];
-} catcher;
-
-static void catch_fail(const char *msg, void *user) {
-    catcher *c = user;
-    snprintf(c->msg, sizeof c->msg, "%s", msg);
-    longjmp(c->jb, 1);
-}
-
 /* fn on ctx with its tg_fail caught: the output, or NULL with the message in msg. */
 static tg_tensor *call(tg_ctx *ctx, tg_attention_fn fn, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *hs,
                        float scale, int causal, char *msg, size_t len) {
-    catcher c = {.msg = ""};
-    const tg_errh saved = ctx->err;
-    tg_tensor *volatile vout = NULL;
-    tg_set_error_handler(ctx, catch_fail, &c);
-    if (setjmp(c.jb) == 0) vout = fn(ctx, q, k, v, hs, scale, causal, NULL);
-    ctx->err = saved;
-    if (c.msg[0]) {
-        snprintf(msg, len, "it refused: %.250s", c.msg);
+    char why[300];
+    tg_tensor *out = tg_attn_call_caught(ctx, fn, q, k, v, hs, scale, causal, ctx->grad_enabled, why, sizeof why);
+    if (!out && why[0]) {
+        snprintf(msg, len, "it refused: %.250s", why);
         return NULL;
     }
-    tg_tensor *out = vout;
     const int B = q->shape[0], T = q->shape[1], H = q->shape[2], dv = v->shape[3];
     if (!out || out->ndim != 4 || out->shape[0] != B || out->shape[1] != T || out->shape[2] != H || out->shape[3] != dv) {
         snprintf(msg, len, "it returned %s, not [%d,%d,%d,%d]", out ? TG_SHAPE(out) : "NULL", B, T, H, dv);

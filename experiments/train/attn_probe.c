@@ -22,18 +22,23 @@ static void catch_fail(const char *msg, void *user) {
     longjmp(c->jb, 1);
 }
 
-/* fn with grad off and its tg_fail caught (message in c->msg, NULL returned). */
-static tg_tensor *guarded_call(tg_ctx *ctx, tg_attention_fn fn, tg_tensor *q, tg_tensor *k, tg_tensor *v,
-                               tg_tensor *head_scale, float scale, int causal, catcher *c) {
+tg_tensor *tg_attn_call_caught(tg_ctx *ctx, tg_attention_fn fn, tg_tensor *q, tg_tensor *k, tg_tensor *v,
+                               tg_tensor *head_scale, float scale, int causal, int grad, char *msg, size_t len) {
+    catcher c = {.msg = ""};
+    if (len) msg[0] = 0;
     const tg_errh saved = ctx->err;
-    const int grad = ctx->grad_enabled;
-    tg_tensor *out = NULL;
-    tg_set_error_handler(ctx, catch_fail, c);
-    ctx->grad_enabled = 0;
-    if (setjmp(c->jb) == 0) out = fn(ctx, q, k, v, head_scale, scale, causal, NULL);
-    ctx->err = saved;
+    const int was = ctx->grad_enabled;
+    tg_tensor *volatile out = NULL;
+    tg_set_error_handler(ctx, catch_fail, &c);
     ctx->grad_enabled = grad;
-    return c->msg[0] ? NULL : out;
+    if (setjmp(c.jb) == 0) out = fn(ctx, q, k, v, head_scale, scale, causal, NULL);
+    ctx->err = saved;
+    ctx->grad_enabled = was;
+    if (c.msg[0]) {
+        tg_errf(msg, len, "%s", c.msg);
+        return NULL;
+    }
+    return out;
 }
 
 /* The kernel's call with V = I; NULL (message in err) when it failed. */
@@ -44,10 +49,10 @@ static tg_tensor *call_identity(tg_ctx *ctx, tg_attention_fn fn, tg_tensor *q, t
     for (int b = 0; b < B; b++)
         for (int j = 0; j < T; j++)
             for (int h = 0; h < H; h++) v->data[(((size_t)b * T + j) * H + h) * T + j] = 1.0f;
-    catcher c = {.msg = ""};
-    tg_tensor *o = guarded_call(ctx, fn, q, k, v, head_scale, scale, causal, &c);
-    if (c.msg[0]) {
-        tg_errf(err, errlen, "the kernel refused V = identity (dv = %d): %s", T, c.msg);
+    char msg[400];
+    tg_tensor *o = tg_attn_call_caught(ctx, fn, q, k, v, head_scale, scale, causal, 0, msg, sizeof msg);
+    if (!o && msg[0]) {
+        tg_errf(err, errlen, "the kernel refused V = identity (dv = %d): %s", T, msg);
         return NULL;
     }
     if (!o || o->ndim != 4 || o->shape[0] != B || o->shape[1] != T || o->shape[2] != H || o->shape[3] != T) {

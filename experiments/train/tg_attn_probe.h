@@ -32,6 +32,13 @@
 int tg_attn_measure(tg_ctx *ctx, tg_attention_fn fn, tg_tensor *q, tg_tensor *k, tg_tensor *head_scale, float scale,
                     int causal, tg_attn_stats *stats, float *mult, float *probs, char *err, size_t errlen);
 
+/* fn(ctx, q, k, v, head_scale, scale, causal, NULL) with ctx->grad_enabled = grad
+ * for the call and a tg_fail inside it caught: the output, or NULL with the
+ * kernel's message in msg (msg[0] = 0 when it returned NULL itself). ctx's
+ * error handler and grad setting are restored. */
+tg_tensor *tg_attn_call_caught(tg_ctx *ctx, tg_attention_fn fn, tg_tensor *q, tg_tensor *k, tg_tensor *v,
+                               tg_tensor *head_scale, float scale, int causal, int grad, char *msg, size_t len);
+
 /* Before a run: whether fn can be measured at all, on random q, k of the shapes
  * [B, T, H, d] in a child process (a kernel that crashes or hangs for dv != d
  * takes the child with it, not the caller), with a limit of `seconds`. Returns
