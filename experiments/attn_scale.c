@@ -36,6 +36,7 @@ typedef struct {
     const tg_cli_opt *opts;
     int n_opts;
     const char *unmeasured;   /* plugins: why its weights cannot be measured (NULL: they can) */
+    const char *plugin_file;  /* plugins: the file loaded, absolute */
     int noted;                /* a failed measurement was reported */
 } run;
 
@@ -85,6 +86,7 @@ static void header(void *u, FILE *f) {
     fprintf(f, "# attn_scale_value=%.9g\n", tg_model_scale(&r->m.cfg));
     if (r->m.cfg.attn_measure) {
         /* a plugin: the scale above is what it was passed; the scale_* columns what it applied */
+        fprintf(f, "# attn_plugin_file=%s\n", r->plugin_file);
         fprintf(f, "# attn_scale_columns=measured\n");
         fprintf(f, "# attn_measured=%s\n", r->unmeasured ? "no" : "yes");
         if (r->unmeasured) fprintf(f, "# attn_measure_note=%s\n", r->unmeasured);
@@ -173,7 +175,7 @@ int main(int argc, char **argv) {
                     "%s; entropy, max-logit, saturation and scale columns will be nan\n", why);
         }
     }
-    run r = {.c = &c, .opts = opts, .n_opts = nopt, .unmeasured = unmeasured};
+    run r = {.c = &c, .opts = opts, .n_opts = nopt, .unmeasured = unmeasured, .plugin_file = plugin.path};
     tg_model_init(&r.m, &mc, (uint64_t)c.seed);
     r.tc = attn_cfg_task(&c);
     r.refs = tg_task_reference(&r.tc);
