@@ -12,8 +12,9 @@
 # - resume: with another plugin (by hash) refused; with the same plugin at
 #   another path accepted, and the log's rows byte-identical to a straight run;
 # - --dump-attn works for a plugin (maps measured with V = identity);
-# - kernels that cannot be measured (refuse or crash on dv != d): the run
-#   trains, the health columns are nan, the header and stderr say why;
+# - kernels written for dv = d are measured when T <= d (V padded); those that
+#   refuse or crash on the call, or whose weights are not causal, are not: the
+#   run trains, the health columns are nan, the header and stderr say why;
 # - the sweep tool plans plugin runs (--plugin NAME=FILE).
 set -u
 bin=$1 maps=$2 ok=$3 noscale=$4 badso=$5 sweep=$6
@@ -82,16 +83,24 @@ run 0 dump $T --steps 10 --attn "plugin:$noscale" --log dump.tsv --dump-attn 0,1
 "$maps" --summary maps.st >maps.txt 2>maps.err || no "attn_maps cannot read a plugin run's maps: $(head -1 maps.err)"
 [ "$(grep -vc '^#' maps.txt)" -ge 4 ] || no "attn_maps --summary: fewer than 4 rows for 2 steps x 2 heads"
 
-# ---- kernels that cannot be measured -----------------------------------------
+# ---- kernels written for dv = d, and kernels that cannot be measured ---------
+# T = 8 <= d_head 16: V = identity padded to dv = d is a call they take, so they are measured
 for sym in needs_dv_eq_d crashes_dv; do
-    run 0 "$sym" $T --steps 10 --attn "plugin:$badso:$sym" --log "$sym.tsv"
+    run 0 "${sym}_measured" $T --steps 10 --attn "plugin:$badso:$sym" --log "${sym}_m.tsv"
+    [ "$(hdr "${sym}_m.tsv" attn_measured)" = yes ] || no "$sym at T <= d: not measured"
+    [ "$(col "${sym}_m.tsv" scale_l0_h0 1)" = 0.25 ] || no "$sym at T <= d: multiplier $(col "${sym}_m.tsv" scale_l0_h0 1)"
+done
+# T = 8 > d_head 4: dv must be T, which they refuse or crash on; no causal mask: not weights
+for sym in needs_dv_eq_d crashes_dv no_causal_mask; do
+    run 0 "$sym" $T --d-head 4 --steps 10 --attn "plugin:$badso:$sym" --log "$sym.tsv"
     [ "$(hdr "$sym.tsv" attn_measured)" = no ] || no "$sym: header lacks attn_measured=no"
     [ "$(col "$sym.tsv" ent_l0_h0 -1)" = nan ] || no "$sym: entropy column '$(col "$sym.tsv" ent_l0_h0 -1)', want nan"
     grep -q "cannot be measured" "$sym.err" || no "$sym: no note on stderr"
     awk -v x="$(col "$sym.tsv" loss -1)" 'BEGIN { exit !(x > 0 && x < 100) }' || no "$sym: loss not finite"
 done
 grep -q "crashed" crashes_dv.err || no "crashes_dv: the note does not say the kernel crashed"
-grep -q "dv 16 != d 16\|refused V = identity" needs_dv_eq_d.err || no "needs_dv_eq_d: the note does not give the kernel's message"
+grep -q "dv 8 != d 4" needs_dv_eq_d.err || no "needs_dv_eq_d: the note does not give the kernel's message"
+grep -q "not causal weights" no_causal_mask.err || no "no_causal_mask: the note does not say the weights are not causal"
 run 0 forgets $T --steps 5 --attn "plugin:$badso:forgets_scale" --log forgets.tsv
 [ "$(col forgets.tsv scale_l0_h0 1)" = 1 ] || no "forgets_scale (tg_attention with scale 1): measured $(col forgets.tsv scale_l0_h0 1), want 1"
 

@@ -41,25 +41,33 @@ tg_tensor *tg_attn_call_caught(tg_ctx *ctx, tg_attention_fn fn, tg_tensor *q, tg
     return out;
 }
 
-/* The kernel's call with V = I; NULL (message in err) when it failed. */
+/* The kernel's call with V = the identity over key positions, padded with zero
+ * columns to dv = d when T < d (a kernel written for dv = d takes it too); NULL
+ * (message in err) when it failed. The weights are the first T columns. */
 static tg_tensor *call_identity(tg_ctx *ctx, tg_attention_fn fn, tg_tensor *q, tg_tensor *k, tg_tensor *head_scale,
                                 float scale, int causal, char *err, size_t errlen) {
-    const int B = q->shape[0], T = q->shape[1], H = q->shape[2];
-    tg_tensor *v = tg_zeros(ctx, 4, (int[]){B, T, H, T});
+    const int B = q->shape[0], T = q->shape[1], H = q->shape[2], d = q->shape[3], dv = T < d ? d : T;
+    tg_tensor *v = tg_zeros(ctx, 4, (int[]){B, T, H, dv});
     for (int b = 0; b < B; b++)
         for (int j = 0; j < T; j++)
-            for (int h = 0; h < H; h++) v->data[(((size_t)b * T + j) * H + h) * T + j] = 1.0f;
+            for (int h = 0; h < H; h++) v->data[(((size_t)b * T + j) * H + h) * dv + j] = 1.0f;
     char msg[400];
     tg_tensor *o = tg_attn_call_caught(ctx, fn, q, k, v, head_scale, scale, causal, 0, msg, sizeof msg);
     if (!o && msg[0]) {
-        tg_errf(err, errlen, "the kernel refused V = identity (dv = %d): %s", T, msg);
+        tg_errf(err, errlen, "the kernel refused V = identity (dv = %d): %s", dv, msg);
         return NULL;
     }
-    if (!o || o->ndim != 4 || o->shape[0] != B || o->shape[1] != T || o->shape[2] != H || o->shape[3] != T) {
-        tg_errf(err, errlen, "with V = identity (dv = %d) the kernel returned %s, not [%d,%d,%d,%d]", T,
-                o ? TG_SHAPE(o) : "NULL", B, T, H, T);
+    if (!o || o->ndim != 4 || o->shape[0] != B || o->shape[1] != T || o->shape[2] != H || o->shape[3] != dv) {
+        tg_errf(err, errlen, "with V = identity (dv = %d) the kernel returned %s, not [%d,%d,%d,%d]", dv,
+                o ? TG_SHAPE(o) : "NULL", B, T, H, dv);
         return NULL;
     }
+    for (int64_t i = 0; i < o->numel; i++)   /* the padding columns of V are zero: so must the output's be */
+        if (i % dv >= T && o->data[i] != 0.0f) {
+            tg_errf(err, errlen, "with V = identity padded to dv = %d the kernel put %g in a zero column: not a "
+                    "weighted sum of V's rows", dv, o->data[i]);
+            return NULL;
+        }
     return o;
 }
 
@@ -67,14 +75,14 @@ int tg_attn_measure(tg_ctx *ctx, tg_attention_fn fn, tg_tensor *q, tg_tensor *k,
                     int causal, tg_attn_stats *stats, float *mult, float *probs, char *err, size_t errlen) {
     if (q->ndim != 4 || k->ndim != 4 || !tg_same_shape(q, k))
         return tg_errf(err, errlen, "tg_attn_measure: q %s and k %s must be the same [B,T,H,d]", TG_SHAPE(q), TG_SHAPE(k));
-    const int B = q->shape[0], T = q->shape[1], H = q->shape[2], d = q->shape[3];
+    const int B = q->shape[0], T = q->shape[1], H = q->shape[2], d = q->shape[3], dv = T < d ? d : T;
     tg_tensor *o = call_identity(ctx, fn, q, k, head_scale, scale, causal, err, errlen);
     if (!o) return -1;
     /* the weights must be weights: that is what makes the rest mean anything */
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
             for (int i = 0; i < T; i++) {
-                const float *p = o->data + (((size_t)b * T + i) * H + h) * T;
+                const float *p = o->data + (((size_t)b * T + i) * H + h) * dv;
                 double sum = 0;
                 for (int j = 0; j < T; j++) {
                     if (!isfinite(p[j]) || p[j] < -1e-6f)
@@ -93,7 +101,7 @@ int tg_attn_measure(tg_ctx *ctx, tg_attention_fn fn, tg_tensor *q, tg_tensor *k,
         double ent = 0, sat = 0, sxy = 0, sxx = 0, smax = -INFINITY, smin = INFINITY;
         for (int b = 0; b < B; b++)
             for (int i = 0; i < T; i++) {
-                const float *p = o->data + (((size_t)b * T + i) * H + h) * T;
+                const float *p = o->data + (((size_t)b * T + i) * H + h) * dv;
                 const float *qi = q->data + (((size_t)b * T + i) * H + h) * d;
                 const int n = causal ? i + 1 : T;
                 double s[n > 0 ? n : 1], lp[n > 0 ? n : 1];
@@ -128,7 +136,7 @@ int tg_attn_measure(tg_ctx *ctx, tg_attention_fn fn, tg_tensor *q, tg_tensor *k,
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++)
                 for (int i = 0; i < T; i++)
-                    memcpy(probs + (((size_t)b * H + h) * T + i) * T, o->data + (((size_t)b * T + i) * H + h) * T,
+                    memcpy(probs + (((size_t)b * H + h) * T + i) * T, o->data + (((size_t)b * T + i) * H + h) * dv,
                            sizeof(float) * T);
     return 0;
 }

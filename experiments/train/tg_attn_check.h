@@ -37,9 +37,9 @@
  *              trains as well as c = 1 at d_head 128 with AdamW: 1/16 .. 1).
  *              Outside the band: "expect the collapse of
  *              docs/results.md#the-main-result" (a failure).
- * A kernel that cannot take dv != d fails `forward` and is not measured by
- * `temperature` and `health` (they need V = identity); `mask` and `gradient`
- * still run. */
+ * A kernel that cannot take dv != d fails `forward`; `temperature` (T = d up
+ * to 64) and `health` (T = 32 < d) still measure it, with V = identity padded to
+ * dv = d, and `mask` (dv = d) runs too. */
 #ifndef TG_ATTN_CHECK_H
 #define TG_ATTN_CHECK_H
 #include <stdio.h>

@@ -3,9 +3,11 @@
  * kernel reports.
  *
  * How: the kernel is called once more on the layer's q and k (and head_scale,
- * scale, causal) with V = the identity over key positions (v [B, T, H, T],
- * v[b, j, h, :] = e_j), so that its output row i of head h IS the weight row
- * P[i, :]. Grad is off for that call (nothing is recorded), and a tg_fail of the
+ * scale, causal) with V = the identity over key positions (v [B, T, H, dv],
+ * v[b, j, h, :] = e_j, dv = T, or dv = d with zero columns after the first T
+ * when T < d, so that a kernel written for dv = d takes it), so that its
+ * output row i of head h IS the weight row P[i, :] (its first T columns; the
+ * others must stay 0). Grad is off for that call (nothing is recorded), and a tg_fail of the
  * kernel (say, one that insists dv = d) is caught. The weights must then look
  * like weights: finite, >= 0, rows summing to 1, and (causal) no weight on j > i;
  * otherwise nothing is measured and err says why.
@@ -18,7 +20,7 @@
  *   max_logit[h]  c_h · S over the unmasked entries, at its largest
  * These are the quantities tg_attention's stats report, so a log's columns mean
  * the same for a built-in op and a plugin. Cost: one more call of the kernel with
- * dv = T, and B·H·T²·d multiply-adds for S, at each logged step. */
+ * dv = max(T, d), and B·H·T²·d multiply-adds for S, at each logged step. */
 #ifndef TG_ATTN_PROBE_H
 #define TG_ATTN_PROBE_H
 #include <stddef.h>
