@@ -11,7 +11,7 @@
 const char *const optim_names[] = {"adam", "sgd", NULL};
 const char *const on_nan_names[] = {"stop", "skip", NULL};
 const char *const attn_run_options[] = {"steps", "threads", "log", "log-every", "save", "save-every",
-                                        "resume", "stop-at", "attn", "attn_plugin_file", "on-nan", "debug-nan", "dump-attn", "dump-attn-file",
+                                        "resume", "stop-at", "attn", "on-nan", "debug-nan", "dump-attn", "dump-attn-file",
                                         "overwrite", "check", NULL};
 
 void attn_cfg_defaults(attn_cfg *c) {

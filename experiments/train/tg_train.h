@@ -92,6 +92,7 @@ typedef struct tg_train_cfg {
     const tg_cli_opt *opts;
     int n_opts;
     const char *const *may_differ;
+    const char *const *header_may_differ;   /* more '#' keys of the log (not flags) a resumed run may change */
     const tg_setting *settings;
     int n_settings;
     /* More files the run writes, locked and checked like the log: pairs

@@ -317,6 +317,7 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
         const char *log_free[40];   /* what a resumed log's header may change: those flags, and the BLAS line */
         int nf = 0;
         for (const char *const *o = c->may_differ; o && *o && nf < 36; o++) log_free[nf++] = *o;
+        for (const char *const *o = c->header_may_differ; o && *o && nf < 36; o++) log_free[nf++] = *o;
         log_free[nf++] = "blas";
         log_free[nf++] = "steps";       /* as flags they are in may_differ; written by the kit, free too */
         log_free[nf++] = "log_every";
