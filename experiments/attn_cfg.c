@@ -11,7 +11,7 @@
 const char *const optim_names[] = {"adam", "sgd", NULL};
 const char *const on_nan_names[] = {"stop", "skip", NULL};
 const char *const attn_run_options[] = {"steps", "threads", "log", "log-every", "save", "save-every",
-                                        "resume", "stop-at", "attn", "on-nan", "debug-nan", "dump-attn", "dump-attn-file",
+                                        "resume", "stop-at", "attn", "sample", "sample-len", "temperature", "on-nan", "debug-nan", "dump-attn", "dump-attn-file",
                                         "overwrite", "check", NULL};
 
 void attn_cfg_defaults(attn_cfg *c) {
@@ -24,12 +24,15 @@ void attn_cfg_defaults(attn_cfg *c) {
         .learned_param = TG_LEARNED_LINEAR, .scale_mult = 1.0f, .scale_lr = 0.0f,
         .log = NULL, .dump_attn = NULL, .dump_attn_file = NULL,
         .save = NULL, .resume = NULL, .save_every = 100, .stop_at = 0, .on_nan = ONNAN_STOP, .debug_nan = -1,
+        .sample_len = 200, .temperature = 0.8f,
     };
 }
 
 int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts) {
     const tg_cli_opt o[] = {
-        {"task", TG_CLI_CHOICE, &c->task, 0, 0, tg_task_names, "hist: count earlier copies (needs spread attention); recall: key-value lookup (sharp is right)"},
+        {"task", TG_CLI_CHOICE, &c->task, 0, 0, tg_task_names, "hist: count earlier copies (needs spread attention); recall: key-value lookup (sharp is right); code: next byte of real text (--data)"},
+        {"data", TG_CLI_STR, &c->data, 0, 0, NULL, "--task code: the corpus: FILE, FOLDER or @LIST of paths (default: the C headers of Debian's libc6-dev)"},
+        {"eval-every", TG_CLI_INT, &c->eval_every, 0, 10000000, NULL, "--task code: the validation loss (64 fixed windows of the last 10%) every N logged steps, column val_loss (0: none)"},
         {"steps", TG_CLI_INT, &c->steps, 1, 10000000, NULL, "training steps (the total, also with --resume)"},
         {"batch", TG_CLI_INT, &c->batch, 1, 65536, NULL, "sequences per step"},
         {"seq-len", TG_CLI_INT, &c->seq_len, 2, 4096, NULL, "tokens per sequence"},
@@ -68,6 +71,9 @@ int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts) {
         {"dump-attn", TG_CLI_STR, &c->dump_attn, 0, 0, NULL, "STEP[,STEP...]: save every head's attention weights on the probe sequence at these steps (needs --dump-attn-file)"},
         {"dump-attn-file", TG_CLI_STR, &c->dump_attn_file, 0, 0, NULL, "safetensors file of --dump-attn, rewritten atomically at each of its steps"},
         {"overwrite", TG_CLI_FLAG, &c->overwrite, 0, 0, NULL, "a fresh run may replace an existing --log or --save file (of another run); without it such a run is refused"},
+        {"sample", TG_CLI_STR, &c->sample, 0, 0, NULL, "--task code: print what the model of --resume writes after this prompt, then exit"},
+        {"sample-len", TG_CLI_INT, &c->sample_len, 1, 1000000, NULL, "--sample: bytes to write"},
+        {"temperature", TG_CLI_FLOAT, &c->temperature, 0, 100, NULL, "--sample: sampling temperature (0: always the likeliest byte); the draw follows --seed"},
         {"check", TG_CLI_FLAG, &c->check, 0, 0, NULL, "check the flags and their combination, then exit (0: this run would start) without reading or writing any file"},
     };
     int n = (int)(sizeof o / sizeof o[0]);
@@ -118,6 +124,33 @@ static int parse_attn(attn_cfg *c, char *err, size_t errlen) {
 
 int attn_cfg_check(attn_cfg *c, const tg_cli_opt *opts, int n, const int *seen, char *err, size_t errlen) {
     if (parse_attn(c, err, errlen)) return 1;
+    if (c->task == TG_TASK_CODE) {   /* bytes: the vocabulary is 256, whatever --vocab's default says */
+        if (seen_flag(opts, n, seen, "vocab") && c->vocab != 256) {
+            snprintf(err, errlen, "--task code: the vocabulary is the 256 byte values; --vocab %d is refused", c->vocab);
+            return 1;
+        }
+        c->vocab = 256;
+    } else {
+        static const char *const code_only[] = {"data", "eval-every", "sample"};
+        for (int i = 0; i < 3; i++)
+            if (seen_flag(opts, n, seen, code_only[i])) {
+                snprintf(err, errlen, "--%s needs --task code (this run has --task %s)", code_only[i], tg_task_names[c->task]);
+                return 1;
+            }
+    }
+    if (c->sample && !c->resume) {
+        snprintf(err, errlen, "--sample needs --resume CHECKPOINT (the trained model)");
+        return 1;
+    }
+    if (c->sample && (c->log || c->save || c->dump_attn)) {
+        snprintf(err, errlen, "--sample writes nothing but stdout: no --log, --save or --dump-attn with it");
+        return 1;
+    }
+    if (c->eval_every && c->eval_every % c->log_every) {
+        snprintf(err, errlen, "--eval-every %d must be a multiple of --log-every %d (the validation loss goes in a logged row)",
+                 c->eval_every, c->log_every);
+        return 1;
+    }
     tg_task_cfg tc = attn_cfg_task(c);
     if (tg_task_check(&tc, err, errlen)) return 1;
     if (c->warmup > c->steps) {

@@ -31,6 +31,13 @@ typedef struct {
     const char *save, *resume;
     int save_every, stop_at, on_nan, debug_nan;
     int overwrite, check;   /* switches of the invocation, not settings of the run */
+    /* task code: the corpus (tg_corpus.h; NULL: libc6-dev's headers), validation loss every N steps */
+    const char *data;
+    int eval_every;
+    /* --sample PROMPT: print what the model of --resume writes after PROMPT, then exit */
+    const char *sample;
+    int sample_len;
+    float temperature;
 } attn_cfg;
 
 void attn_cfg_defaults(attn_cfg *c);

@@ -19,6 +19,7 @@
 #include "tg_attn_plugin.h"
 #include "tg_attn_probe.h"
 #include "tg_blas.h"
+#include "tg_corpus.h"
 #include "tg_model.h"
 #include "tg_tasks.h"
 #include "tg_train.h"
@@ -36,7 +37,13 @@ typedef struct {
     const tg_cli_opt *opts;
     int n_opts;
     const char *unmeasured;   /* plugins: why its weights cannot be measured (NULL: they can) */
+    const tg_setting *settings;   /* the run's identity beyond its flags */
+    int n_settings;
     const char *plugin_file;  /* plugins: the file loaded, absolute */
+    const tg_corpus *corpus;  /* task code */
+    tg_ctx eval_ctx;          /* the validation loss's own context */
+    int eval_ready;
+    double val_loss;          /* at the row being logged; NaN when not evaluated there */
     int noted;                /* a failed measurement was reported */
 } run;
 
@@ -67,12 +74,14 @@ static tg_attn_stats stats_of(run *r) {
 static void columns(void *u, FILE *f, int part) {
     run *r = u;
     tg_attn_log_columns(f, r->m.cfg.layers, r->m.cfg.heads, part);
+    if (part == 1 && r->c->eval_every) fprintf(f, "\tval_loss");
 }
 
 static void values(void *u, tg_runlog *L, int part) {
     run *r = u;
     tg_attn_stats st = stats_of(r);
     tg_attn_log_values(L, &st, r->m.cfg.layers, r->uniform, r->m.logit_scale, part);
+    if (part == 1 && r->c->eval_every) tg_runlog_add(L, "\t%.6f", r->val_loss);
 }
 
 static double metric(void *u) {
@@ -91,6 +100,11 @@ static void header(void *u, FILE *f) {
         fprintf(f, "# attn_measured=%s\n", r->unmeasured ? "no" : "yes");
         if (r->unmeasured) fprintf(f, "# attn_measure_note=%s\n", r->unmeasured);
     }
+    if (r->corpus) {
+        fprintf(f, "# corpus_source=%s\n", r->corpus->source);
+        fprintf(f, "# corpus_files=%d\n# corpus_bytes=%zu\n# corpus_train_bytes=%zu\n# corpus_non_text_bytes=%zu\n",
+                r->corpus->n_files, r->corpus->n, r->corpus->n_train, r->corpus->non_text);
+    }
     fprintf(f, "# n_params=%zu\n", r->m.P.numel);
     fprintf(f, "# ref_loss_optimal=%.6f\n# ref_loss_context_free=%.6f\n", r->refs.optimal, r->refs.context_free);
     fprintf(f, "# ref_entropy_uniform=%.6f\n", r->uniform);
@@ -106,11 +120,94 @@ static int start(void *u, int step, char *err, size_t errlen) {
     return 0;
 }
 
+/* The mean loss of the TG_CORPUS_VAL fixed validation windows, 16 at a time, on a context of its own. */
+static double validation_loss(run *r) {
+    enum { VB = 16 };
+    const int T = r->m.cfg.seq_len;
+    if (!r->eval_ready) {
+        tg_ctx_init(&r->eval_ctx, 0);
+        r->eval_ctx.grad_enabled = 0;
+        r->eval_ready = 1;
+    }
+    int *x = malloc(sizeof(int) * VB * (size_t)T), *y = malloc(sizeof(int) * VB * (size_t)T);
+    double sum = 0;
+    for (int first = 0; x && y && first < TG_CORPUS_VAL; first += VB) {
+        tg_ctx_reset(&r->eval_ctx);
+        tg_corpus_val_batch(r->corpus, first, VB, T, x, y);
+        sum += tg_model_forward(&r->m, &r->eval_ctx, x, y, VB, 0)->data[0];
+    }
+    free(x);
+    free(y);
+    return sum / (TG_CORPUS_VAL / VB);
+}
+
 static int before_step(void *u, int step, char *err, size_t errlen) {
     run *r = u;
     /* the probe's maps of the model that logs this row, on their own context */
     if (r->dumping && attn_dump_step(&r->dump, &r->m, step, err, errlen)) return -1;
+    /* the validation loss of the model that logs this row (step updates done) */
+    r->val_loss = NAN;
+    if (r->c->eval_every && (step % r->c->eval_every == 0 || step == r->c->steps)) r->val_loss = validation_loss(r);
     return 0;
+}
+
+/* --sample: the model of --resume writes after the prompt; bytes to stdout. */
+static int sample(run *r, const attn_cfg *c, const tg_cli_opt *opts, int nopt) {
+    tg_adamw adam;
+    tg_sgd sgd;
+    if (c->optim == OPT_ADAM) tg_adamw_init(&adam, &r->m.P, 0.9f, 0.95f, 1e-8f, c->weight_decay);
+    else tg_sgd_init(&sgd, &r->m.P, c->momentum, c->weight_decay);
+    tg_rng data;
+    tg_train_state st = {.P = &r->m.P, .adam = c->optim == OPT_ADAM ? &adam : NULL,
+                         .sgd = c->optim == OPT_SGD ? &sgd : NULL, .data_rng = &data,
+                         .settings = r->settings, .n_settings = r->n_settings};
+    char err[1024], changed[512];
+    int status = 0;
+    if (tg_ckpt_load(c->resume, &st, opts, nopt, attn_run_options, changed, sizeof changed, err, sizeof err)) {
+        fprintf(stderr, "attn_scale: --resume %s\n", err);
+        status = 2;
+    } else {
+        const int T = c->seq_len;
+        size_t n = strlen(c->sample), cap = n + (size_t)c->sample_len;
+        int *text = malloc(sizeof(int) * (cap ? cap : 1)), *win = malloc(sizeof(int) * (size_t)T);
+        tg_ctx ctx;
+        tg_ctx_init(&ctx, 0);
+        ctx.grad_enabled = 0;
+        tg_rng rng;
+        tg_rng_seed(&rng, (uint64_t)c->seed, 0x5a3b1e);
+        for (size_t i = 0; i < n; i++) text[i] = (unsigned char)c->sample[i];
+        fwrite(c->sample, 1, n, stdout);
+        for (int k = 0; k < c->sample_len && text && win; k++) {
+            /* the last T bytes at positions 0.., the rest of the window after them (causal: unseen) */
+            size_t w = n < (size_t)T ? n : (size_t)T;
+            for (int t = 0; t < T; t++) win[t] = (size_t)t < w ? text[n - w + (size_t)t] : ' ';
+            tg_ctx_reset(&ctx);
+            const float *lg = tg_model_logits(&r->m, &ctx, win, 1)->data + (w ? w - 1 : 0) * 256;
+            int next = 0;
+            if (c->temperature <= 0) {
+                for (int v = 1; v < 256; v++)
+                    if (lg[v] > lg[next]) next = v;
+            } else {
+                double p[256], mx = lg[0], sum = 0;
+                for (int v = 1; v < 256; v++) mx = fmax(mx, lg[v]);
+                for (int v = 0; v < 256; v++) sum += p[v] = exp((lg[v] - mx) / c->temperature);
+                double u = tg_rng_uniform(&rng) * sum;
+                for (next = 0; next < 255 && (u -= p[next]) > 0; next++) {
+                }
+            }
+            text[n++] = next;
+            putchar(next);
+        }
+        putchar('\n');
+        fflush(stdout);
+        tg_ctx_free(&ctx);
+        free(text);
+        free(win);
+    }
+    tg_train_state_free_logged(&st);
+    if (c->optim == OPT_ADAM) tg_adamw_free(&adam);
+    else tg_sgd_free(&sgd);
+    return status;
 }
 
 /* The message's newlines and tabs would break a log header line. */
@@ -175,9 +272,20 @@ int main(int argc, char **argv) {
                     "%s; entropy, max-logit, saturation and scale columns will be nan\n", why);
         }
     }
-    run r = {.c = &c, .opts = opts, .n_opts = nopt, .unmeasured = unmeasured, .plugin_file = plugin.path};
+    tg_corpus corpus = {0};
+    if (c.task == TG_TASK_CODE && tg_corpus_load(&corpus, c.data, c.seq_len, err, sizeof err)) {
+        fprintf(stderr, "attn_scale: --data %s\n", err);   /* before anything is written */
+        tg_attn_plugin_close(&plugin);
+        return 2;
+    }
+    if (corpus.non_text)
+        fprintf(stderr, "attn_scale: note: the corpus has %zu bytes that are not text (of %zu)\n", corpus.non_text,
+                corpus.n);
+    run r = {.c = &c, .opts = opts, .n_opts = nopt, .unmeasured = unmeasured, .plugin_file = plugin.path,
+             .corpus = c.task == TG_TASK_CODE ? &corpus : NULL, .val_loss = NAN};
     tg_model_init(&r.m, &mc, (uint64_t)c.seed);
     r.tc = attn_cfg_task(&c);
+    r.tc.corpus = r.corpus;
     r.refs = tg_task_reference(&r.tc);
     r.uniform = tg_attn_uniform_entropy(c.seq_len, 1);
     r.tokens = malloc(sizeof(int) * (size_t)c.batch * c.seq_len);
@@ -194,6 +302,17 @@ int main(int argc, char **argv) {
     if (c.attn_plugin) {
         settings[ns++] = (tg_setting){"attn_plugin_sha256", plugin.sha256};
         settings[ns++] = (tg_setting){"attn_plugin_symbol", plugin.symbol};
+    }
+    if (r.corpus) settings[ns++] = (tg_setting){"corpus_sha256", corpus.sha256};   /* the same text, or no resume */
+    r.settings = settings, r.n_settings = ns;
+    if (c.sample) {
+        int st = sample(&r, &c, opts, nopt);
+        free(r.tokens);
+        free(r.targets);
+        tg_model_free(&r.m);
+        tg_corpus_free(&corpus);
+        tg_attn_plugin_close(&plugin);
+        return st;
     }
     const char *files[1][2] = {{"--dump-attn-file", c.dump_attn_file}};
     tg_train_cfg tc;
@@ -221,6 +340,8 @@ int main(int argc, char **argv) {
                tg_task_names[c.task], tg_scale_names[c.scale], c.d_head, c.seed, c.steps, res.final_loss,
                res.final_metric, r.uniform, r.refs.context_free, res.seconds);
     attn_dump_free(&r.dump);
+    if (r.eval_ready) tg_ctx_free(&r.eval_ctx);
+    tg_corpus_free(&corpus);
     free(r.tokens);
     free(r.targets);
     tg_model_free(&r.m);

@@ -21,6 +21,7 @@ Standard library only.
     tglogs.py maps-heads SCALE=SUMMARY...        the maps' summary-heads.tsv (attn_maps --summary files)
     tglogs.py maps-topkey SCALE=DUMP...          the maps' top-key.tsv (attn_maps FILE's text)
     tglogs.py logat [--steps 0,60,end] LOG...   what logs say at given steps (scripts/logat.sh)
+    tglogs.py textverdict LOG... [--gap NATS]   on text: none vs sqrt per seed by the validation loss gap
     tglogs.py ranges LOG...                      per framework and scale: final loss and entropy ranges over seeds
     tglogs.py align FILE...                      a TSV with its columns aligned (two spaces between columns)
     tglogs.py col FILE NAME...                   the named columns of a TSV (header row first)
@@ -43,6 +44,7 @@ import sys
 
 # The experiment's defaults; every one may be overridden by an option.
 PASS_RATIO = 3.0            # final loss of the unscaled run / the scaled run's, at least
+TEXT_GAP = 0.25             # on text (task code): the unscaled run's final validation loss this many nats above
 PASS_GAP = 0.25             # and at least this many nats above it
 LOW_HEAD = 0.1              # a head below this entropy / uniform counts as collapsed
 COMPARE = ("scale", "none", "sqrt")   # the key whose two values are compared
@@ -530,6 +532,40 @@ def logat(paths, steps, err=sys.stderr):
     return "".join("%-*s %s\n" % (w, n, r) for n, r in [("run", head)] + lines), bad
 
 
+# ---- on real text (scripts/reproduce_code.sh) ------------------------------------------------
+def last_value(log, column):
+    """The last row's value of a column that is not NaN (val_loss is logged every --eval-every)."""
+    for r in reversed(log.rows):
+        v = fnum(log.col(r, column))
+        if not math.isnan(v):
+            return v
+    return float("nan")
+
+
+def text_verdicts(paths, gap_min=TEXT_GAP):
+    """Per seed, the unscaled (none) run against the scaled (sqrt) run of a text task: the final
+    training loss (mean of the last 10% of rows), the final validation loss, their gap, and whether
+    the unscaled one ends at least gap_min nats above on validation; a ratio means little on text,
+    where the losses of both stay far from 0."""
+    runs = {}
+    for p in paths:
+        log = Log(p)
+        s = log_stats(log)
+        runs[(log.header.get("scale", "-"), log.header.get("seed", "-"))] = (s, last_value(log, "val_loss"), log)
+    head = ["seed", "train none", "train sqrt", "val none", "val sqrt", "val gap", "heads<0.1@10% none",
+            "heads<0.1@10% sqrt", "verdict"]
+    out = []
+    for (scale, seed), (s, val, log) in sorted(runs.items(), key=lambda kv: fnum(kv[0][1])):
+        if scale != "none" or ("sqrt", seed) not in runs:
+            continue
+        t, tval, _ = runs[("sqrt", seed)]
+        gap = val - tval
+        out.append([seed, "%.4f" % s["final_loss"], "%.4f" % t["final_loss"], "%.4f" % val, "%.4f" % tval, "%.3f" % gap,
+                    "%s/%d" % (s["low10"], s["nheads"]), "%s/%d" % (t["low10"], t["nheads"]),
+                    "failure reproduced" if gap >= gap_min else "NOT reproduced"])
+    return align([head] + out)
+
+
 # ---- TSV tables ----------------------------------------------------------------------
 def read_tsv(path):
     """Header names and rows (lists of strings) of a TSV whose first line names its columns."""
@@ -841,6 +877,10 @@ def main(argv):
             text, bad = logat(args, steps)
             sys.stdout.write(text)
             return bad
+        if verb == "textverdict":
+            gap = float(opt(args, "--gap", str(TEXT_GAP)))
+            sys.stdout.write(text_verdicts(args, gap))
+            return 0
         if verb == "map-rows":
             sys.stdout.write(map_rows(args[0], args[1:]))
             return 0

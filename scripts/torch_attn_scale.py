@@ -139,8 +139,73 @@ def recall_batch(a, gen):
     return x, y
 
 
+# ---- task code (experiments/train/corpus.c): the same bytes, order and split --------
+def corpus_paths(spec):
+    """tg_corpus_load's files: FILE, FOLDER (recursively, path byte order), @LIST, or None: the .h files of
+    `dpkg -L libc6-dev`, sorted."""
+    def expand(p):
+        if os.path.isfile(p):
+            return [p]
+        if not os.path.isdir(p):
+            raise SystemExit(f"torch_attn_scale: corpus {p}: no such file or folder")
+        out = []
+        for name in sorted(os.listdir(p), key=lambda n: os.path.join(p, n).encode()):
+            q = os.path.join(p, name)
+            if not os.path.islink(q):
+                out += expand(q)
+        return out
+    if spec is None:
+        import subprocess
+        lines = subprocess.run(["dpkg", "-L", "libc6-dev"], capture_output=True, text=True).stdout.split("\n")
+        return sorted((l for l in lines if l.endswith(".h") and os.path.isfile(l)), key=str.encode)
+    if spec.startswith("@"):
+        out = []
+        for l in open(spec[1:]):
+            l = l.rstrip("\r\n")
+            if l and not l.startswith("#"):
+                out += expand(l)
+        return out
+    return expand(spec)
+
+
+class Corpus:
+    VAL = 64   # TG_CORPUS_VAL
+
+    def __init__(self, spec, T):
+        self.paths = corpus_paths(spec)
+        data = b"".join(open(p, "rb").read() for p in self.paths)
+        if not data:
+            raise SystemExit("torch_attn_scale: the corpus is empty")
+        self.bytes = torch.tensor(list(data), dtype=torch.long)
+        n = len(data)
+        self.n_train = n - n // 10
+        self.T = T
+        import hashlib
+        self.sha256 = hashlib.sha256(data).hexdigest()
+        counts = torch.zeros(256, 256, dtype=torch.float64)   # H(next | this) of the training part
+        tr = self.bytes[:self.n_train]
+        counts.index_put_((tr[:-1], tr[1:]), torch.ones(self.n_train - 1, dtype=torch.float64), accumulate=True)
+        rows = counts.sum(1, keepdim=True)
+        nz = counts > 0
+        self.context_free = -(counts[nz] / (self.n_train - 1) * torch.log(counts[nz] / rows.expand_as(counts)[nz])).sum().item()
+
+    def windows(self, starts):
+        idx = torch.tensor(starts).unsqueeze(1) + torch.arange(self.T + 1)
+        w = self.bytes[idx]
+        return w[:, :-1].contiguous(), w[:, 1:].contiguous()
+
+    def batch(self, a, gen):
+        return self.windows(torch.randint(0, self.n_train - self.T, (a.batch,), generator=gen).tolist())
+
+    def validation(self):
+        span = len(self.bytes) - self.n_train - self.T - 1
+        return self.windows([self.n_train + span * i // (self.VAL - 1) for i in range(self.VAL)])
+
+
 def context_free(a):
     """task_reference(): the best loss from the current token and its position alone."""
+    if a.task == "code":
+        return a.corpus.context_free
     if a.task == "recall":
         return math.log(a.values)
     T, A, V, p, total = a.seq_len, a.alphabet, a.vocab, 1.0 / a.alphabet, 0.0
@@ -190,23 +255,31 @@ def header(a, model, refs, uniform):
     """attn_scale's '# key=value' lines, as far as they apply, and its columns."""
     out = ["# torch attn_scale", "# framework=torch", f"# torch_version={torch.__version__}"]
     for k, v in vars(a).items():
-        if k in ("log",):
+        if k == "corpus":
+            continue
+        if k in ("log", "data"):
             v = v or ""
         elif isinstance(v, float):
             v = "%.9g" % f32(v)
         out.append(f"# {k}={v}")
     out += ["# attn_scale_value=%.9g" % scale_float(a),
             "# n_params=%d" % sum(p.numel() for p in model.parameters()),
-            "# ref_loss_optimal=%.6f" % 0.0, "# ref_loss_context_free=%.6f" % refs, "# ref_entropy_uniform=%.6f" % uniform]
+            "# ref_loss_optimal=%.6f" % (float("nan") if a.task == "code" else 0.0), "# ref_loss_context_free=%.6f" % refs,
+            "# ref_entropy_uniform=%.6f" % uniform]
+    if a.task == "code":
+        out += [f"# corpus_sha256={a.corpus.sha256}", f"# corpus_files={len(a.corpus.paths)}",
+                f"# corpus_bytes={len(a.corpus.bytes)}", f"# corpus_train_bytes={a.corpus.n_train}"]
     L, H = a.layers, a.heads
     heads = [f"l{l}_h{h}" for l in range(L) for h in range(H)]
     cols = ["step", "loss", "ent_mean"] + [f"ent_{x}" for x in heads] + [f"maxlogit_l{l}" for l in range(L)]
     cols += [f"sat_l{l}" for l in range(L)] + [f"nent_{x}" for x in heads] + ["grad_norm", "lr"]
     cols += [f"scale_{x}" for x in heads]
+    if a.eval_every:
+        cols += ["val_loss"]
     return "\n".join(out) + "\n" + "\t".join(cols) + "\n"
 
 
-def row(step, loss, stats, uniform, gnorm, lr):
+def row(step, loss, stats, uniform, gnorm, lr, val=None):
     ent = torch.cat([s[0] for s in stats]).tolist()
     f = [str(step), "%.6f" % loss, "%.6f" % (sum(f32(e) for e in ent) / len(ent))]
     f += ["%.6f" % f32(e) for e in ent]
@@ -215,12 +288,16 @@ def row(step, loss, stats, uniform, gnorm, lr):
     f += ["%.6f" % (f32(e) / uniform) for e in ent]
     f += ["%.6g" % gnorm, "%.6g" % lr]
     f += ["%.6g" % f32(x) for s in stats for x in s[3].tolist()]
+    if val is not None:
+        f += ["nan" if math.isnan(val) else "%.6f" % val]
     return "\t".join(f) + "\n"
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--task", choices=["hist", "recall"], default="hist")
+    ap.add_argument("--task", choices=["hist", "recall", "code"], default="hist")
+    ap.add_argument("--data", default=None, help="--task code: FILE, FOLDER or @LIST (default: libc6-dev's .h files)")
+    ap.add_argument("--eval-every", type=int, default=0, help="--task code: the validation loss every N steps")
     for name, default in (("steps", 600), ("batch", 32), ("seq-len", 32), ("vocab", 64), ("d-model", 128),
                           ("heads", 4), ("d-head", 128), ("layers", 1)):
         ap.add_argument("--" + name, type=int, default=default)
@@ -253,12 +330,15 @@ def main():
            if not ok]
     if bad:
         ap.error(bad[0])
+    if a.task == "code":
+        a.vocab = 256
+        a.corpus = Corpus(a.data, a.seq_len)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     model = Model(a)
     gen = torch.Generator().manual_seed(a.seed + 0xDA7A)
     opt = optimizer(model, a)
-    batch = hist_batch if a.task == "hist" else recall_batch
+    batch = hist_batch if a.task == "hist" else recall_batch if a.task == "recall" else a.corpus.batch
     uniform = sum(math.log(i + 1) for i in range(a.seq_len)) / a.seq_len
     refs = context_free(a)
     log = None
@@ -271,6 +351,13 @@ def main():
     params = list(model.parameters())
     for step in range(a.steps + 1):
         logging = step % a.log_every == 0 or step == a.steps
+        val = None
+        if a.eval_every:
+            val = float("nan")
+            if step % a.eval_every == 0 or step == a.steps:   # the model of this row: before its update
+                with torch.no_grad():
+                    vx, vy = a.corpus.validation()
+                    val = sum(model(vx[i:i + 16], vy[i:i + 16]).item() for i in range(0, Corpus.VAL, 16)) / (Corpus.VAL // 16)
         x, y = batch(a, gen)
         stats = [] if logging else None
         loss = model(x, y, stats)
@@ -291,7 +378,7 @@ def main():
             opt.step()
         if logging:
             if log:
-                log.write(row(step, lv, stats, uniform, gnorm, lr))
+                log.write(row(step, lv, stats, uniform, gnorm, lr, val))
                 log.flush()
             ent = torch.cat([s[0] for s in stats])
             logged.append((lv, ent.mean().item()))

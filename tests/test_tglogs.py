@@ -152,6 +152,13 @@ class Tables(unittest.TestCase):
         with self.assertRaisesRegex(tglogs.LogError, "no column nosuch"):
             tglogs.table(path, ["nosuch=1"])
 
+    def test_text_verdict(self):
+        logs = [os.path.join(TOP, "docs", "data", "code", "%s_s%d.tsv" % (m, s)) for m in ("none", "sqrt") for s in (1, 2, 3)]
+        lines = tglogs.text_verdicts(logs).splitlines()
+        self.assertEqual(len(lines), 4)
+        self.assertTrue(all(l.endswith("failure reproduced") for l in lines[1:]))
+        self.assertTrue(all(l.endswith("NOT reproduced") for l in tglogs.text_verdicts(logs, gap_min=1.0).splitlines()[1:]))
+
     def test_align(self):
         self.assertEqual(tglogs.align([["a", "bb", "c"], ["ccc", "d", "e"]]), "a    bb  c\nccc  d   e\n")
 

@@ -196,7 +196,11 @@ static tg_tensor *forward(tg_model *m, tg_ctx *ctx, const int *tokens, const int
     }
     x = tg_layernorm(ctx, x, m->lnf_g, m->lnf_b, 1e-5f);
     tg_tensor *logits = tg_matmul(ctx, x, m->w_out, 0, 0);
-    return tg_cross_entropy(ctx, logits, targets);
+    return targets ? tg_cross_entropy(ctx, logits, targets) : logits;
+}
+
+tg_tensor *tg_model_logits(tg_model *m, tg_ctx *ctx, const int *tokens, int B) {
+    return forward(m, ctx, tokens, NULL, B, 0, NULL, NULL);
 }
 
 tg_tensor *tg_model_forward(tg_model *m, tg_ctx *ctx, const int *tokens, const int *targets, int B, int stats) {

@@ -1,12 +1,21 @@
 #include "tg_tasks.h"
 
+#include "tg_corpus.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-const char *const tg_task_names[] = {"hist", "recall", NULL};
+const char *const tg_task_names[] = {"hist", "recall", "code", NULL};
 
 int tg_task_check(const tg_task_cfg *t, char *err, size_t errlen) {
+    if (t->kind == TG_TASK_CODE) {
+        if (t->vocab != 256) {
+            snprintf(err, errlen, "task code: bytes need --vocab 256 (got %d)", t->vocab);
+            return 1;
+        }
+        return 0;
+    }
     if (t->kind == TG_TASK_HIST) {
         if (t->alphabet < 2 || t->alphabet + 1 > t->vocab) {
             snprintf(err, errlen, "task hist: alphabet %d needs 2 <= alphabet <= vocab-1 (vocab %d)",
@@ -66,6 +75,10 @@ static void recall_seq(const tg_task_cfg *t, tg_rng *r, int *x, int *y) {
 }
 
 void tg_task_batch(const tg_task_cfg *t, tg_rng *rng, int B, int *tokens, int *targets) {
+    if (t->kind == TG_TASK_CODE) {
+        tg_corpus_batch(t->corpus, rng, B, t->seq_len, tokens, targets);
+        return;
+    }
     for (int b = 0; b < B; b++) {
         int *x = tokens + (size_t)b * t->seq_len, *y = targets + (size_t)b * t->seq_len;
         if (t->kind == TG_TASK_HIST) hist_seq(t, rng, x, y);
@@ -98,7 +111,8 @@ static double hist_context_free(const tg_task_cfg *t) {
 
 tg_task_refs tg_task_reference(const tg_task_cfg *t) {
     tg_task_refs r = {0, 0};
-    if (t->kind == TG_TASK_HIST) r.context_free = hist_context_free(t);
+    if (t->kind == TG_TASK_CODE) r = (tg_task_refs){NAN, t->corpus ? tg_corpus_bigram_entropy(t->corpus) : NAN};
+    else if (t->kind == TG_TASK_HIST) r.context_free = hist_context_free(t);
     else r.context_free = log((double)t->values);   /* a query's value is uniform without the pairs */
     return r;
 }

@@ -86,6 +86,8 @@ float tg_model_scale(const tg_model_cfg *cfg);   /* the float passed to the atte
  * attention health arrays are filled. */
 tg_tensor *tg_model_forward(tg_model *m, tg_ctx *ctx, const int *tokens, const int *targets, int B,
                          int stats);
+/* The logits [B, T, vocab] of a batch, on ctx (no loss, no stats). */
+tg_tensor *tg_model_logits(tg_model *m, tg_ctx *ctx, const int *tokens, int B);
 /* The attention weights of every layer for one batch of tokens: out gets
  * layers × [B, H, T, T] floats (masked entries 0). They come from the composed
  * op whatever cfg.attn says (the fused op keeps no weights), or for an

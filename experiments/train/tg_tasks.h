@@ -7,6 +7,10 @@
  *   evenly over all earlier copies of a token: a head that always picks one
  *   token cannot do it. The optimum is 0 (the target is a function of the
  *   prefix).
+ * code: byte-level next-token prediction over a text corpus (tg_corpus.h): a
+ *   window of seq_len bytes from its training part, each target the next byte;
+ *   vocabulary 256. The optimum is unknown (NaN); the context-free reference is
+ *   H(next byte | this byte) of the training part.
  * recall (control): the first half holds (key, value) pair tokens from a random
  *   per-sequence map of K keys to NV values; the second half holds query tokens
  *   of keys that appeared; the target at a query is the key's value. One sharp
@@ -15,12 +19,15 @@
 #define TG_TASKS_H
 #include "tg_core.h"
 
-enum { TG_TASK_HIST, TG_TASK_RECALL, TG_TASK_COUNT };
+enum { TG_TASK_HIST, TG_TASK_RECALL, TG_TASK_CODE, TG_TASK_COUNT };
 extern const char *const tg_task_names[];   /* NULL-terminated, for --task */
+
+struct tg_corpus;
 
 typedef struct {
     int kind;
     int vocab, seq_len;
+    const struct tg_corpus *corpus;   /* code: the text (tg_corpus.h); vocab must be 256 */
     int alphabet;          /* hist: symbols 0..A-1, BOS = A */
     int keys, values;      /* recall: pair token k*NV+v, query token K*NV+k */
 } tg_task_cfg;
