@@ -92,7 +92,7 @@ tg_model_cfg attn_cfg_model(const attn_cfg *c) {
 }
 
 tg_task_cfg attn_cfg_task(const attn_cfg *c) {
-    return (tg_task_cfg){.kind = c->task, .vocab = c->vocab, .seq_len = c->seq_len, .alphabet = c->alphabet,
+    return (tg_task_cfg){.kind = c->task, .vocab = c->vocab, .seq_len = c->seq_len, .corpus = c->corpus, .alphabet = c->alphabet,
                       .keys = c->keys, .values = c->values};
 }
 

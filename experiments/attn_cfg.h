@@ -34,6 +34,7 @@ typedef struct {
     /* task code: the corpus (tg_corpus.h; NULL: libc6-dev's headers), validation loss every N steps */
     const char *data;
     int eval_every;
+    const struct tg_corpus *corpus;   /* set by the program once the corpus is loaded (attn_cfg_task passes it on) */
     /* --sample PROMPT: print what the model of --resume writes after PROMPT, then exit */
     const char *sample;
     int sample_len;

@@ -8,6 +8,7 @@
 
 #include "tg_checkpoint.h"
 #include "safetensors.h"
+#include "tg_corpus.h"
 
 #define DUMP_FORMAT "tapegrad.attn_maps"
 
@@ -15,7 +16,8 @@ void attn_probe_tokens(const tg_task_cfg *t, int *tokens) {
     tg_rng r;
     tg_rng_seed(&r, ATTN_PROBE_SEED, ATTN_PROBE_STREAM);
     int *targets = tokens + t->seq_len;   /* scratch: the caller's buffer holds 2·T */
-    tg_task_batch(t, &r, 1, tokens, targets);
+    if (t->kind == TG_TASK_CODE) tg_corpus_val_batch(t->corpus, 0, 1, t->seq_len, tokens, targets);   /* real text */
+    else tg_task_batch(t, &r, 1, tokens, targets);
 }
 
 static size_t per_step(const attn_dump *d) { return (size_t)d->L * d->H * d->T * d->T; }

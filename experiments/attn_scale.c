@@ -281,11 +281,11 @@ int main(int argc, char **argv) {
     if (corpus.non_text)
         fprintf(stderr, "attn_scale: note: the corpus has %zu bytes that are not text (of %zu)\n", corpus.non_text,
                 corpus.n);
+    if (c.task == TG_TASK_CODE) c.corpus = &corpus;
     run r = {.c = &c, .opts = opts, .n_opts = nopt, .unmeasured = unmeasured, .plugin_file = plugin.path,
              .corpus = c.task == TG_TASK_CODE ? &corpus : NULL, .val_loss = NAN};
     tg_model_init(&r.m, &mc, (uint64_t)c.seed);
     r.tc = attn_cfg_task(&c);
-    r.tc.corpus = r.corpus;
     r.refs = tg_task_reference(&r.tc);
     r.uniform = tg_attn_uniform_entropy(c.seq_len, 1);
     r.tokens = malloc(sizeof(int) * (size_t)c.batch * c.seq_len);

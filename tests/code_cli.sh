@@ -10,6 +10,7 @@
 #   --data without --task code, --sample without --resume;
 # - a binary file is allowed and its non-text bytes are counted;
 # - resuming on another corpus is refused; a resumed run's rows are a straight run's;
+# - --dump-attn works (its probe: the first validation window);
 # - --sample is deterministic for a seed and writes after the prompt.
 set -u
 bin=$1
@@ -62,6 +63,9 @@ run 2 othercorpus $T --steps 20 --data src/a --log part.tsv --save part.st --res
 grep -q "setting differs: corpus_sha256" othercorpus.err || no "resume on another corpus: not refused by its hash"
 run 0 resumed $T --steps 20 --data all.txt --log part.tsv --save part.st --resume part.st
 [ "$(rows part.tsv)" = "$(rows straight.tsv)" ] || no "a resumed code run's rows differ from a straight run's"
+# attention maps: the probe is the first validation window
+run 0 dump $T --steps 10 --data all.txt --log dump.tsv --dump-attn 0,10 --dump-attn-file maps.st
+[ -s maps.st ] || no "--dump-attn with --task code wrote no maps"
 # --sample
 run 0 s1 $T --steps 20 --data all.txt --resume part.st --sample "line 2: int" --sample-len 40
 run 0 s2 $T --steps 20 --data all.txt --resume part.st --sample "line 2: int" --sample-len 40
