@@ -2,20 +2,24 @@
 # The seed's own story on real data: a small byte-level code-completion model
 # (attn_scale --task code, the C headers of Debian's libc6-dev by default) with
 # the scale forgotten (none) and applied (sqrt), d_head 128, 2 layers, 3 seeds.
-#   scripts/reproduce_code.sh [--seeds "1 2 3"] [--steps 1000] [--out runs/code] [--jobs N] [--data PATH] [--all] [--docs]
+#   scripts/reproduce_code.sh [--seeds "1 2 3"] [--steps 1000] [--out runs/code] [--jobs N] [--data PATH] [--all] [--torch] [--docs]
 # Prints the runs' table, a verdict per seed (on text: the unscaled run's final
 # validation loss at least 0.25 nats above the scaled one's; a 3x ratio means
 # little when both losses stay far from 0), and what the none and sqrt models of
 # the first seed write after the same prompts. Figures: OUT/code-loss.png
 # (training loss), OUT/code-val.png (validation loss), OUT/code-entropy.png.
 # --all adds dk, qknorm and the learned log scale started at none (its own rate
-# 0.03, as the learned-scale results use).
+# 0.03, as the learned-scale results use). --torch also trains the PyTorch twin
+# (scripts/torch_attn_scale.py: the same task, corpus, split and validation
+# windows; Debian's python3-torch, installed when missing) for none and sqrt at
+# the first seed, and overlays the validation losses: OUT/code-torch-val.png.
 # --docs: copies the logs, the completions and the run's record (machine,
 # kernels, wall time) to docs/data/code/ and the figures to docs/.
 set -euo pipefail
+invocation="scripts/reproduce_code.sh $*"
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$top/scripts/setup.sh"
-seeds="1 2 3"; steps=1000; out="$top/runs/code"; jobs=$(nproc); data=""; all=""; docs=""
+seeds="1 2 3"; steps=1000; out="$top/runs/code"; jobs=$(nproc); data=""; all=""; docs=""; torch=""
 usage() { sed -n '5p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -25,6 +29,7 @@ while [ $# -gt 0 ]; do
         --jobs) [ $# -ge 2 ] || usage; jobs=$2; shift 2 ;;
         --data) [ $# -ge 2 ] || usage; data=$2; shift 2 ;;
         --all) all=1; shift ;;
+        --torch) torch=1; shift ;;
         --docs) docs=1; shift ;;
         *) echo "scripts/reproduce_code.sh: unknown option '$1'" >&2; usage ;;
     esac
@@ -71,6 +76,23 @@ mv "$out/code-loss-entropy.png" "$out/code-entropy.png"
 rm -f "$out"/code-loss-heatmap-*.png
 gnuplot -c "$top/scripts/valloss.gp" "$out/code-val.png" "libc6-dev headers: validation loss (last 10% of the bytes), d_head 128, seed $first" "${logs[@]}"
 
+if [ -n "$torch" ]; then   # the PyTorch twin, first seed, none and sqrt, side by side (its kernel: the CPU's best)
+    tg_need "${TG_TORCH_PACKAGES[@]}"
+    best=$(env -u OPENBLAS_CORETYPE "$top/build/experiments/blas_info" --best-core)
+    mkdir -p "$out/torch"
+    for m in none sqrt; do
+        OPENBLAS_CORETYPE=$best /usr/bin/python3 "$top/scripts/torch_attn_scale.py" "${model[@]}" --scale "$m" --seed "$first" \
+            --log "$out/torch/torch_${m}_s$first.tsv" >"$out/torch/torch_${m}_s$first.out" 2>&1 &
+    done
+    wait || true
+    for m in none sqrt; do
+        [ -s "$out/torch/torch_${m}_s$first.out" ] && grep -q final_loss "$out/torch/torch_${m}_s$first.out" ||
+            { echo "scripts/reproduce_code.sh: the PyTorch run $m failed:" >&2; tail -3 "$out/torch/torch_${m}_s$first.out" >&2; exit 1; }
+    done
+    gnuplot -c "$top/scripts/valloss.gp" "$out/code-torch-val.png" "validation loss, tapegrad and PyTorch, seed $first" \
+        "$out/none_s$first.tsv" "$out/sqrt_s$first.tsv" "$out/torch/torch_none_s$first.tsv" "$out/torch/torch_sqrt_s$first.tsv"
+fi
+
 prompts=('#include <' 'struct timespec' 'extern int ' '#define __')
 {
     for p in "${prompts[@]}"; do
@@ -98,9 +120,13 @@ if [ -n "$docs" ]; then
     rm -rf "$d"; mkdir -p "$d"
     cp "${alllogs[@]}" "$out/completions.txt" "$d/"
     cp "$out/code-loss.png" "$out/code-val.png" "$out/code-entropy.png" "$top/docs/"
+    if [ -n "$torch" ]; then
+        mkdir -p "$d/torch"; cp "$out"/torch/torch_*.tsv "$d/torch/"; cp "$out/code-torch-val.png" "$top/docs/"
+    fi
     {
-        echo "scripts/reproduce_code.sh --jobs $jobs --steps $steps --docs: ${#alllogs[@]} runs of attn_scale, $jobs at a time, --threads 1"
+        echo "$invocation: ${#alllogs[@]} runs of attn_scale ($steps steps), $jobs at a time, --threads 1"
         echo "trained in ${secs}s, $(date -u +%F)"
+        [ -z "$torch" ] || sed -n 's/.*seconds=\([0-9.]*\).*/PyTorch twin: a run took \1 s/p' "$out"/torch/*.out
         echo "load average before: $load0; after: $(cut -d' ' -f1-3 /proc/loadavg)"
         tg_machine "$top/build"
         sed -n 's/^# corpus_source=/corpus: /p; s/^# corpus_files=/corpus files: /p; s/^# corpus_bytes=/corpus bytes: /p; s/^# corpus_sha256=/corpus sha256: /p' "${logs[0]}"

@@ -8,7 +8,8 @@ that scripts/plot.sh and scripts/summarize.sh read both. Debian's python3-torch
 
 Same definitions as experiments/model.c, tasks.c and attn_scale.c: the model is
 bench_torch.py's (pre-LN, fan-in init, GELU tanh, untied unembedding) with the
-scale modes added; hist/recall batches; AdamW β = (0.9, 0.95), ε = 1e-8, decay
+scale modes added; hist/recall batches, or --task code: the bytes of the same corpus, split and
+validation windows as experiments/train/corpus.c (val_loss with --eval-every); AdamW β = (0.9, 0.95), ε = 1e-8, decay
 on matrices and embeddings only; global grad-norm clip; linear warm-up then
 cosine to --lr-min; a row every --log-every steps and at the last step, each
 computed on the step's batch before its update, the last one with no update
