@@ -76,6 +76,10 @@ setsid "$sweep" run test -j 2 --bin "$bin" >run1.out 2>&1 &
 sid=$!
 before=0
 wait_for 300 more_done || no "no run finished in 300 s"
+# and a run under way has a checkpoint: stopped now, it must resume (on a loaded machine a run
+# may otherwise be stopped while it starts up, before it saves anything, and nothing would resume)
+midway() { for f in test/runs/*.st; do [ -s "$f" ] && [ ! -s "${f%.st}.done" ] && return 0; done; return 1; }
+wait_for 120 midway || no "no unfinished run wrote a checkpoint in 120 s"
 par=$(pgrep -P "$sid" -x parallel || pgrep -P "$sid" | head -1)
 [ -n "$par" ] && kill -TERM "$par"
 wait "$sid"
