@@ -55,7 +55,7 @@ static int expand(paths *ps, const char *path, char *err, size_t errlen) {
         }
     }
     closedir(d);
-    qsort(here.p, (size_t)here.n, sizeof *here.p, by_name);
+    if (here.n) qsort(here.p, (size_t)here.n, sizeof *here.p, by_name);   /* qsort(NULL, 0) is undefined */
     int rc = 0;
     for (int i = 0; i < here.n && !rc; i++) {
         struct stat s2;
