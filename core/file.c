@@ -46,7 +46,7 @@ int tg_file_begin(tg_file *f, const char *path, char *err, size_t errlen) {
     sprintf(f->tmp, "%.*s.%s.XXXXXX", (int)dirlen, path, path + dirlen);
     f->fd = mkstemp(f->tmp);
     if (f->fd < 0) {
-        int e = errno;
+        int e = f->err_no = errno;
         free(f->tmp);
         f->tmp = NULL;
         return tg_errf(err, errlen, "%s: cannot create a temporary file in its folder (%s)", path, strerror(e));

@@ -30,7 +30,7 @@ typedef struct tg_file {
     char *tmp;          /* the temporary file's path (NULL when none) */
     const char *path;   /* the target */
     int failed;         /* a write failed: commit refuses */
-    int err_no;
+    int err_no;         /* the errno of a failed begin or write */
 } tg_file;
 
 int tg_file_begin(tg_file *f, const char *path, char *err, size_t errlen);

@@ -42,7 +42,8 @@ typedef struct {
     int n_settings;
     const char *plugin_file;  /* plugins: the file loaded, absolute */
     const tg_corpus *corpus;  /* task code */
-    tg_ctx eval_ctx;          /* the validation loss's own context */
+    tg_ctx eval_ctx;          /* the validation loss's own context and batch (made once: no allocation */
+    int *eval_x, *eval_y;     /* in a step after the first) */
     int eval_ready;
     double val_loss;          /* at the row being logged; NaN when not evaluated there */
     int noted;                /* a failed measurement was reported */
@@ -128,17 +129,17 @@ static double validation_loss(run *r) {
     if (!r->eval_ready) {
         tg_ctx_init(&r->eval_ctx, 0);
         r->eval_ctx.grad_enabled = 0;
+        r->eval_x = malloc(sizeof(int) * VB * (size_t)T);
+        r->eval_y = malloc(sizeof(int) * VB * (size_t)T);
         r->eval_ready = 1;
     }
-    int *x = malloc(sizeof(int) * VB * (size_t)T), *y = malloc(sizeof(int) * VB * (size_t)T);
+    if (!r->eval_x || !r->eval_y) return NAN;
     double sum = 0;
-    for (int first = 0; x && y && first < TG_CORPUS_VAL; first += VB) {
+    for (int first = 0; first < TG_CORPUS_VAL; first += VB) {
         tg_ctx_reset(&r->eval_ctx);
-        tg_corpus_val_batch(r->corpus, first, VB, T, x, y);
-        sum += tg_model_forward(&r->m, &r->eval_ctx, x, y, VB, 0)->data[0];
+        tg_corpus_val_batch(r->corpus, first, VB, T, r->eval_x, r->eval_y);
+        sum += tg_model_forward(&r->m, &r->eval_ctx, r->eval_x, r->eval_y, VB, 0)->data[0];
     }
-    free(x);
-    free(y);
     return sum / (TG_CORPUS_VAL / VB);
 }
 
@@ -342,6 +343,8 @@ int main(int argc, char **argv) {
                res.final_metric, r.uniform, r.refs.context_free, res.seconds);
     attn_dump_free(&r.dump);
     if (r.eval_ready) tg_ctx_free(&r.eval_ctx);
+    free(r.eval_x);
+    free(r.eval_y);
     tg_corpus_free(&corpus);
     free(r.tokens);
     free(r.targets);

@@ -1,4 +1,4 @@
-#define _POSIX_C_SOURCE 200809L   /* mkstemp */
+#define _POSIX_C_SOURCE 200809L   /* strdup */
 #include "tg_checkpoint.h"
 
 #include <errno.h>
@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "safetensors.h"
+#include "tg_file.h"
 
 int tg_train_state_reserve(tg_train_state *s, int rows) {
     if (rows <= s->cap_logged) return 0;
@@ -309,21 +310,11 @@ int tg_ckpt_load(const char *path, tg_train_state *s, const tg_cli_opt *opts, in
 int tg_ckpt_check_writable(const char *path, char *err, size_t errlen) {
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return tg_errf(err, errlen, "%s is a folder", path);
-    /* the atomic rename would replace a FIFO, socket or device node with a file */
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return tg_errf(err, errlen, "%s: not a regular file", path);
-    const char *slash = strrchr(path, '/');
-    size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
-    char *tmp = malloc(dirlen + 32);
-    if (!tmp) return tg_errf(err, errlen, "out of memory");
-    snprintf(tmp, dirlen + 32, "%.*s.tg_write_test.XXXXXX", (int)dirlen, path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int e = errno;
-        free(tmp);
-        return tg_errf(err, errlen, "%s: cannot create a file in its folder (%s)", path, strerror(e));
-    }
-    close(fd);
-    unlink(tmp);
-    free(tmp);
+    if (tg_file_check_target(path, err, errlen)) return -1;   /* the rename would replace a FIFO or a device */
+    /* the writer's own first step, undone */
+    tg_file f;
+    if (tg_file_begin(&f, path, err, errlen))
+        return tg_errf(err, errlen, "%s: cannot create a file in its folder (%s)", path, strerror(f.err_no));
+    tg_file_abort(&f);
     return 0;
 }
