@@ -393,17 +393,19 @@ void tg_set_threads(int n) {
     omp_set_num_threads(n > 0 ? n : 1);
 }
 
-/* "--threads N" or "--threads=N" in argv (the last one), else 0. */
+/* A thread count in 1..4096, or 0 when s is not one. */
+static int thread_count(const char *s) {
+    char *end;
+    long x = strtol(s, &end, 10);
+    return *s && !*end && x >= 1 && x <= 4096 ? (int)x : 0;
+}
+
+/* "--threads N" or "--threads=N" in argv (the last one), else 0 (a bad value: the program's parser says so). */
 static int threads_flag(int argc, char **argv) {
     int n = 0;
     for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) v = argv[i + 1];
-        else if (strncmp(argv[i], "--threads=", 10) == 0) v = argv[i] + 10;
-        if (!v) continue;
-        char *end;
-        long x = strtol(v, &end, 10);
-        n = *v && !*end && x >= 1 && x <= 4096 ? (int)x : 0;   /* a bad value: the program's parser says so */
+        if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) n = thread_count(argv[i + 1]);
+        else if (strncmp(argv[i], "--threads=", 10) == 0) n = thread_count(argv[i] + 10);
     }
     return n;
 }
@@ -413,14 +415,9 @@ int tg_runtime_init(const char *prog, int argc, char **argv) {
     if (rc) return rc;
     int n = threads_flag(argc, argv);
     const char *env = getenv("TG_THREADS");
-    if (!n && env && *env) {
-        char *end;
-        long x = strtol(env, &end, 10);
-        if (*end || x < 1 || x > 4096) {
-            fprintf(stderr, "%s: TG_THREADS='%.20s' is not a thread count (1..4096)\n", prog, env);
-            return 2;
-        }
-        n = (int)x;
+    if (!n && env && *env && !(n = thread_count(env))) {
+        fprintf(stderr, "%s: TG_THREADS='%.20s' is not a thread count (1..4096)\n", prog, env);
+        return 2;
     }
     tg_set_threads(n ? n : 1);
     return 0;

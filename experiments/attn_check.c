@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "attn_cfg.h"
 #include "tg_attn_check.h"
 #include "tg_attn_log.h"
 #include "tg_attn_plugin.h"
@@ -53,19 +54,23 @@ static tg_tensor *tr_forward(tg_ctx *ctx, void *u, int logging) {
     return loss;
 }
 
-/* Trains attn_scale's default model (hist task, d_head as given) for `steps`; fn NULL: tg_attention. */
+/* Trains attn_scale's default model (its defaults: attn_cfg.c; d_head as given) for `steps`; fn NULL:
+ * tg_attention. */
 static int train_one(tg_attention_fn fn, int d_head, int steps, trainer *t) {
-    tg_model_cfg mc = {.vocab = 64, .seq_len = 32, .d_model = 128, .heads = 4, .d_head = d_head, .layers = 1,
-                       .scale_mode = TG_SCALE_SQRT, .init = TG_INIT_FANIN, .attn_fn = fn, .attn_measure = fn != NULL};
-    *t = (trainer){.B = 32, .tc = {.kind = TG_TASK_HIST, .vocab = 64, .seq_len = 32, .alphabet = 8}};
-    tg_model_init(&t->m, &mc, 1);
-    t->uniform = tg_attn_uniform_entropy(32, 1);
-    t->tokens = malloc(sizeof(int) * 32 * 32);
-    t->targets = malloc(sizeof(int) * 32 * 32);
+    attn_cfg a;
+    attn_cfg_defaults(&a);
+    a.d_head = d_head;
+    tg_model_cfg mc = attn_cfg_model(&a);
+    mc.attn_fn = fn, mc.attn_measure = fn != NULL;
+    *t = (trainer){.B = a.batch, .tc = attn_cfg_task(&a)};
+    tg_model_init(&t->m, &mc, (uint64_t)a.seed);
+    t->uniform = tg_attn_uniform_entropy(a.seq_len, 1);
+    t->tokens = malloc(sizeof(int) * (size_t)a.batch * a.seq_len);
+    t->targets = malloc(sizeof(int) * (size_t)a.batch * a.seq_len);
     tg_train_cfg c;
     tg_train_defaults(&c, "attn_check");
-    c.steps = steps, c.warmup = steps >= 500 ? 50 : steps / 10, c.lr = 3e-3f, c.lr_min = 3e-4f, c.clip = 1.0f;
-    c.log_every = steps >= 10 ? steps / 10 : 1, c.data_seed = 1, c.progress = 0;
+    c.steps = steps, c.warmup = steps >= 10 * a.warmup ? a.warmup : steps / 10, c.lr = a.lr, c.lr_min = a.lr_min;
+    c.clip = a.clip, c.log_every = steps >= 10 ? steps / 10 : 1, c.data_seed = (uint64_t)a.seed, c.progress = 0;
     tg_train_model tm = {.P = &t->m.P, .user = t, .batch = tr_batch, .forward = tr_forward};
     tg_train_result res;
     int status = tg_train(&c, &tm, &res);

@@ -243,11 +243,12 @@ int main(int argc, char **argv) {
     }
     tg_attn_plugin plugin = {0};
     if (c.attn_plugin && c.check) {   /* --check reads no file: that the plugin is there is all it says */
-        char file[4096];
-        snprintf(file, sizeof file, "%s", c.attn_plugin);
-        char *colon = strrchr(file, ':');
+        char file[4096], symbol[128];
         struct stat st;
-        if (stat(file, &st) != 0 && colon) *colon = 0;
+        if (tg_attn_plugin_spec(c.attn_plugin, file, sizeof file, symbol, sizeof symbol, err, sizeof err)) {
+            fprintf(stderr, "attn_scale: --attn %s\n", err);
+            return 2;
+        }
         if (stat(file, &st) != 0 || !S_ISREG(st.st_mode)) {
             fprintf(stderr, "attn_scale: --attn plugin %s: no such regular file\n", file);
             return 2;

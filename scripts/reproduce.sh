@@ -25,9 +25,7 @@ done
 for s in $seeds; do [[ "$s" =~ ^[0-9]+$ ]] || { echo "scripts/reproduce.sh: seed '$s' is not a number" >&2; exit 2; }; done
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "scripts/reproduce.sh: --jobs '$jobs' is not a positive number" >&2; exit 2; }
 
-tg_need "${TG_BUILD_PACKAGES[@]}" gnuplot-nox
-cmake -S "$top" -B "$top/build" >/dev/null
-cmake --build "$top/build" -j "$(nproc)" >/dev/null
+tg_build "$top/build"
 bin="$top/build/experiments"
 mkdir -p "$out"
 

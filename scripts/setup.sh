@@ -33,3 +33,12 @@ tg_machine() {
     echo "cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores"
     echo "blas: $("$1/experiments/blas_info" 2>/dev/null)${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE set)}"
 }
+
+# The experiments' prologue: what building and plotting need installed, then a
+# Release build in BUILD_DIR (configured once, rebuilt when sources changed).
+#   tg_build BUILD_DIR
+tg_build() {
+    tg_need "${TG_BUILD_PACKAGES[@]}" gnuplot-nox
+    cmake -S "$top" -B "$1" >/dev/null
+    cmake --build "$1" -j "$(nproc)" >/dev/null
+}

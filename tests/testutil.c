@@ -50,3 +50,14 @@ int tg_test_used_twice(const char *label, tg_params *P, tg_tensor *x, tg_test_op
     }
     return bad;
 }
+
+int tg_test_used_twice_shape(const char *label, int ndim, const int *shape, tg_test_op1 op, void *user) {
+    tg_params P;
+    tg_params_init(&P);
+    tg_tensor *x = tg_param(&P, "x", ndim, shape);
+    tg_params_alloc(&P);
+    tg_test_fill(&P, 21, 1.0f);
+    int bad = tg_test_used_twice(label, &P, x, op, user);
+    tg_params_free(&P);
+    return bad;
+}

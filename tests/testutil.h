@@ -24,6 +24,8 @@ void tg_test_fill(tg_params *P, uint64_t seed, float std);
  * failing elements (0: pass). */
 typedef tg_tensor *(*tg_test_op1)(tg_ctx *ctx, tg_tensor *h, void *user);
 int tg_test_used_twice(const char *label, tg_params *P, tg_tensor *x, tg_test_op1 op, void *user);
+/* The same with x a parameter of that shape, N(0, 1) from a fixed seed, made and freed here. */
+int tg_test_used_twice_shape(const char *label, int ndim, const int *shape, tg_test_op1 op, void *user);
 
 /* ---- errors ---------------------------------------------------------------- */
 typedef struct {

@@ -64,22 +64,24 @@ static int check_elf(const char *path, const char *name, char *err, size_t errle
     return 0;
 }
 
+int tg_attn_plugin_spec(const char *spec, char *file, size_t flen, char *symbol, size_t slen, char *err,
+                        size_t errlen) {
+    const char *colon = strrchr(spec, ':');
+    const int has_symbol = colon && is_ident(colon + 1);
+    const size_t n = has_symbol ? (size_t)(colon - spec) : strlen(spec);
+    if (n >= flen) return tg_errf(err, errlen, "plugin path too long");
+    if (has_symbol && strlen(colon + 1) >= slen) return tg_errf(err, errlen, "plugin symbol name too long");
+    memcpy(file, spec, n);
+    file[n] = 0;
+    snprintf(symbol, slen, "%s", has_symbol ? colon + 1 : "attention");
+    if (!file[0]) return tg_errf(err, errlen, "plugin: no file named (plugin:FILE.so[:SYMBOL])");
+    return 0;
+}
+
 int tg_attn_plugin_open(tg_attn_plugin *p, const char *spec, char *err, size_t errlen) {
     memset(p, 0, sizeof *p);
     char file[4096];
-    const char *colon = strrchr(spec, ':');
-    if (colon && is_ident(colon + 1)) {
-        if ((size_t)(colon - spec) >= sizeof file) return tg_errf(err, errlen, "plugin path too long");
-        if (strlen(colon + 1) >= sizeof p->symbol) return tg_errf(err, errlen, "plugin symbol name too long");
-        memcpy(file, spec, (size_t)(colon - spec));
-        file[colon - spec] = 0;
-        strcpy(p->symbol, colon + 1);
-    } else {
-        if (strlen(spec) >= sizeof file) return tg_errf(err, errlen, "plugin path too long");
-        strcpy(file, spec);
-        strcpy(p->symbol, "attention");
-    }
-    if (!file[0]) return tg_errf(err, errlen, "plugin: no file named (plugin:FILE.so[:SYMBOL])");
+    if (tg_attn_plugin_spec(spec, file, sizeof file, p->symbol, sizeof p->symbol, err, errlen)) return -1;
     struct stat st;
     if (stat(file, &st) != 0) return tg_errf(err, errlen, "plugin %s: %s", file, strerror(errno));
     if (!S_ISREG(st.st_mode)) return tg_errf(err, errlen, "plugin %s: not a regular file", file);

@@ -42,6 +42,12 @@ typedef struct tg_attn_plugin {
     tg_attention_fn fn;
 } tg_attn_plugin;
 
+/* Splits spec ("FILE[:SYMBOL]": the text after the last ':' is the symbol when it
+ * is a C identifier) into file and symbol ("attention" when left out). Touches
+ * no file. 0, or -1 with a message in err. */
+int tg_attn_plugin_spec(const char *spec, char *file, size_t flen, char *symbol, size_t slen, char *err,
+                        size_t errlen);
+
 /* Opens spec ("FILE[:SYMBOL]"). Returns 0, or -1 with a message in err
  * (nothing stays open). */
 int tg_attn_plugin_open(tg_attn_plugin *p, const char *spec, char *err, size_t errlen);
