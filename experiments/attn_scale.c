@@ -154,18 +154,10 @@ static int before_step(void *u, int step, char *err, size_t errlen) {
 }
 
 /* --sample: the model of --resume writes after the prompt; bytes to stdout. */
-static int sample(run *r, const attn_cfg *c, const tg_cli_opt *opts, int nopt) {
-    tg_adamw adam;
-    tg_sgd sgd;
-    if (c->optim == OPT_ADAM) tg_adamw_init(&adam, &r->m.P, 0.9f, 0.95f, 1e-8f, c->weight_decay);
-    else tg_sgd_init(&sgd, &r->m.P, c->momentum, c->weight_decay);
-    tg_rng data;
-    tg_train_state st = {.P = &r->m.P, .adam = c->optim == OPT_ADAM ? &adam : NULL,
-                         .sgd = c->optim == OPT_SGD ? &sgd : NULL, .data_rng = &data,
-                         .settings = r->settings, .n_settings = r->n_settings};
-    char err[1024], changed[512];
+static int sample(run *r, const attn_cfg *c, const tg_train_cfg *tc) {
+    char err[1024];
     int status = 0;
-    if (tg_ckpt_load(c->resume, &st, opts, nopt, attn_run_options, changed, sizeof changed, err, sizeof err)) {
+    if (tg_train_load_params(tc, &r->m.P, err, sizeof err)) {
         fprintf(stderr, "attn_scale: --resume %s\n", err);
         status = 2;
     } else {
@@ -206,9 +198,6 @@ static int sample(run *r, const attn_cfg *c, const tg_cli_opt *opts, int nopt) {
         free(text);
         free(win);
     }
-    tg_train_state_free_logged(&st);
-    if (c->optim == OPT_ADAM) tg_adamw_free(&adam);
-    else tg_sgd_free(&sgd);
     return status;
 }
 
@@ -308,15 +297,6 @@ int main(int argc, char **argv) {
     }
     if (r.corpus) settings[ns++] = (tg_setting){"corpus_sha256", corpus.sha256};   /* the same text, or no resume */
     r.settings = settings, r.n_settings = ns;
-    if (c.sample) {
-        int st = sample(&r, &c, opts, nopt);
-        free(r.tokens);
-        free(r.targets);
-        tg_model_free(&r.m);
-        tg_corpus_free(&corpus);
-        tg_attn_plugin_close(&plugin);
-        return st;
-    }
     const char *files[1][2] = {{"--dump-attn-file", c.dump_attn_file}};
     tg_train_cfg tc;
     tg_train_defaults(&tc, "attn_scale");
@@ -332,6 +312,15 @@ int main(int argc, char **argv) {
     tc.settings = settings, tc.n_settings = ns;
     tc.files = (const char *const(*)[2])files, tc.n_files = 1;
 
+    if (c.sample) {
+        int st = sample(&r, &c, &tc);
+        free(r.tokens);
+        free(r.targets);
+        tg_model_free(&r.m);
+        tg_corpus_free(&corpus);
+        tg_attn_plugin_close(&plugin);
+        return st;
+    }
     tg_train_model tm = {.P = &r.m.P, .user = &r, .batch = batch, .forward = forward, .columns = columns,
                          .values = values, .metric = metric, .header = header, .start = start,
                          .before_step = before_step};

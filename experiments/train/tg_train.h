@@ -110,6 +110,12 @@ typedef struct tg_train_result {
 } tg_train_result;
 
 void tg_train_defaults(tg_train_cfg *c, const char *prog);
+/* The parameters of the checkpoint c->resume into P (declared and allocated as
+ * for training), checked against c's settings as a resume is; the optimizer
+ * state and data RNG in it are read and dropped (for inference: sampling, a
+ * probe). 0, or -1 with a message in err; P is untouched on error. */
+int tg_train_load_params(const tg_train_cfg *c, tg_params *P, char *err, size_t errlen);
+
 /* Checks, locks, resumes, trains, logs and saves; returns the exit status. */
 int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r);   /* a TG_EXIT_ status */
 

@@ -222,6 +222,32 @@ static int loop(const tg_train_cfg *c, tg_train_model *m, tg_train_state *st, tg
     return status;
 }
 
+/* The optimizer c names, on P (its state is part of a checkpoint). */
+static void optim_init(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd) {
+    if (c->optim == TG_OPTIM_ADAM) tg_adamw_init(adam, P, 0.9f, 0.95f, 1e-8f, c->weight_decay);
+    else tg_sgd_init(sgd, P, c->momentum, c->weight_decay);
+}
+
+static void optim_free(const tg_train_cfg *c, tg_adamw *adam, tg_sgd *sgd) {
+    if (c->optim == TG_OPTIM_ADAM) tg_adamw_free(adam);
+    else tg_sgd_free(sgd);
+}
+
+int tg_train_load_params(const tg_train_cfg *c, tg_params *P, char *err, size_t errlen) {
+    tg_adamw adam;
+    tg_sgd sgd;
+    optim_init(c, P, &adam, &sgd);
+    tg_rng data;
+    tg_train_state st = {.P = P, .adam = c->optim == TG_OPTIM_ADAM ? &adam : NULL,
+                         .sgd = c->optim == TG_OPTIM_SGD ? &sgd : NULL, .data_rng = &data,
+                         .settings = c->settings, .n_settings = c->n_settings};
+    char changed[512];
+    int rc = tg_ckpt_load(c->resume, &st, c->opts, c->n_opts, c->may_differ, changed, sizeof changed, err, errlen);
+    tg_train_state_free_logged(&st);
+    optim_free(c, &adam, &sgd);
+    return rc;
+}
+
 int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     const char *prog = c->prog;
     char err[1024];
@@ -252,8 +278,7 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     tg_rng_seed(&data_rng, c->data_seed, 0xda7a);
     tg_adamw adam;
     tg_sgd sgd;
-    if (c->optim == TG_OPTIM_ADAM) tg_adamw_init(&adam, m->P, 0.9f, 0.95f, 1e-8f, c->weight_decay);
-    else tg_sgd_init(&sgd, m->P, c->momentum, c->weight_decay);
+    optim_init(c, m->P, &adam, &sgd);
     tg_train_state st = {.P = m->P, .adam = c->optim == TG_OPTIM_ADAM ? &adam : NULL,
                          .sgd = c->optim == TG_OPTIM_SGD ? &sgd : NULL, .data_rng = &data_rng,
                          .settings = c->settings, .n_settings = c->n_settings};
@@ -349,7 +374,6 @@ done:
     tg_runlock_release(locks, nlocks);
     free(hdr);
     tg_train_state_free_logged(&st);
-    if (c->optim == TG_OPTIM_ADAM) tg_adamw_free(&adam);
-    else tg_sgd_free(&sgd);
+    optim_free(c, &adam, &sgd);
     return status;
 }
