@@ -11,10 +11,23 @@
  * [-87, 0] (glibc's expf: 0.5; the mean error of both is 0.06 ulp; measured
  * on every 8th float of the range), 0 below -87 (e^-87 = 1.6e-38), NaN for
  * NaN. x = n ln2 + r, |r| <= ln2/2; e^r by its Taylor series to r⁷
- * (truncation < 1e-8 relative); 2^n built in the exponent bits. */
+ * (truncation < 1e-8 relative); 2^n built in the exponent bits.
+ * "Below -87" and "NaN" compare the bits (a float below -87 has larger bits
+ * than -87 as a uint32, and +0 or any x >= 0 smaller): a float compare may raise a flag, so GCC
+ * keeps it as a branch and, without AVX-512's masks, vectorises none of the
+ * loop (the AVX2 clone of GELU ran scalar, 12× slower: issue 20). Same
+ * results as the float compares. */
 static inline float tg_exp_neg(float x) {
     const float shift = 12582912.0f;   /* 1.5·2²³: adding it rounds to an integer */
-    float xc = x > -87.0f ? x : -87.0f;   /* NaN too: n stays a small integer */
+    int32_t xb;
+    memcpy(&xb, &x, sizeof xb);
+    int below = (uint32_t)xb > 0xc2ae0000u;           /* x < -87.0f, or a NaN with its sign bit */
+    int nan = (xb & 0x7fffffff) > 0x7f800000;
+    /* xc = nan or below ? -87 : x, in bits: written as ?:, GCC computes the -87 arm as a constant
+     * and branches around the rest */
+    int32_t clamp = -(nan | below), xcb = (xb & ~clamp) | ((int32_t)0xc2ae0000 & clamp);
+    float xc;   /* NaN too: n stays a small integer */
+    memcpy(&xc, &xcb, sizeof xc);
     float n = (xc * 1.44269504f + shift) - shift;
     float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;   /* ln2 in two parts: n·hi exact */
     float p = 1.0f / 5040;
@@ -28,8 +41,14 @@ static inline float tg_exp_neg(float x) {
     int32_t bits = ((int32_t)n + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    float y = x >= -87.0f ? p * scale : 0.0f;
-    return x == x ? y : x;
+    /* y = below ? 0 : nan ? x : p·scale, in bits: written as ?:, GCC puts p·scale under the
+     * condition (a float op that might raise a flag) and does not vectorise a loop with a branch */
+    float y = p * scale;
+    int32_t yb, keep = below - 1, take_x = -nan;   /* all ones or zero */
+    memcpy(&yb, &y, sizeof yb);
+    yb = ((yb & keep) & ~take_x) | (xb & take_x);
+    memcpy(&y, &yb, sizeof y);
+    return y;
 }
 
 /* tanh u = sign(u) (1 − e)/(1 + e), e = e^{−2|u|}; |u| is capped at 20, where
