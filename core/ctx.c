@@ -4,6 +4,7 @@
  * the chain, so a loop whose steps allocate the same sizes in the same order
  * grows the chain during its first step only and never calls malloc again. */
 #include "tg_core.h"
+#include "tg_profile.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -156,6 +157,7 @@ tg_node *tg_record(tg_ctx *ctx, const char *op, tg_backward_fn bw, tg_tensor *ou
     n->n_in = n_in;
     for (int i = 0; i < n_in; i++) n->in[i] = in[i];
     n->saved = saved_bytes ? tg_arena_alloc(ctx, saved_bytes) : NULL;
+    if (ctx->prof) tg_profile_mark_forward(ctx->prof, n);
     return n;
 }
 
@@ -199,6 +201,8 @@ void tg_backward_seed(tg_ctx *ctx, tg_tensor *out, const float *dout) {
     if (!out->requires_grad)
         tg_fail(ctx, "tg_backward: the output %s does not depend on anything that requires a gradient",
                 TG_SHAPE(out));
+    tg_profile *prof = ctx->prof;
+    if (prof) tg_profile_phase(prof, "(before backward)");
     for (int i = 0; i < ctx->n_nodes; i++) {
         tg_node *n = &ctx->nodes[i];
         prepare_grad(ctx, n->out);
@@ -207,13 +211,20 @@ void tg_backward_seed(tg_ctx *ctx, tg_tensor *out, const float *dout) {
     if (!out->grad) tg_fail(ctx, "tg_backward: the output is not made by an op on this tape");
     if (tg_grad_first(out)) memcpy(out->grad, dout, (size_t)out->numel * sizeof(float));
     else for (int64_t i = 0; i < out->numel; i++) out->grad[i] += dout[i];
+    if (prof) tg_profile_phase(prof, "(backward: grads readied)");
     for (int i = ctx->n_nodes - 1; i >= 0; i--) {
         tg_node *n = &ctx->nodes[i];
+        double t0 = prof ? tg_profile_clock() : 0;
         tg_grad_acc(n->out);   /* nothing downstream wrote it: its gradient is 0 */
         if (!n->own_grads)
             for (int j = 0; j < n->n_in; j++)
                 if (n->in[j] && n->in[j]->grad) tg_grad_acc(n->in[j]);
         n->backward(ctx, n);
+        if (prof) {
+            double t1 = tg_profile_clock();
+            n->prof_s[1] += t1 - t0;
+            prof->mark = t1;
+        }
     }
 }
 

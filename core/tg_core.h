@@ -23,6 +23,7 @@
 
 typedef struct tg_ctx tg_ctx;
 typedef struct tg_node tg_node;
+typedef struct tg_profile tg_profile;   /* tg_profile.h */
 
 /* ---- errors ------------------------------------------------------------ */
 /* Misuse (bad shapes, bad arguments) calls the handler with a message that
@@ -74,6 +75,7 @@ struct tg_ctx {
     tg_errh err;
     size_t heap_allocs;     /* every malloc this context has made */
     size_t arena_peak;      /* bytes handed out in the busiest step */
+    tg_profile *prof;       /* NULL, or where the ops' times go (tg_profile.h) */
 };
 
 void tg_ctx_init(tg_ctx *ctx, size_t block_bytes);  /* 0: default 16 MiB */
@@ -102,6 +104,9 @@ struct tg_node {
     int n_in;
     void *saved;              /* op's own struct: attributes + saved values */
     int own_grads;            /* 1: backward readies its inputs' grads itself (tg_grad_first/tg_grad_acc) */
+    double flops[2];          /* forward, backward: floating-point operations the op did, if it counts them
+                                 (2·M·N·K a product), else 0; the profile's GFLOP/s (tg_profile.h) */
+    double prof_s[2];         /* forward, backward seconds, while a profile is attached */
 };
 
 /* Called by an op after it made `out`. Sets out->requires_grad from the

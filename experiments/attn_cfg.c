@@ -12,7 +12,7 @@ const char *const optim_names[] = {"adam", "sgd", NULL};
 const char *const on_nan_names[] = {"stop", "skip", NULL};
 const char *const attn_run_options[] = {"steps", "threads", "log", "log-every", "save", "save-every",
                                         "resume", "stop-at", "attn", "sample", "sample-len", "temperature", "on-nan", "debug-nan", "dump-attn", "dump-attn-file",
-                                        "overwrite", "check", NULL};
+                                        "overwrite", "check", "profile", NULL};
 
 void attn_cfg_defaults(attn_cfg *c) {
     *c = (attn_cfg){
@@ -74,6 +74,7 @@ int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts) {
         {"sample", TG_CLI_STR, &c->sample, 0, 0, NULL, "--task code: print what the model of --resume writes after this prompt, then exit"},
         {"sample-len", TG_CLI_INT, &c->sample_len, 1, 1000000, NULL, "--sample: bytes to write"},
         {"temperature", TG_CLI_FLOAT, &c->temperature, 0, 100, NULL, "--sample: sampling temperature (0: always the likeliest byte); the draw follows --seed"},
+        {"profile", TG_CLI_FLAG, &c->profile, 0, 0, NULL, "print on stderr, after the run, where a training step's time went: per op forward and backward ms, calls, share of the step, GFLOP/s (the first step left out)"},
         {"check", TG_CLI_FLAG, &c->check, 0, 0, NULL, "check the flags and their combination, then exit (0: this run would start) without reading or writing any file"},
     };
     int n = (int)(sizeof o / sizeof o[0]);

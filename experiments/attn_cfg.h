@@ -30,7 +30,7 @@ typedef struct {
     /* runs that survive: checkpoints, resume, failure handling */
     const char *save, *resume;
     int save_every, stop_at, on_nan, debug_nan;
-    int overwrite, check;   /* switches of the invocation, not settings of the run */
+    int overwrite, check, profile;   /* switches of the invocation, not settings of the run */
     /* task code: the corpus (tg_corpus.h; NULL: libc6-dev's headers), validation loss every N steps */
     const char *data;
     int eval_every;

@@ -21,6 +21,7 @@
 #include "tg_attn_probe.h"
 #include "tg_blas.h"
 #include "tg_corpus.h"
+#include "tg_gemm_plan.h"
 #include "tg_model.h"
 #include "tg_tasks.h"
 #include "tg_train.h"
@@ -325,7 +326,15 @@ int main(int argc, char **argv) {
                          .values = values, .metric = metric, .header = header, .start = start,
                          .before_step = before_step};
     tg_train_result res;
+    tg_profile prof;
+    tg_profile_init(&prof, 1);
+    if (c.profile) tc.profile = &prof;
     int status = tg_train(&tc, &tm, &res);
+    if (c.profile) {
+        char plan[1200];
+        fprintf(stderr, "# attn_scale --profile: plan %s\n", tg_gemm_plan_describe(plan, sizeof plan));
+        tg_profile_print(&prof, stderr);
+    }
     if (status == 0 && res.finished)
         printf("task=%s scale=%s d_head=%d seed=%d steps=%d final_loss=%.4f final_ent=%.4f uniform_ent=%.4f "
                "ref_context_free=%.4f seconds=%.1f\n",

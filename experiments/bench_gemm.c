@@ -14,6 +14,7 @@
 
 #include "tg_cli.h"
 #include "gemm.h"
+#include "tg_gemm_plan.h"
 #include "parallel.h"
 #include "tg_blas.h"
 #include "tg_core.h"
@@ -178,16 +179,19 @@ int main(int argc, char **argv) {
     tg_blas_info_get(&bi);
     printf("# size=%s threads=%d reps=%d blas=%s libxsmm_target=%s; us = best run of one product (heads: all B*H)\n",
            size_names[size], threads, reps, tg_blas_info_str(&bi, blas, sizeof blas), tg_gemm_target());
-    printf("%-10s %2s %2s %5s %5s %5s %5s %10s %10s %9s %9s %s\n", "product", "ta", "tb", "M", "N", "K", "count",
-           "openblas_us", "libxsmm_us", "oblas_GF/s", "xsmm_GF/s", "pick");
+    printf("%-10s %2s %2s %5s %5s %5s %5s %10s %10s %9s %9s %-8s %s\n", "product", "ta", "tb", "M", "N", "K", "count",
+           "openblas_us", "libxsmm_us", "oblas_GF/s", "xsmm_GF/s", "pick", "pick_vs_best");
+    double worst = 0;
     double tot_blas = 0, tot_xsmm = 0, tot_pick = 0;
     for (int i = 0; i < n_products; i++) {
         const product *p = &products[i];
         int heads = p->kind[2] == WHOLE ? 0 : B * H;
         /* libxsmm's column for a transposed B: Bᵀ made first (its time included), as the ops may */
         tg_gemm_plan pick, blas, xsmm;
-        tg_gemm_plan_init(&blas, p->ta, p->tb, p->M, p->N, p->K, 1.0f, p->lda, p->ldb, p->beta, p->ldc);
-        tg_gemm_plan_init(&xsmm, p->ta, 0, p->M, p->N, p->K, 1.0f, p->lda, p->tb ? p->N : p->ldb, p->beta, p->ldc);
+        int blocks = !heads;   /* a whole matrix runs as tg_matmul runs it: tg_gemm_run_threads */
+        tg_gemm_plan_make(&blas, p->ta, p->tb, p->M, p->N, p->K, 1.0f, p->lda, p->ldb, p->beta, p->ldc, blocks);
+        tg_gemm_plan_make(&xsmm, p->ta, 0, p->M, p->N, p->K, 1.0f, p->lda, p->tb ? p->N : p->ldb, p->beta, p->ldc,
+                          blocks);
         pick = p->tb && p->op_transposes ? xsmm : blas;
         blas.xsmm = 0;
         int has_xsmm = tg_gemm_plan_xsmm(&xsmm);
@@ -199,11 +203,14 @@ int main(int argc, char **argv) {
         tot_blas += p->count * tb;
         tot_xsmm += p->count * (has_xsmm ? tx : tb);
         tot_pick += p->count * tp;
-        printf("%-10s %2d %2d %5d %5d %5d %5d %10.1f %10.1f %9.1f %9.1f %s\n", p->what, p->ta, p->tb, p->M, p->N,
-               p->K, p->count, tb, tx, flop / tb / 1e3, flop / tx / 1e3, tg_gemm_backend(&pick));
+        double best = has_xsmm && tx < tb ? tx : tb, vs = tp / best;
+        worst = vs > worst ? vs : worst;
+        printf("%-10s %2d %2d %5d %5d %5d %5d %10.1f %10.1f %9.1f %9.1f %-8s %.3f\n", p->what, p->ta, p->tb, p->M,
+               p->N, p->K, p->count, tb, tx, flop / tb / 1e3, flop / tx / 1e3, tg_gemm_backend(&pick), vs);
     }
-    printf("step total: openblas_us=%.1f libxsmm_where_possible_us=%.1f picked_us=%.1f\n", tot_blas, tot_xsmm,
-           tot_pick);
+    char plan[TG_PLAN_NAME_BUF];
+    printf("step total: openblas_us=%.1f libxsmm_where_possible_us=%.1f picked_us=%.1f worst_pick_vs_best=%.3f "
+           "plan=%s\n", tot_blas, tot_xsmm, tot_pick, worst, tg_gemm_plan_name(plan));
     for (int i = 0; i < 3; i++) free(buf[i]);
     free(bt);
     return 0;

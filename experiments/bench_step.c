@@ -19,6 +19,8 @@
 #include "tg_ops.h"
 #include "tg_optim.h"
 #include "tg_blas.h"
+#include "tg_gemm_plan.h"
+#include "tg_profile.h"
 #include "tg_timing.h"
 
 static const char *const size_names[] = {"small", "seed", "large", NULL};
@@ -107,7 +109,7 @@ static double sgemm_ms(const tg_model_cfg *c, int B, int threads, int reps) {
 
 int main(int argc, char **argv) {
     if (tg_runtime_init("bench_step", argc, argv)) return 1;   /* first: it may restart the program; threads */
-    int size = 1, threads = 1, steps = 20, warmup = 3, attn = TG_ATTN_COMPOSED, seq_len = 0, sgemm = 1;
+    int size = 1, threads = 1, steps = 20, warmup = 3, attn = TG_ATTN_COMPOSED, seq_len = 0, sgemm = 1, profile = 0;
     const tg_cli_opt opts[] = {
         {"size", TG_CLI_CHOICE, &size, 0, 0, size_names, "small: V64 T32 D64 H4 dh16 L1 B16; seed: V64 T64 D128 H4 dh128 L1 B32; large: V256 T256 D256 H8 dh32 L2 B16"},
         {"threads", TG_CLI_INT, &threads, 1, 256, NULL, "threads (OpenMP; the sgemm reference gives OpenBLAS as many)"},
@@ -116,6 +118,7 @@ int main(int argc, char **argv) {
         {"attn", TG_CLI_CHOICE, &attn, 0, 0, tg_attn_names, "attention op"},
         {"seq-len", TG_CLI_INT, &seq_len, 0, 1 << 20, NULL, "override the size's T (0: keep)"},
         {"sgemm", TG_CLI_INT, &sgemm, 0, 1, NULL, "1: also time the step's matrix products alone in OpenBLAS"},
+        {"profile", TG_CLI_FLAG, &profile, 0, 0, NULL, "then profile --steps more steps and print where the time went, per op (tg_profile.h)"},
     };
     const int nopt = (int)(sizeof opts / sizeof opts[0]);
     char err[256];
@@ -183,7 +186,33 @@ int main(int argc, char **argv) {
     }
     tg_blas_info bi;
     tg_blas_info_get(&bi);
-    printf(" loss=%.4f blas_core=%s libxsmm=%s\n", loss, bi.core, bi.xsmm);
+    char plan_blas[256];
+    char plan[TG_PLAN_NAME_BUF];
+    printf(" loss=%.4f blas_core=%s libxsmm=%s plan=%s\n", loss, bi.core, bi.xsmm, tg_gemm_plan_name(plan));
+    if (profile) {   /* after the timed steps, so that they are timed as without it */
+        tg_profile prof;
+        tg_profile_init(&prof, 0);
+        tg_profile_attach(&ctx, &prof);
+        for (int s = 0; s < steps; s++) {
+            tg_ctx_reset(&ctx);
+            tg_profile_step_begin(&prof);
+            tg_tensor *l = tg_model_forward(&m, &ctx, tokens, targets, B, 0);
+            tg_profile_phase(&prof, "forward (not in ops)");
+            tg_params_zero_grad(&m.P);
+            tg_profile_phase(&prof, "zero_grad");
+            tg_backward(&ctx, l);
+            tg_clip_grad_norm(&m.P, 1.0f);
+            tg_profile_phase(&prof, "clip");
+            tg_adamw_step(&opt, &m.P, 1e-3f);
+            tg_profile_phase(&prof, "optimizer");
+            tg_profile_step_end(&prof, &ctx);
+        }
+        tg_profile_attach(&ctx, NULL);
+        char what[1200];
+        printf("# bench_step --profile: size=%s threads=%d attn=%s T=%d; plan %s; blas=%s\n", size_names[size], threads,
+               tg_attn_names[attn], T, tg_gemm_plan_describe(what, sizeof what), tg_blas_info_str(&bi, plan_blas, sizeof plan_blas));
+        tg_profile_print(&prof, stdout);
+    }
     free(ms);
     free(cpu);
     free(tokens);

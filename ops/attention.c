@@ -308,6 +308,11 @@ tg_tensor *tg_attention(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, t
     if (n) {
         *(attn_rec *)n->saved = r;
         n->own_grads = 1;
+        /* S = QKᵀ, O = PV; back: dV = PᵀdO, dP = dO Vᵀ, dQ = G K, dK = Gᵀ Q */
+        double pairs = 2.0 * B * H * T * T;
+        int dS = q->requires_grad || k->requires_grad || (head_scale && head_scale->requires_grad);
+        n->flops[0] = pairs * (d + dv);
+        n->flops[1] = pairs * (dv * (v->requires_grad + dS) + d * (q->requires_grad + k->requires_grad));
     }
     return out;
 }

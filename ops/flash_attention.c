@@ -225,6 +225,33 @@ TG_VEC_CLONES static double backward_head(const flash_rec *r, const float *Q, co
     return dhs;
 }
 
+/* The block products run inside the parallel region, where the product plan
+ * measures nothing (ops/gemm.h): their shapes are decided here first. */
+static void prepare_products(const flash_rec *r, int backward) {
+    const int T = r->T, d = r->d, dv = r->dv, ldq = r->H * d, ldv = r->H * dv;
+    int seen[64][2], n = 0;
+    for (int i0 = 0; i0 < T; i0 += BQ) {
+        int nq = T - i0 < BQ ? T - i0 : BQ, kend = r->causal ? i0 + nq : T;
+        for (int pass = 0; pass < 2; pass++) {   /* a full key block (if any), the last one */
+            int nk = pass ? kend - (kend - 1) / BK * BK : BK;
+            if (!pass && kend < BK) continue;
+            int dup = 0;
+            for (int i = 0; i < n; i++) dup |= seen[i][0] == nq && seen[i][1] == nk;
+            if (dup || n == 64) continue;
+            seen[n][0] = nq, seen[n][1] = nk, n++;
+            tg_gemm_prepare(0, nq, nk, d, ldq, T, BK);   /* S = Q_i K_jᵀ (Kᵀ made per head) */
+            if (!backward) {
+                tg_gemm_prepare(0, nq, dv, nk, BK, ldv, dv);
+            } else {
+                tg_gemm_prepare(1, nk, dv, nq, BK, ldv, ldv);
+                tg_gemm_prepare(0, nq, nk, dv, ldv, T, BK);
+                tg_gemm_prepare(0, nq, d, nk, BK, ldq, ldq);
+                tg_gemm_prepare(1, nk, d, nq, BK, ldq, ldq);
+            }
+        }
+    }
+}
+
 typedef struct {
     const flash_rec *r;
     const tg_tensor *q, *k, *v, *hs, *out;
@@ -266,6 +293,7 @@ static void flash_backward(tg_ctx *ctx, const tg_node *n) {
     }
     double *dhs = tg_arena_alloc(ctx, (size_t)B * H * sizeof(double));
     bwd_job job = { r, q, k, v, hs, out, need_dS, want_hs, ws, dhs };
+    prepare_products(r, 1);
     int blas = tg_blas_serial_begin();
     /* each (b, h) owns its slices of dQ, dK, dV: no two threads write one float */
     tg_parallel_for(B * H, (int64_t)B * H * T * T * (2 * d + 2 * dv), backward_item, &job);
@@ -299,6 +327,7 @@ tg_tensor *tg_flash_attention(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor
     }
     head_part *parts = tg_arena_alloc(ctx, (size_t)B * H * sizeof *parts);
     fwd_job job = { &r, q, k, v, head_scale, out, stats != NULL, ws, parts };
+    prepare_products(&r, 0);
     int blas = tg_blas_serial_begin();
     tg_parallel_for(B * H, (int64_t)B * H * T * T * (d + dv), forward_item, &job);
     tg_blas_serial_end(blas);
@@ -321,7 +350,19 @@ tg_tensor *tg_flash_attention(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor
 
     tg_tensor *in[] = {q, k, v, head_scale};
     tg_node *n = tg_record(ctx, "tg_flash_attention", flash_backward, out, head_scale ? 4 : 3, in, sizeof r);
-    if (n) *(flash_rec *)n->saved = r;
+    if (n) {
+        *(flash_rec *)n->saved = r;
+        /* the blocks it runs: S = Q_i K_jᵀ, O += P V_j; back: S again, dV, dP, dQ, dK */
+        double pairs = 0;
+        for (int i0 = 0; i0 < T; i0 += BQ) {
+            int nq = T - i0 < BQ ? T - i0 : BQ;
+            pairs += (double)nq * (causal ? i0 + nq : T);
+        }
+        pairs *= 2.0 * B * H;
+        int dS = q->requires_grad || k->requires_grad || (head_scale && head_scale->requires_grad);
+        n->flops[0] = pairs * (d + dv);
+        n->flops[1] = pairs * (d + dv * (v->requires_grad + dS) + d * (q->requires_grad + k->requires_grad));
+    }
     return out;
 }
 

@@ -48,15 +48,38 @@ static int dispatch_all(tg_gemm_plan *p) {
     return 1;
 }
 
-void tg_gemm_plan_init(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
-                       float beta, int ldc) {
+/* Only B as stored, alpha 1 and beta 0 or 1 have a libxsmm kernel here. */
+static int xsmm_able(int tb, float alpha, float beta) { return !tb && alpha == 1.0f && (beta == 0.0f || beta == 1.0f); }
+
+void tg_gemm_plan_fixed(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb, float beta,
+                        int ldc, int xsmm) {
     *p = (tg_gemm_plan){ .ta = !!ta, .tb = !!tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc,
                          .alpha = alpha, .beta = beta };
-    if (ta ? (int64_t)M * N <= TG_GEMM_XSMM_MAX_MN_TA : N <= TG_GEMM_XSMM_MAX_N) tg_gemm_plan_xsmm(p);
+    if (xsmm) tg_gemm_plan_xsmm(p);
+}
+
+static void plan(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb, float beta,
+                 int ldc, int blocks, int may_measure) {
+    int x = xsmm_able(tb, alpha, beta) && tg_gemm_plan_choose(!!ta, M, N, K, lda, ldb, ldc, blocks, may_measure);
+    tg_gemm_plan_fixed(p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, x);
+}
+
+void tg_gemm_plan_init(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
+                       float beta, int ldc) {
+    plan(p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, 0, 1);
+}
+
+void tg_gemm_plan_make(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
+                       float beta, int ldc, int blocks) {
+    plan(p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, !!blocks, 1);
+}
+
+void tg_gemm_prepare(int ta, int M, int N, int K, int lda, int ldb, int ldc) {
+    (void)tg_gemm_plan_choose(!!ta, M, N, K, lda, ldb, ldc, 0, 1);
 }
 
 int tg_gemm_plan_xsmm(tg_gemm_plan *p) {
-    if (p->tb || p->alpha != 1.0f || (p->beta != 0.0f && p->beta != 1.0f)) return 0;
+    if (!xsmm_able(p->tb, p->alpha, p->beta)) return 0;
     p->nkc = (p->K + TG_GEMM_KCHUNK - 1) / TG_GEMM_KCHUNK;
     p->kc = (p->K + p->nkc - 1) / p->nkc;   /* equal chunks but the last */
     p->nkc = (p->K + p->kc - 1) / p->kc;
@@ -96,7 +119,7 @@ void tg_gemm_run(const tg_gemm_plan *p, const float *A, const float *B, float *C
 void tg_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
              float beta, float *C, int ldc) {
     tg_gemm_plan p;
-    tg_gemm_plan_init(&p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc);
+    plan(&p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, 0, 0);
     tg_gemm_run(&p, A, B, C);
 }
 
@@ -133,6 +156,16 @@ static void blas_item(void *arg, int i, int thread) {
         blas(p, p->M, n, g->A, g->B + (p->tb ? (int64_t)lo * p->ldb : lo), g->C + lo);
 }
 
+void tg_gemm_run_serial(const tg_gemm_plan *p, int blocks, const float *A, const float *B, float *C) {
+    if (p->xsmm || !blocks) {
+        tg_gemm_run(p, A, B, C);
+        return;
+    }
+    gemm_job g = { p, A, B, C, p->M >= p->N, TG_GEMM_BLAS_BLOCK };
+    int len = g.by_rows ? p->M : p->N;
+    for (int i = 0; i < (len + g.chunk - 1) / g.chunk; i++) blas_item(&g, i, 0);
+}
+
 void tg_gemm_run_threads(const tg_gemm_plan *p, const float *A, const float *B, float *C) {
     gemm_job g = { p, A, B, C, p->M >= p->N, 0 };
     int64_t work = (int64_t)p->M * p->N * p->K;
@@ -150,7 +183,7 @@ void tg_gemm_run_threads(const tg_gemm_plan *p, const float *A, const float *B, 
 void tg_gemm_threads(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                      int ldb, float beta, float *C, int ldc) {
     tg_gemm_plan p;
-    tg_gemm_plan_init(&p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc);
+    tg_gemm_plan_make(&p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, 1);
     tg_gemm_run_threads(&p, A, B, C);
 }
 

@@ -1,17 +1,18 @@
 /* Matrix products for the ops (not an op: no TG_OPS line, like parallel.h).
  *
  * Every product is row-major C[M,N] = alpha·op(A)·op(B) + beta·C, op(X) = X
- * or Xᵀ by ta/tb, as cblas_sgemm with CblasRowMajor. A plan picks the
- * library per product, once, from its shape (docs/speed.md has the figures):
+ * or Xᵀ by ta/tb, as cblas_sgemm with CblasRowMajor. The product plan
+ * (tg_gemm_plan.h: measured on this machine, kept in a file, or estimated)
+ * picks the library per product shape:
  *   - libxsmm (JIT kernels for the CPU it runs on) when it can and is faster:
  *     B not transposed (libxsmm 1.17 cannot JIT that layout), alpha = 1,
- *     beta 0 or 1, and a shape where it measured faster (below). C is made
- *     in tiles of TG_GEMM_TILE × TG_GEMM_TILE, each over the whole K in
- *     chunks of at most TG_GEMM_KCHUNK (unchunked, long-K weight grads ran at
- *     a third of the speed); each chunk's sum is added to C, so the chunking
- *     is part of the rounding, and it follows from K alone;
+ *     beta 0 or 1. C is made in tiles of TG_GEMM_TILE × TG_GEMM_TILE, each
+ *     over the whole K in chunks of at most TG_GEMM_KCHUNK (unchunked,
+ *     long-K weight grads ran at a third of the speed); each chunk's sum is
+ *     added to C, so the chunking is part of the rounding, and it follows
+ *     from K alone;
  *   - OpenBLAS's cblas_sgemm for the rest (transposed B, other alphas, shapes
- *     where it measured faster, and whenever libxsmm returns no kernel).
+ *     where it is faster, and whenever libxsmm returns no kernel).
  * Kernels are dispatched when the plan is made, on the calling thread: the
  * first time a shape is seen libxsmm compiles it (tens of µs, and mallocs),
  * later it is a look-up in libxsmm's registry. A training step has the same
@@ -30,11 +31,10 @@
 
 #define TG_GEMM_TILE 64          /* rows and columns of C a libxsmm kernel call makes */
 #define TG_GEMM_KCHUNK 256       /* K a libxsmm kernel call sums at most */
-/* Which products go to libxsmm (bench_gemm, one thread, docs/speed.md): with
- * A as stored (ta = 0) it was 2-25% faster up to the widest measured, N = 1024;
- * with A transposed (weight grads, K = the batch's rows, long) only while C is
- * small, M·N <= 256·512: at 256×1024 and 1024×256 (K = 4096) OpenBLAS was
- * 8-20% faster. */
+/* The AVX-512 estimate (gemm_plan.c; bench_gemm, one thread, AMD Zen 5): with
+ * A as stored (ta = 0) libxsmm was 2-25% faster up to the widest measured,
+ * N = 1024; with A transposed (weight grads, K = the batch's rows, long) only
+ * while C is small, M·N <= 256·512. */
 #define TG_GEMM_XSMM_MAX_N 1024
 #define TG_GEMM_XSMM_MAX_MN_TA (256 * 512)
 #define TG_GEMM_BLAS_BLOCK 128   /* rows or columns of C an OpenBLAS call makes in tg_gemm_run_threads */
@@ -52,9 +52,34 @@ typedef struct tg_gemm_plan {
     tg_gemm_kernel fn[2][2][2][2];   /* [last tile row][last tile col][last K chunk][not the first chunk] */
 } tg_gemm_plan;
 
-/* Picks the library and dispatches its kernels for one product shape. */
+/* Picks the library and dispatches its kernels for one product shape (run
+ * with tg_gemm_run). */
 TG_GEMM_API void tg_gemm_plan_init(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
                        float beta, int ldc);
+
+/* A plan on the library given (1 libxsmm if it can, 0 OpenBLAS), not asking
+ * the product plan: measurements and benchmarks. */
+TG_GEMM_API void tg_gemm_plan_fixed(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
+                        float beta, int ldc, int xsmm);
+
+/* The product plan's decision for a libxsmm-able shape (1: libxsmm);
+ * may_measure: the caller is outside any parallel region, so a shape not
+ * decided yet may be timed here (gemm_plan.c). */
+TG_GEMM_API int tg_gemm_plan_choose(int ta, int M, int N, int K, int lda, int ldb, int ldc, int blocks,
+                                    int may_measure);
+
+/* tg_gemm_plan_init for a product run by tg_gemm_run_threads (blocks = 1:
+ * OpenBLAS then runs in blocks of C, a plan of its own) or tg_gemm_run (0). */
+TG_GEMM_API void tg_gemm_plan_make(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
+                       float beta, int ldc, int blocks);
+
+/* The product on the calling thread as tg_gemm_run_threads (blocks = 1) or
+ * tg_gemm_run (0) runs it: the plan's measurements. */
+TG_GEMM_API void tg_gemm_run_serial(const tg_gemm_plan *p, int blocks, const float *A, const float *B, float *C);
+
+/* Decides a shape that tg_gemm will meet inside a parallel region (where
+ * nothing is measured), from outside it. */
+TG_GEMM_API void tg_gemm_prepare(int ta, int M, int N, int K, int lda, int ldb, int ldc);
 
 /* Makes p run on libxsmm whatever its width, if libxsmm can do it at all;
  * returns p->xsmm (benchmarks: setting p->xsmm = 0 makes it OpenBLAS). */
@@ -63,7 +88,9 @@ TG_GEMM_API int tg_gemm_plan_xsmm(tg_gemm_plan *p);
 /* The whole product on the calling thread. */
 TG_GEMM_API void tg_gemm_run(const tg_gemm_plan *p, const float *A, const float *B, float *C);
 
-/* Plan and run on the calling thread (a libxsmm look-up, ~20 ns, per call). */
+/* Plan and run on the calling thread (a plan look-up and a libxsmm look-up,
+ * ~50 ns, per call). Never measures: inside parallel regions; a shape not
+ * decided yet is estimated (tg_gemm_prepare it outside first). */
 TG_GEMM_API void tg_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
              float beta, float *C, int ldc);
 

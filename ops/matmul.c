@@ -97,6 +97,9 @@ tg_tensor *tg_matmul(tg_ctx *ctx, tg_tensor *a, tg_tensor *b, int ta, int tb) {
     if (n) {
         *(matmul_rec *)n->saved = r;
         n->own_grads = 1;
+        double flop = 2.0 * r.M * r.N * r.K * r.nbatch;
+        n->flops[0] = flop;
+        n->flops[1] = flop * (a->requires_grad + b->requires_grad);
     }
     return c;
 }

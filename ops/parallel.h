@@ -63,7 +63,11 @@ static inline void tg_parallel_for(int n, int64_t work, tg_par_fn fn, void *arg)
  * picked at load time (GCC function multi-versioning). Same operations in the
  * same order, no FMA contraction (ISO C mode): the same results either way. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#ifdef TG_NO_AVX512_CLONES   /* -DTG_AVX512_CLONES=OFF: an AVX-512 machine runs the AVX2 code (docs/speed.md) */
+#define TG_VEC_CLONES __attribute__((target_clones("avx2", "default")))
+#else
 #define TG_VEC_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#endif
 #else
 #define TG_VEC_CLONES
 #endif

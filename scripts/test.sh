@@ -3,6 +3,8 @@
 #   scripts/test.sh              Release build in build/, all tests
 #   scripts/test.sh --sanitize   the same under ASan + UBSan, in build-asan/
 set -euo pipefail
+# products planned by the estimate (ops/tg_gemm_plan.h): deterministic, nothing written to the cache
+export TG_PLAN=estimate
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$top/scripts/setup.sh"
 

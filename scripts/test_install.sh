@@ -10,6 +10,8 @@
 # The shared library must export tg_* names only, each declared in an installed
 # header. Last, the static and shared attn_scale logs must be byte-identical.
 set -euo pipefail
+# products planned by the estimate (ops/tg_gemm_plan.h): deterministic, nothing written to the cache
+export TG_PLAN=estimate
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$top/scripts/setup.sh"
 tg_need "${TG_BUILD_PACKAGES[@]}" "${TG_INSTALL_PACKAGES[@]}"

@@ -12,6 +12,8 @@
 # the same sweep run through the local engine without interruption.
 #   tests/sweep_slurm.sh [BUILD_DIR]      (default: build/)
 set -u
+# products planned by the estimate (ops/tg_gemm_plan.h): the Slurm jobs inherit it (sbatch exports the environment)
+export TG_PLAN=estimate
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$top/build}
 bin=$build/experiments/attn_scale

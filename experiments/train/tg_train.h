@@ -12,7 +12,9 @@
  *
  * A step: m.batch draws the step's data from the data RNG (the only randomness
  * of the loop: it is saved in checkpoints, so a resumed run draws the same
- * batches); m.forward builds the loss on a context the loop resets; then, but
+ * batches; m.batch must draw from nothing else: before the header, the loop
+ * runs one forward and backward on a batch drawn from a copy of the RNG, so
+ * that every matrix product is planned before the header names the plan); m.forward builds the loss on a context the loop resets; then, but
  * for the last step (an evaluation after the last update), backward, global
  * grad-norm clipping, the warm-up + cosine learning rate and an AdamW or SGD
  * update. Step s is logged when s % log_every == 0 and at the last step; a
@@ -21,7 +23,8 @@
  * The log (docs/logs.md): '#' lines "tapegrad PROG", every flag of opts
  * (tg_cli_dump), "steps" and "log_every" unless they are flags, every setting
  * whose key is not a flag, what m.header writes,
- * "n_params" unless m.header writes it, "blas"; then the columns step, loss,
+ * "n_params" unless m.header writes it, "blas", "gemm_plan" (the product plan's
+ * name, tg_gemm_plan.h); then the columns step, loss,
  * m.columns(part 0), grad_norm, lr, m.columns(part 1); one row per logged step.
  *
  * Exit statuses: TG_EXIT_* below, one meaning each (docs/robustness.md). */
@@ -33,6 +36,7 @@
 #include "tg_checkpoint.h"
 #include "tg_cli.h"
 #include "tg_core.h"
+#include "tg_profile.h"
 #include "tg_runlog.h"
 
 /* Exit statuses, one meaning each (docs/robustness.md#exit-statuses). */
@@ -99,6 +103,10 @@ typedef struct tg_train_cfg {
      * {flag, path} (path NULL: none), n_files of them. */
     const char *const (*files)[2];
     int n_files;
+    /* NULL, or a profile (tg_profile.h, initialised) that the loop fills: each
+     * training step's ops, and its phases "batch", "forward (not in ops)",
+     * "zero_grad", "clip", "optimizer", "log"; the caller prints it. */
+    tg_profile *profile;
 } tg_train_cfg;
 
 typedef struct tg_train_result {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "tg_blas.h"
+#include "tg_gemm_plan.h"
 #include "tg_guard.h"
 #include "tg_optim.h"
 #include "tg_runlock.h"
@@ -65,6 +66,8 @@ static char *make_header(const tg_train_cfg *c, tg_train_model *m) {
     char blas[256];
     tg_blas_info_get(&bi);
     fprintf(f, "# blas=%s\n", tg_blas_info_str(&bi, blas, sizeof blas));
+    char plan[TG_PLAN_NAME_BUF];
+    fprintf(f, "# gemm_plan=%s\n", tg_gemm_plan_name(plan));
     fprintf(f, "step\tloss");
     if (m->columns) m->columns(m->user, f, 0);
     fprintf(f, "\tgrad_norm\tlr");
@@ -90,6 +93,25 @@ static void log_note(tg_runlog *L, const char *fmt, ...) {
         if (*p == '\n' || *p == '\t') *p = ' ';
     tg_runlog_add(L, "# %s\n", line);
     tg_runlog_end_row(L);
+}
+
+/* One forward and backward of the first step's batch, drawn from a copy of the
+ * data RNG, before the log's header: every product of a step is then planned
+ * (measured, or read from the plan file: tg_gemm_plan.h) before the header
+ * names the plan, and outside the timed loop. Parameters, optimizer and data
+ * RNG are left as they were (the parameters' grads zeroed). */
+static void plan_products(tg_train_model *m, const tg_train_state *st) {
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    tg_rng rng = *st->data_rng;
+    m->batch(m->user, &rng, st->step);
+    tg_tensor *loss = m->forward(&ctx, m->user, 0);
+    if (loss->requires_grad && isfinite(loss->data[0])) {
+        tg_params_zero_grad(m->P);
+        tg_backward(&ctx, loss);
+        tg_params_zero_grad(m->P);
+    }
+    tg_ctx_free(&ctx);
 }
 
 /* From st (fresh or resumed) to c->steps; returns the exit status. */
@@ -141,9 +163,14 @@ static int loop(const tg_train_cfg *c, tg_train_model *m, tg_train_state *st, tg
         }
 
         int logging = step % c->log_every == 0 || step == c->steps;
+        tg_profile *prof = step < c->steps ? c->profile : NULL;   /* training steps only */
         tg_ctx_reset(&ctx);
+        tg_profile_attach(&ctx, prof);
+        if (prof) tg_profile_step_begin(prof);
         m->batch(m->user, st->data_rng, step);
+        if (prof) tg_profile_phase(prof, "batch");
         tg_tensor *loss = m->forward(&ctx, m->user, logging);
+        if (prof) tg_profile_phase(prof, "forward (not in ops)");
         float lv = loss->data[0], gnorm = 0, lr = 0;
         const char *bad = NULL;
         if (!isfinite(lv)) {
@@ -151,9 +178,11 @@ static int loop(const tg_train_cfg *c, tg_train_model *m, tg_train_state *st, tg
             bad = "loss";
         } else if (step < c->steps) {   /* the last row is an evaluation after the last update */
             tg_params_zero_grad(P);
+            if (prof) tg_profile_phase(prof, "zero_grad");
             tg_backward(&ctx, loss);
             if (step == c->debug_nan) P->grad[0] = NAN;   /* as an overflowing backward would */
             gnorm = tg_clip_grad_norm(P, c->clip);
+            if (prof) tg_profile_phase(prof, "clip");
             lr = tg_lr_schedule(step, c->warmup, c->steps, c->lr, c->lr_min);
             if (!isfinite(gnorm)) {
                 tg_guard_backward(&ctx, P, why, sizeof why);
@@ -161,6 +190,7 @@ static int loop(const tg_train_cfg *c, tg_train_model *m, tg_train_state *st, tg
                 lr = 0;
             } else if (st->adam) tg_adamw_step(st->adam, P, lr);
             else tg_sgd_step(st->sgd, P, lr);
+            if (prof) tg_profile_phase(prof, "optimizer");
         }
         if (bad) {
             fprintf(stderr, "%s: step %d: non-finite %s (%g): %s\n", prog, step, bad, bad[0] == 'l' ? lv : gnorm, why);
@@ -191,6 +221,10 @@ static int loop(const tg_train_cfg *c, tg_train_model *m, tg_train_state *st, tg
                 st->logged[2 * st->n_logged + 1] = m->metric ? m->metric(m->user) : 0.0;
                 st->n_logged++;
             }
+        }
+        if (prof) {
+            tg_profile_phase(prof, "log");
+            tg_profile_step_end(prof, &ctx);
         }
         double t = now_s() - t0;
         if (tty && (t - last_print > 0.5 || step == c->steps)) {
@@ -331,6 +365,7 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
         status = TG_EXIT_USAGE;
         goto done;
     }
+    plan_products(m, &st);
     hdr = make_header(c, m);
     if (!hdr) {
         fprintf(stderr, "%s: out of memory\n", prog);
@@ -344,10 +379,15 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
         for (const char *const *o = c->may_differ; o && *o && nf < 36; o++) log_free[nf++] = *o;
         for (const char *const *o = c->header_may_differ; o && *o && nf < 36; o++) log_free[nf++] = *o;
         log_free[nf++] = "blas";
+        log_free[nf++] = "gemm_plan";   /* a requeued run may land on another CPU: said below, at the step */
         log_free[nf++] = "steps";       /* as flags they are in may_differ; written by the kit, free too */
         log_free[nf++] = "log_every";
         log_free[nf] = NULL;
-        if (c->resume) tg_runlog_header_value(c->log, "blas", old_blas, sizeof old_blas);
+        char old_plan[64] = "", plan[TG_PLAN_NAME_BUF];
+        if (c->resume) {
+            tg_runlog_header_value(c->log, "blas", old_blas, sizeof old_blas);
+            tg_runlog_header_value(c->log, "gemm_plan", old_plan, sizeof old_plan);
+        }
         int rc = c->resume ? tg_runlog_resume(&L, c->log, hdr, log_free, st.step, info, sizeof info, err, sizeof err)
                            : tg_runlog_open(&L, c->log, hdr, err, sizeof err);
         if (rc) {
@@ -361,6 +401,15 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
         if (old_blas[0] && !tg_blas_same_kernel(old_blas, tg_blas_info_str(&bi, blas, sizeof blas)))
             fprintf(stderr, "%s: note: the log was started with %s, this run has %s: the resumed run may not "
                     "be bit-identical to one made in one go\n", prog, old_blas, blas);
+        /* the plan is part of the rounding: a change is written where it happened */
+        tg_gemm_plan_name(plan);
+        if (c->resume && strcmp(old_plan, plan) != 0) {
+            fprintf(stderr, "%s: note: the log was made with product plan %s, this run has %s (another CPU or "
+                    "plan file): it goes on, and from step %d is not bit-identical to a run made in one go\n", prog,
+                    old_plan[0] ? old_plan : "(none named)", plan, st.step);
+            log_note(&L, "gemm_plan changed at step %d: %s -> %s", st.step, old_plan[0] ? old_plan : "(none named)",
+                     plan);
+        }
     }
 
     tg_guard_install();

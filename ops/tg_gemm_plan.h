@@ -1,0 +1,72 @@
+/* The product plan: which library makes each matrix product shape on this
+ * machine (libxsmm's JIT kernels or OpenBLAS), measured here, kept, reused.
+ *
+ * Like FFTW's wisdom: the first time a process meets a product shape, the plan
+ * looks it up in the machine's plan file; if it is not there it times both
+ * libraries on that shape (a few ms), keeps the faster, and adds it to the
+ * file, which every later run reuses. Where nothing may be measured it
+ * estimates with a fixed rule per instruction set (deterministic). Once a
+ * shape is decided in a process it never changes there.
+ *
+ * The mode, from TG_PLAN (read at the first product) or tg_gemm_plan_setup:
+ *   measure    (default) the machine's plan file, shapes not in it measured
+ *              and added;
+ *   estimate   the rule only, no file read or written (tests, CI);
+ *   FILE       that plan file, read-only; shapes not in it estimated.
+ * The machine's plan file is
+ *   $TG_PLAN_DIR, else $XDG_CACHE_HOME/tapegrad, else $HOME/.cache/tapegrad,
+ *   /gemm-plan-<16 hex of the machine key>.tsv
+ * and its second line is the machine key: the CPU (model name, family, model,
+ * stepping), OpenBLAS's build and core, libxsmm's version and target, the
+ * format version. A file whose key is not this machine's, from another library
+ * version, or damaged anywhere is refused as a whole, with a message naming the
+ * file (and line): measure mode then measures again and replaces it, FILE mode
+ * estimates. Nothing crashes on a bad file.
+ *
+ * Runs started together: measuring takes an exclusive lock (flock) on the
+ * plan file's ".lock" beside it, re-reads the file under the lock (another run
+ * may have just measured the same shapes), measures only what is still
+ * missing, and replaces the file atomically (tg_file.h) with the union of both.
+ * So runs on one machine never time their products at the same time, and the
+ * file is never half-written. A run that measures while others train on the
+ * same machine times its products under their load (each time is the best of
+ * 9 rounds, which keeps most of it out); to keep it out entirely, plan each
+ * configuration once before starting the runs (attn_scale ... --steps 1
+ * --warmup 0 without --log, docs/speed.md#plan).
+ *
+ * The plan is part of the rounding: libxsmm and OpenBLAS sum in different
+ * orders. tg_gemm_plan_name() names the decisions a process used (a short hash
+ * of every (shape, library) looked up since the start or the last
+ * tg_gemm_plan_reset_used): equal names, equal products, byte for byte. Logs
+ * and bench lines carry it (docs/logs.md, docs/speed.md#plan).
+ *
+ * Process-wide, like libxsmm's own kernel registry: the plan describes the
+ * machine, not a model, so two contexts share it; it is guarded by a mutex. */
+#ifndef TG_GEMM_PLAN_H
+#define TG_GEMM_PLAN_H
+#include <stddef.h>
+
+enum { TG_PLAN_MEASURE, TG_PLAN_ESTIMATE, TG_PLAN_FILE };
+
+/* Sets the mode ("measure", "estimate" or a plan file's path) before the first
+ * product; later calls fail. 0, or -1 with the reason in err. */
+int tg_gemm_plan_setup(const char *spec, char *err, size_t errlen);
+
+/* "3f2a91c0": the hash of the decisions used so far (8 hex digits) into buf
+ * (at least 9 bytes); returns buf. "none" when no product was planned. */
+#define TG_PLAN_NAME_BUF 16
+const char *tg_gemm_plan_name(char *buf);
+
+/* One line about the plan: mode, file, shapes measured / from the file /
+ * estimated, and the counts per library, e.g.
+ * "3f2a91c0 measure /root/.cache/tapegrad/gemm-plan-….tsv: 14 shapes (9 libxsmm, 5 openblas; 2 measured now)" */
+const char *tg_gemm_plan_describe(char *buf, size_t len);
+
+/* Forget which decisions were used (not the decisions): the next name covers
+ * what is used from here on (a benchmark between sizes). */
+void tg_gemm_plan_reset_used(void);
+
+/* The machine key (see above) into buf; returns buf. */
+const char *tg_gemm_plan_machine(char *buf, size_t len);
+
+#endif
