@@ -16,7 +16,10 @@ static void shapes(const matmul_rec *r, int *lda, int *ldb) {
  * B, OpenBLAS has. Measured (bench_gemm, one thread, the transposition
  * included): with Bᵀ made first (K·N floats) the product on libxsmm is 10-25%
  * faster at 512 rows (small), 10-30% at 2048-4096 (seed, large), about equal
- * at 4096×1024×256. Below a few hundred rows the copy would weigh more. */
+ * at 4096×1024×256. Below a few hundred rows the copy would weigh more. And
+ * only where the product plan puts dC·(Bᵀ as stored) on libxsmm: where it
+ * picks OpenBLAS (most shapes with AVX2), OpenBLAS takes B transposed as it
+ * is, and the copy would be all loss. */
 enum { TRANSPOSE_MIN_ROWS = 256 };
 
 static void matmul_backward(tg_ctx *ctx, const tg_node *n) {
@@ -28,7 +31,8 @@ static void matmul_backward(tg_ctx *ctx, const tg_node *n) {
     /* a grad nothing wrote yet is written (beta 0) rather than zeroed and added to */
     float beta_a = a->grad && tg_grad_first(a) ? 0.0f : 1.0f;
     float beta_b = b->grad && tg_grad_first(b) ? 0.0f : 1.0f;
-    float *bt = a->grad && !r->ta && !r->tb && M >= TRANSPOSE_MIN_ROWS
+    float *bt = a->grad && !r->ta && !r->tb && M >= TRANSPOSE_MIN_ROWS &&
+                        tg_gemm_plan_choose(0, M, K, N, N, K, lda, 1, 1)
                     ? tg_arena_alloc(ctx, (size_t)K * N * sizeof(float)) : NULL;
     for (int i = 0; i < r->nbatch; i++) {
         const float *A = a->data + i * sa, *B = b->data + i * sb, *dC = c->grad + i * sc;

@@ -4,18 +4,25 @@
 # ROUNDS rounds; prints the raw lines, then a table of the medians.
 #   scripts/bench_attn.sh                       T = 512 1024 2048 4096, 1 thread, 3 rounds
 #   THREADS=2 ROUNDS=5 SEQ="1024 4096" scripts/bench_attn.sh
+#   ISA=avx2 scripts/bench_attn.sh     the AVX2 code on an AVX-512 machine (as scripts/bench.sh)
 # Runs build/experiments/bench_attn as a user runs it (OPENBLAS_CORETYPE unset).
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 threads=${THREADS:-1}; rounds=${ROUNDS:-3}; seqs=${SEQ:-512 1024 2048 4096}
-bench="$top/build/experiments/bench_attn"
+bench="$top/build/experiments/bench_attn"; tg_env=(env -u OPENBLAS_CORETYPE)
 [ -x "$bench" ] || { echo "bench_attn.sh: build first (scripts/test.sh)" >&2; exit 2; }
+case "${ISA:-native}" in
+    native) ;;
+    avx2) bench="$top/build-avx2/experiments/bench_attn"; tg_env=(env LIBXSMM_TARGET=hsw OPENBLAS_CORETYPE=Haswell)
+          [ -x "$bench" ] || { echo "bench_attn.sh: ISA=avx2 needs build-avx2/ (-DTG_AVX512_CLONES=OFF)" >&2; exit 2; } ;;
+    *) echo "bench_attn.sh: ISA=$ISA: native or avx2" >&2; exit 2 ;;
+esac
 raw=$(mktemp); trap 'rm -f "$raw"' EXIT
-echo "# $(date -u +%FT%TZ) $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg), threads=$threads rounds=$rounds"
+echo "# $(date -u +%FT%TZ) $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg), threads=$threads rounds=$rounds ISA=${ISA:-native}"
 for t in $seqs; do
     for r in $(seq "$rounds"); do
         for attn in composed fused; do
-            env -u OPENBLAS_CORETYPE "$bench" --attn $attn --seq-len "$t" --threads "$threads" --reps 3 | tee -a "$raw"
+            "${tg_env[@]}" "$bench" --attn $attn --seq-len "$t" --threads "$threads" --reps 3 | tee -a "$raw"
         done
     done
 done

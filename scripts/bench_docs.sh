@@ -4,6 +4,9 @@
 # kernels). Then scripts/docs.sh updates the page.
 #   scripts/bench_docs.sh            all of them (about 20 minutes on 2 cores)
 #   scripts/bench_docs.sh step1 attn  only those (step2 step2p step1 attn gemm kernel)
+#   ISA=avx2 scripts/bench_docs.sh   the AVX2 code on this AVX-512 machine (build-avx2/, made here
+#                                    with -DTG_AVX512_CLONES=OFF; LIBXSMM_TARGET=hsw,
+#                                    OPENBLAS_CORETYPE=Haswell) -> docs/data/bench/avx2/ (no kernel)
 # step2:  scripts/bench.sh (2 threads)            -> step-threads2.txt
 # step2p: the same with OMP_WAIT_POLICY=passive     -> step-threads2-passive.txt
 # step1:  THREADS=1 scripts/bench.sh              -> step-threads1.txt
@@ -15,6 +18,15 @@ set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out="$top/docs/data/bench"
 what=("$@"); [ ${#what[@]} -gt 0 ] || what=(step2 step2p step1 attn gemm kernel)
+isa=${ISA:-native}; gemm_bin="$top/build/experiments/bench_gemm"; gemm_env=(env -u OPENBLAS_CORETYPE)
+if [ "$isa" = avx2 ]; then
+    out="$out/avx2"; gemm_bin="$top/build-avx2/experiments/bench_gemm"
+    gemm_env=(env LIBXSMM_TARGET=hsw OPENBLAS_CORETYPE=Haswell)
+    cmake -S "$top" -B "$top/build-avx2" -DTG_AVX512_CLONES=OFF -DBUILD_TESTING=OFF >/dev/null
+    cmake --build "$top/build-avx2" -j "$(nproc)" >/dev/null
+    [ ${#@} -gt 0 ] || what=(step2 step2p step1 attn gemm)
+fi
+export ISA=$isa
 mkdir -p "$out"
 save() {   # save FILE COMMAND...: the command's output, kept only if it succeeds
     local file=$1; shift
@@ -24,15 +36,16 @@ save() {   # save FILE COMMAND...: the command's output, kept only if it succeed
 }
 for w in "${what[@]}"; do
     case "$w" in
-        step2) save step-threads2.txt env -u OPENBLAS_CORETYPE THREADS=2 "$top/scripts/bench.sh" ;;
-        step2p) save step-threads2-passive.txt env -u OPENBLAS_CORETYPE OMP_WAIT_POLICY=passive THREADS=2 "$top/scripts/bench.sh" ;;
-        step1) save step-threads1.txt env -u OPENBLAS_CORETYPE THREADS=1 "$top/scripts/bench.sh" ;;
-        attn) save attn.txt env -u OPENBLAS_CORETYPE "$top/scripts/bench_attn.sh" ;;
+        step2) save step-threads2.txt env THREADS=2 "$top/scripts/bench.sh" ;;
+        step2p) save step-threads2-passive.txt env OMP_WAIT_POLICY=passive THREADS=2 "$top/scripts/bench.sh" ;;
+        step1) save step-threads1.txt env THREADS=1 "$top/scripts/bench.sh" ;;
+        attn) save attn.txt "$top/scripts/bench_attn.sh" ;;
         gemm) for s in small seed large; do   # bench_gemm names the kernels; the CPU goes first
-                  save "gemm-$s.txt" bash -c 'echo "# $(sed -n "s/^model name[[:space:]]*: //p" /proc/cpuinfo | head -1), $(nproc) cores, load average: $(cut -d" " -f1-3 /proc/loadavg)"
-                      exec env -u OPENBLAS_CORETYPE "$1" --size "$2" --threads 1' _ "$top/build/experiments/bench_gemm" "$s"
+                  save "gemm-$s.txt" bash -c 'echo "# $(sed -n "s/^model name[[:space:]]*: //p" /proc/cpuinfo | head -1), $(nproc) cores, load average: $(cut -d" " -f1-3 /proc/loadavg), ISA=$ISA"
+                      exec "${@:3}" "$1" --size "$2" --threads 1' _ "$gemm_bin" "$s" "${gemm_env[@]}"
               done ;;
-        kernel) save kernel.txt env -u OPENBLAS_CORETYPE OMP_WAIT_POLICY=passive ROUNDS=7 "$top/scripts/bench_kernel.sh" ;;
+        kernel) [ "$isa" = native ] || { echo "bench_docs.sh: kernel is for ISA=native" >&2; exit 2; }
+                save kernel.txt env -u OPENBLAS_CORETYPE OMP_WAIT_POLICY=passive ROUNDS=7 "$top/scripts/bench_kernel.sh" ;;
         *) echo "bench_docs.sh: unknown benchmark '$w' (step2 step2p step1 attn gemm kernel)" >&2; exit 2 ;;
     esac
 done

@@ -36,9 +36,10 @@ tg_machine() {
 
 # The experiments' prologue: what building and plotting need installed, then a
 # Release build in BUILD_DIR (configured once, rebuilt when sources changed).
-#   tg_build BUILD_DIR
+#   tg_build BUILD_DIR      (TG_CMAKE_ARGS: more configure arguments, e.g. -DTG_AVX512_CLONES=OFF)
 tg_build() {
     tg_need "${TG_BUILD_PACKAGES[@]}" gnuplot-nox
-    cmake -S "$top" -B "$1" >/dev/null
+    # shellcheck disable=SC2086   # word splitting of TG_CMAKE_ARGS is the point
+    cmake -S "$top" -B "$1" ${TG_CMAKE_ARGS:-} >/dev/null
     cmake --build "$1" -j "$(nproc)" >/dev/null
 }
