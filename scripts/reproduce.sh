@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main result: train the toy model at d_head = 128 with the scale modes
 # none, sqrt, dk and qknorm, 3 seeds each, plot, and print the table.
-#   scripts/reproduce.sh [--seeds "1 2 3"] [--out runs] [--jobs N] [--docs]
+#   scripts/reproduce.sh [--seeds "1 2 3"] [--out runs] [--jobs N] [--docs] [--record FILE]
 # Installs what is missing (build tools, OpenBLAS, CMocka, gnuplot), builds in
 # build/, writes runs/*.tsv and runs/*.png, then runs the seed-figure binaries.
 # --docs: also copies what the docs show into the repository: the logs to
@@ -11,14 +11,16 @@
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$top/scripts/setup.sh"
-seeds="1 2 3"; out="$top/runs"; jobs=$(nproc); docs=""
-usage() { echo "usage: scripts/reproduce.sh [--seeds \"1 2 3\"] [--out DIR] [--jobs N] [--docs]" >&2; exit 2; }
+seeds="1 2 3"; out="$top/runs"; jobs=$(nproc); docs=""; record=""
+usage() { echo "usage: scripts/reproduce.sh [--seeds \"1 2 3\"] [--out DIR] [--jobs N] [--docs] [--record FILE]" >&2; exit 2; }
+t_all=$SECONDS   # the whole command, set-up and build included
 while [ $# -gt 0 ]; do
     case "$1" in
         --seeds) [ $# -ge 2 ] || usage; seeds="$2"; shift 2 ;;
         --out) [ $# -ge 2 ] || usage; out="$2"; shift 2 ;;
         --jobs) [ $# -ge 2 ] || usage; jobs="$2"; shift 2 ;;
         --docs) docs=1; shift ;;
+        --record) [ $# -ge 2 ] || usage; record=$2; shift 2 ;;
         *) echo "scripts/reproduce.sh: unknown option '$1'" >&2; usage ;;
     esac
 done
@@ -79,11 +81,15 @@ if [ -n "$docs" ]; then   # what the docs' generated blocks read, and their figu
        "$out/dhead128-heatmap-sqrt_s$first.png" "$out"/{dot_variance,softmax_saturation,softmax_sigma}.png "$top/docs/"
     rm -rf "$data/seed"; mkdir -p "$data/seed"
     cp "$out"/{worked_example,dot_variance,softmax_saturation}.out "$data/seed/"
+    record="$data/reproduce/run.txt"
+    echo "docs: $data/reproduce/ (logs, run.txt), $data/seed/, figures in $top/docs/; now run scripts/docs.sh" >&2
+fi
+if [ -n "$record" ]; then   # the run's record: machine, kernels, plan, load, times
     {
-        echo "scripts/reproduce.sh --jobs $jobs --docs: $(( ${#all[@]} )) runs of attn_scale, $jobs at a time, --threads 1"
-        echo "trained and plotted in ${secs}s, $(date -u +%F)"
+        echo "scripts/reproduce.sh --jobs $jobs${docs:+ --docs}: $(( ${#all[@]} )) runs of attn_scale, $jobs at a time, --threads 1${TG_CMAKE_ARGS:+, TG_CMAKE_ARGS=$TG_CMAKE_ARGS}"
+        echo "trained and plotted in ${secs}s; the whole command, set-up and build included, $(( SECONDS - t_all ))s; $(date -u +%F)"
         echo "load average before: $load0; after: $(cut -d' ' -f1-3 /proc/loadavg)"
         tg_machine "$top/build"
-    } >"$data/reproduce/run.txt"
-    echo "docs: $data/reproduce/ (logs, run.txt), $data/seed/, figures in $top/docs/; now run scripts/docs.sh" >&2
+        echo "gemm_plan: $(sed -n 's/^# gemm_plan=//p' "${all[@]}" | sort | uniq -c | awk '{printf "%s%s (%s runs)", NR > 1 ? ", " : "", $2, $1}') (TG_PLAN=${TG_PLAN:-measure})"
+    } >"$record.tmp" && mv "$record.tmp" "$record"
 fi

@@ -31,7 +31,7 @@ TG_TORCH_PACKAGES=(python3-torch)
 #   tg_machine BUILD_DIR   prints "cpu: ..." and "blas: ..." (blas_info's line)
 tg_machine() {
     echo "cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores"
-    echo "blas: $("$1/experiments/blas_info" 2>/dev/null)${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE set)}"
+    echo "blas: $("$1/experiments/blas_info" 2>/dev/null)${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE set)}${LIBXSMM_TARGET:+ (LIBXSMM_TARGET=$LIBXSMM_TARGET set)}"
 }
 
 # The experiments' prologue: what building and plotting need installed, then a
