@@ -27,6 +27,7 @@
 #define COLUMNS "ta\tM\tN\tK\tlda\tldb\tldc\trun\tlib\txsmm_us\tblas_us"
 #define CAP 4096                 /* shapes a process can hold (a model has tens) */
 #define LOCK_WAIT_S 120          /* then measure without the lock, and say so */
+#define MARGIN 0.03f             /* what the other library must win by to replace the estimate's pick */
 
 typedef struct {
     int ta, M, N, K, lda, ldb, ldc;   /* the key (the strides too: a head's view runs
@@ -429,7 +430,12 @@ static void measure_and_keep(entry *e) {
     if (measure(&k, &ux, &ub, &can_x) == 0) {
         e->us_xsmm = ux;
         e->us_blas = ub;
-        e->xsmm = (signed char)(can_x && ux <= ub);
+        /* the estimate's pick stays unless the other library is faster by more than
+         * MARGIN: near ties would otherwise flip from one measurement to the next, and
+         * with them the rounding, for nothing */
+        if (!can_x) e->xsmm = 0;
+        else if (e->xsmm && ub < ux * (1 - MARGIN)) e->xsmm = 0;
+        else if (!e->xsmm && ux < ub * (1 - MARGIN)) e->xsmm = 1;
         e->from = 'm';
         if (S.file[0] && fd >= 0 && save(S.file, err, sizeof err))
             fprintf(stderr, "tapegrad: the product plan could not be kept: %s\n", err);

@@ -3,8 +3,9 @@
  *
  * Like FFTW's wisdom: the first time a process meets a product shape, the plan
  * looks it up in the machine's plan file; if it is not there it times both
- * libraries on that shape (a few ms), keeps the faster, and adds it to the
- * file, which every later run reuses. Where nothing may be measured it
+ * libraries on that shape (a few ms), keeps the faster (the estimate's pick
+ * unless the other is more than 3% faster: near ties do not flip between
+ * measurements), and adds it to the file, which every later run reuses. Where nothing may be measured it
  * estimates with a fixed rule per instruction set (deterministic). Once a
  * shape is decided in a process it never changes there.
  *

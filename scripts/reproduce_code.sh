@@ -38,7 +38,7 @@ for s in $seeds; do [[ "$s" =~ ^[0-9]+$ ]] || { echo "scripts/reproduce_code.sh:
 [[ "$steps" =~ ^[1-9][0-9]*$ ]] && [ "$steps" -ge 100 ] || { echo "scripts/reproduce_code.sh: --steps '$steps': at least 100" >&2; exit 2; }
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "scripts/reproduce_code.sh: --jobs '$jobs' is not a positive number" >&2; exit 2; }
 
-tg_build "$top/build"
+tg_build "$top/build" attn_scale blas_info
 bin="$top/build/experiments/attn_scale"
 mkdir -p "$out"
 # the model of the independent PyTorch probe (issue 19): 2 pre-LN layers, d_model 128, 2 heads of 128,

@@ -36,10 +36,13 @@ tg_machine() {
 
 # The experiments' prologue: what building and plotting need installed, then a
 # Release build in BUILD_DIR (configured once, rebuilt when sources changed).
-#   tg_build BUILD_DIR      (TG_CMAKE_ARGS: more configure arguments, e.g. -DTG_AVX512_CLONES=OFF)
+#   tg_build BUILD_DIR [TARGET...]   only those targets (and what they need), else all
+#   (TG_CMAKE_ARGS: more configure arguments, e.g. -DTG_AVX512_CLONES=OFF)
 tg_build() {
+    local dir=$1; shift
     tg_need "${TG_BUILD_PACKAGES[@]}" gnuplot-nox
     # shellcheck disable=SC2086   # word splitting of TG_CMAKE_ARGS is the point
-    cmake -S "$top" -B "$1" ${TG_CMAKE_ARGS:-} >/dev/null
-    cmake --build "$1" -j "$(nproc)" >/dev/null
+    cmake -S "$top" -B "$dir" ${TG_CMAKE_ARGS:-} >/dev/null
+    if [ $# -gt 0 ]; then cmake --build "$dir" -j "$(nproc)" --target "$@" >/dev/null
+    else cmake --build "$dir" -j "$(nproc)" >/dev/null; fi
 }
