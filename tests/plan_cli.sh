@@ -72,6 +72,12 @@ TG_PLAN="$tmp/flipped.tsv" run 0 flip $common --log flip.tsv
 [ "$(plan_of flip.tsv)" != "$(plan_of m1.tsv)" ] || no "a flipped plan has the same name"
 cmp -s flipped.tsv flipped.orig || no "a given plan file was written to"
 
+# a plan folder that cannot be made: measured for this process only, said once
+: > notadir
+TG_PLAN_DIR="$tmp/notadir/sub" run 0 nokeep $common --log nokeep.tsv
+[ "$(grep -c 'the product plan is not kept (cannot make the folder' nokeep.err)" -eq 1 ] ||
+    no "an unusable plan folder was not said once: $(cat nokeep.err)"
+
 # resume: the same plan byte-identical, another plan said at the step
 mkdir a b c
 (cd a && TG_PLAN=estimate "$bin" $common --log r.tsv --save r.st >out 2>err) || no "straight run failed"
