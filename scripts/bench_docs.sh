@@ -3,7 +3,7 @@
 # quiet machine; each output names the date, the load average, the CPU and the
 # kernels). Then scripts/docs.sh updates the page.
 #   scripts/bench_docs.sh            all of them (about 20 minutes on 2 cores)
-#   scripts/bench_docs.sh step1 attn  only those (step2 step2p step1 attn gemm kernel)
+#   scripts/bench_docs.sh step1 attn  only those (step2 step2p step1 attn gemm profile kernel)
 #   ISA=avx2 scripts/bench_docs.sh   the AVX2 code on this AVX-512 machine (build-avx2/, made here
 #                                    with -DTG_AVX512_CLONES=OFF; LIBXSMM_TARGET=hsw,
 #                                    OPENBLAS_CORETYPE=Haswell) -> docs/data/bench/avx2/ (no kernel)
@@ -12,19 +12,20 @@
 # step1:  THREADS=1 scripts/bench.sh              -> step-threads1.txt
 # attn:   scripts/bench_attn.sh (1 thread)        -> attn.txt
 # gemm:   bench_gemm --size S --threads 1          -> gemm-small.txt, gemm-seed.txt, gemm-large.txt
+# profile: bench_step --size seed --threads 1 --profile -> profile-seed.txt
 # kernel: OMP_WAIT_POLICY=passive ROUNDS=7 scripts/bench_kernel.sh -> kernel.txt
 # Every benchmark runs tapegrad as a user runs it (OPENBLAS_CORETYPE unset).
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out="$top/docs/data/bench"
-what=("$@"); [ ${#what[@]} -gt 0 ] || what=(step2 step2p step1 attn gemm kernel)
+what=("$@"); [ ${#what[@]} -gt 0 ] || what=(step2 step2p step1 attn gemm profile kernel)
 isa=${ISA:-native}; gemm_bin="$top/build/experiments/bench_gemm"; gemm_env=(env -u OPENBLAS_CORETYPE)
 if [ "$isa" = avx2 ]; then
     out="$out/avx2"; gemm_bin="$top/build-avx2/experiments/bench_gemm"
     gemm_env=(env LIBXSMM_TARGET=hsw OPENBLAS_CORETYPE=Haswell)
     cmake -S "$top" -B "$top/build-avx2" -DTG_AVX512_CLONES=OFF -DBUILD_TESTING=OFF >/dev/null
     cmake --build "$top/build-avx2" -j "$(nproc)" >/dev/null
-    [ ${#@} -gt 0 ] || what=(step2 step2p step1 attn gemm)
+    [ ${#@} -gt 0 ] || what=(step2 step2p step1 attn gemm profile)
 fi
 export ISA=$isa
 mkdir -p "$out"
@@ -44,9 +45,10 @@ for w in "${what[@]}"; do
                   save "gemm-$s.txt" bash -c 'echo "# $(sed -n "s/^model name[[:space:]]*: //p" /proc/cpuinfo | head -1), $(nproc) cores, load average: $(cut -d" " -f1-3 /proc/loadavg), ISA=$ISA"
                       exec "${@:3}" "$1" --size "$2" --threads 1' _ "$gemm_bin" "$s" "${gemm_env[@]}"
               done ;;
+        profile) save profile-seed.txt "${gemm_env[@]}" "${gemm_bin%/bench_gemm}/bench_step" --size seed --threads 1 --steps 20 --sgemm 0 --profile ;;
         kernel) [ "$isa" = native ] || { echo "bench_docs.sh: kernel is for ISA=native" >&2; exit 2; }
                 save kernel.txt env -u OPENBLAS_CORETYPE OMP_WAIT_POLICY=passive ROUNDS=7 "$top/scripts/bench_kernel.sh" ;;
-        *) echo "bench_docs.sh: unknown benchmark '$w' (step2 step2p step1 attn gemm kernel)" >&2; exit 2 ;;
+        *) echo "bench_docs.sh: unknown benchmark '$w' (step2 step2p step1 attn gemm profile kernel)" >&2; exit 2 ;;
     esac
 done
 echo "bench_docs.sh: wrote docs/data/bench/; now run scripts/docs.sh" >&2
