@@ -22,6 +22,8 @@
 
 #include "gemm.h"
 #include "tg_file.h"
+#include "tg_profile.h"   /* its clock */
+#include "safetensors.h"   /* tg_fnv1a64 */
 
 #define FORMAT "# tapegrad gemm plan 1"
 #define COLUMNS "ta\tM\tN\tK\tlda\tldb\tldc\trun\tlib\txsmm_us\tblas_us"
@@ -46,16 +48,9 @@ static struct {
     char key[600];
     int file_loaded;             /* measure mode: the file was read once */
     entry tab[CAP];
-    int n;
     int warned_full, warned_keep;
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ull;
-    return h;
-}
-#define FNV0 1469598103934665603ull
 
 typedef struct { int ta, M, N, K, lda, ldb, ldc, blocks; } shape;
 
@@ -65,7 +60,7 @@ static int same(const entry *e, const shape *k) {
 }
 
 static entry *slot(const shape *k) {
-    uint64_t h = fnv(FNV0, k, sizeof *k);
+    uint64_t h = tg_fnv1a64(TG_FNV1A64_INIT, k, sizeof *k);
     for (unsigned i = 0; i < CAP; i++) {
         entry *e = &S.tab[(h + i) % CAP];
         if (!e->M || same(e, k)) return e;
@@ -240,7 +235,6 @@ static int load(const char *path, int *missing, entry *adopt, char *err, size_t 
         entry *e = slot(&rows[i].k);
         if (!e || (e->M && e != adopt)) continue;
         char used = e->M ? e->used : 0;
-        if (!e->M) S.n++;
         *e = new_entry(&rows[i].k, rows[i].x, 'f');
         e->used = used;
         e->us_xsmm = rows[i].ux;
@@ -294,11 +288,7 @@ static int save(const char *path, char *err, size_t errlen) {
 }
 
 /* ---- measuring ---------------------------------------------------------------- */
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e6 * (double)ts.tv_sec + 1e-3 * (double)ts.tv_nsec;
-}
+static double now_us(void) { return 1e6 * tg_profile_clock(); }
 
 /* Both libraries on this shape with its strides, on the calling thread, as
  * a step runs it: a head's product (run whole) on operands cycled through
@@ -356,7 +346,7 @@ static int setup_locked(const char *spec, char *err, size_t errlen) {
         if (file_dir(dir, sizeof dir)) {
             S.file[0] = 0;
         } else {
-            snprintf(h, sizeof h, "%016llx", (unsigned long long)fnv(FNV0, S.key, strlen(S.key)));
+            snprintf(h, sizeof h, "%016llx", (unsigned long long)tg_fnv1a64(TG_FNV1A64_INIT, S.key, strlen(S.key)));
             snprintf(S.file, sizeof S.file, "%s/gemm-plan-%s.tsv", dir, h);
         }
     } else if (strcmp(spec, "estimate") == 0) {
@@ -479,7 +469,6 @@ int tg_gemm_plan_choose(int ta, int M, int N, int K, int lda, int ldb, int ldc, 
     } else {
         if (!e->M) {
             *e = new_entry(&k, estimate(ta, M, N, K), 'e');
-            S.n++;
             if (may_measure && S.mode == TG_PLAN_MEASURE) measure_and_keep(e);
         }
         e->used = 1;
@@ -493,11 +482,11 @@ const char *tg_gemm_plan_name(char *buf) {
     static entry *list[CAP];
     pthread_mutex_lock(&S.mu);
     int n = sorted(list, 1, 0);
-    uint64_t h = FNV0;
+    uint64_t h = TG_FNV1A64_INIT;
     for (int i = 0; i < n; i++) {
         const entry *e = list[i];
         int k[9] = {e->ta, e->M, e->N, e->K, e->lda, e->ldb, e->ldc, e->blocks, e->xsmm};
-        h = fnv(h, k, sizeof k);
+        h = tg_fnv1a64(h, k, sizeof k);
     }
     pthread_mutex_unlock(&S.mu);
     if (!n) snprintf(buf, TG_PLAN_NAME_BUF, "none");

@@ -1,5 +1,6 @@
 #define _POSIX_C_SOURCE 200809L   /* fork, poll, kill, strsignal */
 #include "tg_attn_check.h"
+#include "tg_timing.h"
 
 #include <errno.h>
 #include <math.h>
@@ -394,12 +395,6 @@ static void probe_health(tg_attention_fn fn, const tg_attn_check_opts *o, tg_att
 /* ---- the probes in child processes ---------------------------------------------------------------- */
 typedef void (*probe_fn)(tg_attention_fn, const tg_attn_check_opts *, tg_attn_check_report *);
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void run_probe(const char *name, probe_fn p, tg_attention_fn fn, const tg_attn_check_opts *o,
                       tg_attn_check_report *r) {
     int fds[2];
@@ -426,7 +421,7 @@ static void run_probe(const char *name, probe_fn p, tg_attention_fn fn, const tg
     tg_attn_check_line l;
     size_t got = 0;
     int status = 0, done = 0, eof = 0;
-    const double t0 = now_s(), limit = o->timeout > 0 ? o->timeout : 60;
+    const double t0 = 1e-3 * tg_timing_now_ms(), limit = o->timeout > 0 ? o->timeout : 60;
     while (!(done && eof)) {
         struct pollfd pf = {.fd = fds[0], .events = POLLIN};
         if (!eof && poll(&pf, 1, 20) > 0) {
@@ -441,7 +436,7 @@ static void run_probe(const char *name, probe_fn p, tg_attention_fn fn, const tg
             nanosleep(&nap, NULL);
         }
         if (!done && waitpid(pid, &status, WNOHANG) == pid) done = 1;
-        if (!done && now_s() - t0 > limit) {
+        if (!done && 1e-3 * tg_timing_now_ms() - t0 > limit) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             close(fds[0]);
