@@ -107,6 +107,26 @@ static double sgemm_ms(const tg_model_cfg *c, int B, int threads, int reps) {
     return best;
 }
 
+/* One training step; prof (or NULL) gets its phases. Returns the loss. */
+static float train_step(tg_model *m, tg_adamw *opt, tg_ctx *ctx, const int *tokens, const int *targets, int B,
+                        tg_profile *prof) {
+    tg_ctx_reset(ctx);
+    if (prof) tg_profile_step_begin(prof);
+    tg_tensor *l = tg_model_forward(m, ctx, tokens, targets, B, 0);
+    if (prof) tg_profile_phase(prof, "forward (not in ops)");
+    tg_params_zero_grad(&m->P);
+    if (prof) tg_profile_phase(prof, "zero_grad");
+    tg_backward(ctx, l);
+    tg_clip_grad_norm(&m->P, 1.0f);
+    if (prof) tg_profile_phase(prof, "clip");
+    tg_adamw_step(opt, &m->P, 1e-3f);
+    if (prof) {
+        tg_profile_phase(prof, "optimizer");
+        tg_profile_step_end(prof, ctx);
+    }
+    return l->data[0];
+}
+
 int main(int argc, char **argv) {
     if (tg_runtime_init("bench_step", argc, argv)) return 1;   /* first: it may restart the program; threads */
     int size = 1, threads = 1, steps = 20, warmup = 3, attn = TG_ATTN_COMPOSED, seq_len = 0, sgemm = 1, profile = 0;
@@ -157,13 +177,7 @@ int main(int argc, char **argv) {
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup) malloc_count_start();
         double t0 = tg_timing_now_ms(), c0 = tg_timing_cpu_ms();
-        tg_ctx_reset(&ctx);
-        tg_tensor *l = tg_model_forward(&m, &ctx, tokens, targets, B, 0);
-        tg_params_zero_grad(&m.P);
-        tg_backward(&ctx, l);
-        tg_clip_grad_norm(&m.P, 1.0f);
-        tg_adamw_step(&opt, &m.P, 1e-3f);
-        loss = l->data[0];
+        loss = train_step(&m, &opt, &ctx, tokens, targets, B, NULL);
         if (s >= warmup) {
             ms[s - warmup] = tg_timing_now_ms() - t0;
             cpu[s - warmup] = tg_timing_cpu_ms() - c0;
@@ -193,20 +207,7 @@ int main(int argc, char **argv) {
         tg_profile prof;
         tg_profile_init(&prof, 0);
         tg_profile_attach(&ctx, &prof);
-        for (int s = 0; s < steps; s++) {
-            tg_ctx_reset(&ctx);
-            tg_profile_step_begin(&prof);
-            tg_tensor *l = tg_model_forward(&m, &ctx, tokens, targets, B, 0);
-            tg_profile_phase(&prof, "forward (not in ops)");
-            tg_params_zero_grad(&m.P);
-            tg_profile_phase(&prof, "zero_grad");
-            tg_backward(&ctx, l);
-            tg_clip_grad_norm(&m.P, 1.0f);
-            tg_profile_phase(&prof, "clip");
-            tg_adamw_step(&opt, &m.P, 1e-3f);
-            tg_profile_phase(&prof, "optimizer");
-            tg_profile_step_end(&prof, &ctx);
-        }
+        for (int s = 0; s < steps; s++) train_step(&m, &opt, &ctx, tokens, targets, B, &prof);
         tg_profile_attach(&ctx, NULL);
         char what[1200];
         printf("# bench_step --profile: size=%s threads=%d attn=%s T=%d; plan %s; blas=%s\n", size_names[size], threads,

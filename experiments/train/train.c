@@ -100,26 +100,23 @@ static void log_note(tg_runlog *L, const char *fmt, ...) {
  * (measured, or read from the plan file: tg_gemm_plan.h) before the header
  * names the plan, and outside the timed loop. Parameters, optimizer and data
  * RNG are left as they were (the parameters' grads zeroed). */
-static void plan_products(tg_train_model *m, const tg_train_state *st) {
-    tg_ctx ctx;
-    tg_ctx_init(&ctx, 0);
+static void plan_products(tg_ctx *ctx, tg_train_model *m, const tg_train_state *st) {
     tg_rng rng = *st->data_rng;
     m->batch(m->user, &rng, st->step);
-    tg_tensor *loss = m->forward(&ctx, m->user, 0);
+    tg_tensor *loss = m->forward(ctx, m->user, 0);
     if (loss->requires_grad && isfinite(loss->data[0])) {
         tg_params_zero_grad(m->P);
-        tg_backward(&ctx, loss);
+        tg_backward(ctx, loss);
         tg_params_zero_grad(m->P);
     }
-    tg_ctx_free(&ctx);
+    tg_ctx_reset(ctx);   /* the loop's context: its arena is grown already */
 }
 
 /* From st (fresh or resumed) to c->steps; returns the exit status. */
-static int loop(const tg_train_cfg *c, tg_train_model *m, tg_train_state *st, tg_runlog *L, tg_train_result *r) {
+static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_state *st, tg_runlog *L,
+                tg_train_result *r) {
     const char *prog = c->prog;
     tg_params *P = m->P;
-    tg_ctx ctx;
-    tg_ctx_init(&ctx, 0);
     char err[1024], why[1024];
     int tty = c->progress && isatty(2), status = 0, stopped = 0;
     double t0 = now_s(), last_print = 0;
@@ -164,28 +161,28 @@ static int loop(const tg_train_cfg *c, tg_train_model *m, tg_train_state *st, tg
 
         int logging = step % c->log_every == 0 || step == c->steps;
         tg_profile *prof = step < c->steps ? c->profile : NULL;   /* training steps only */
-        tg_ctx_reset(&ctx);
-        tg_profile_attach(&ctx, prof);
+        tg_ctx_reset(ctx);
+        tg_profile_attach(ctx, prof);
         if (prof) tg_profile_step_begin(prof);
         m->batch(m->user, st->data_rng, step);
         if (prof) tg_profile_phase(prof, "batch");
-        tg_tensor *loss = m->forward(&ctx, m->user, logging);
+        tg_tensor *loss = m->forward(ctx, m->user, logging);
         if (prof) tg_profile_phase(prof, "forward (not in ops)");
         float lv = loss->data[0], gnorm = 0, lr = 0;
         const char *bad = NULL;
         if (!isfinite(lv)) {
-            tg_guard_forward(&ctx, P, why, sizeof why);
+            tg_guard_forward(ctx, P, why, sizeof why);
             bad = "loss";
         } else if (step < c->steps) {   /* the last row is an evaluation after the last update */
             tg_params_zero_grad(P);
             if (prof) tg_profile_phase(prof, "zero_grad");
-            tg_backward(&ctx, loss);
+            tg_backward(ctx, loss);
             if (step == c->debug_nan) P->grad[0] = NAN;   /* as an overflowing backward would */
             gnorm = tg_clip_grad_norm(P, c->clip);
             if (prof) tg_profile_phase(prof, "clip");
             lr = tg_lr_schedule(step, c->warmup, c->steps, c->lr, c->lr_min);
             if (!isfinite(gnorm)) {
-                tg_guard_backward(&ctx, P, why, sizeof why);
+                tg_guard_backward(ctx, P, why, sizeof why);
                 bad = "gradient norm";
                 lr = 0;
             } else if (st->adam) tg_adamw_step(st->adam, P, lr);
@@ -224,7 +221,7 @@ static int loop(const tg_train_cfg *c, tg_train_model *m, tg_train_state *st, tg
         }
         if (prof) {
             tg_profile_phase(prof, "log");
-            tg_profile_step_end(prof, &ctx);
+            tg_profile_step_end(prof, ctx);
         }
         double t = now_s() - t0;
         if (tty && (t - last_print > 0.5 || step == c->steps)) {
@@ -252,7 +249,6 @@ static int loop(const tg_train_cfg *c, tg_train_model *m, tg_train_state *st, tg
         r->final_loss = tail_sum / tail_n;
         r->final_metric = tail_metric / tail_n;
     }
-    tg_ctx_free(&ctx);
     return status;
 }
 
@@ -317,6 +313,8 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
                          .sgd = c->optim == TG_OPTIM_SGD ? &sgd : NULL, .data_rng = &data_rng,
                          .settings = c->settings, .n_settings = c->n_settings};
     tg_runlog L = {.fd = -1};
+    tg_ctx ctx;   /* every step's, the planning pass's first */
+    tg_ctx_init(&ctx, 0);
     char *hdr = NULL;
     int status = 0;
     if (tg_train_state_reserve(&st, c->steps / c->log_every + 2)) {
@@ -365,7 +363,7 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
         status = TG_EXIT_USAGE;
         goto done;
     }
-    plan_products(m, &st);
+    plan_products(&ctx, m, &st);
     hdr = make_header(c, m);
     if (!hdr) {
         fprintf(stderr, "%s: out of memory\n", prog);
@@ -413,12 +411,13 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     }
 
     tg_guard_install();
-    status = loop(c, m, &st, &L, r);
+    status = loop(&ctx, c, m, &st, &L, r);
     if (L.fd >= 0 && tg_runlog_close(&L)) {
         fprintf(stderr, "%s: --log %s: write failed\n", prog, c->log);
         status = status ? status : TG_EXIT_FAILED;
     }
 done:
+    tg_ctx_free(&ctx);
     tg_runlog_close(&L);
     tg_runlock_release(locks, nlocks);
     free(hdr);
