@@ -294,9 +294,10 @@ static double now_us(void) { return 1e6 * tg_profile_clock(); }
  * a step runs it: a head's product (run whole) on operands cycled through
  * copies that together outgrow the L2 cache, as the attention ops stream
  * through heads (one hot copy flattered libxsmm on a head's 64×128×64 by
- * 10%); a linear layer's (run in blocks) on one hot copy, as tg_matmul runs
- * on what was just made (cycled, a 128×64×2048 weight grad came out 13% the
- * other way on AVX2); rounds alternating the two libraries, each the best of
+ * 10%: AVX2 code on an AMD Zen 5, OpenBLAS Haswell, libxsmm hsw); a linear
+ * layer's (run in blocks) on one hot copy, as tg_matmul runs on what was
+ * just made (cycled, a 128×64×2048 weight grad came out 13% the other way
+ * there); rounds alternating the two libraries, each the best of
  * its rounds (the least disturbed).
  * 0 and the times, or -1 (out of memory: the caller estimates). */
 static int measure(const shape *k, float *us_x, float *us_b, int *xsmm) {
@@ -434,7 +435,7 @@ static void measure_and_keep(entry *e) {
         /* the estimate's pick stays unless the other library is faster by more than
          * MARGIN: near ties would otherwise flip from one measurement to the next, and
          * with them the rounding, for nothing; and unless a second measurement says
-         * so too (a neighbour's burst of load, on a shared machine, once made a
+         * so too (a neighbour's burst of load, on a shared AMD Zen 5, once made a
          * product look 10% slower on libxsmm where it is 15% faster) */
         int pick = can_x && (e->xsmm ? !(ub < ux * (1 - MARGIN)) : ux < ub * (1 - MARGIN));
         float ux2, ub2;
