@@ -1,25 +1,43 @@
-/* tg_attention: multi-head scaled dot-product attention.
+/* tg_attend / tg_attention: multi-head scaled dot-product attention, composed:
+ * the Tq×Tk weights of every head are made and saved (tg_attention_probs).
  *
- * Shapes: q, k [B, T, H, d]; v [B, T, H, dv] (dv may differ from d); out
- * [B, T, H, dv]. This is the layout of x·W reshaped from [B, T, H·d], so heads
- * are read as strided [T, d] matrices (leading dimension H·d): no transposes.
- * Per batch b and head h, with s = scale · (head_scale ? head_scale[h] : 1):
- *   S = Q Kᵀ [T,T],  P = softmax(s·S) by rows (causal: keys j > i get weight 0),  O = P V.
- * `scale` is any finite float (1/sqrt(d) usually; 1 or 1/d work the same way).
- * head_scale is NULL or a [H] tensor, e.g. a learnable per-head scale.
+ * The contract of both built-in attention ops (this one and tg_flash_attend,
+ * flash_attention.h), one struct, tg_attn_args:
+ *   q [B, Tq, H, d], k [B, Tk, Hkv, d], v [B, Tk, Hkv, dv], out [B, Tq, H, dv];
+ *   heads are read in place as strided [T, d] matrices (the layout of x·W
+ *   reshaped from [B, T, H·d]): no transposes, no copies per query head.
+ * Grouped heads: H a multiple of Hkv; query head h reads key/value head
+ *   h / (H / Hkv) (PyTorch's repeat_interleave / enable_gqa order; Hkv = 1 is
+ *   multi-query attention). Gradients of a shared k, v head sum over its query heads.
+ * Alignment: query i sits at key position p_i = i + Tk − Tq (bottom-right, as
+ *   FlashAttention ≥ 2.1: the queries are the tail of the keys, as in decoding
+ *   with a KV cache or chunked prefill). PyTorch's is_causal aligns top-left.
+ * Key j is visible to query i of batch row b iff all of
+ *   causal:  j ≤ p_i
+ *   window:  p_i − left ≤ j ≤ p_i + right   (left, right: −1 unbounded; FlashAttention's
+ *            window_size; Mistral's "sliding window W" is (W − 1, 0) with causal)
+ *   padding: j < kv_len[b]                   (kv_len NULL: every key; positions still
+ *            use the buffer length Tk, not kv_len; kv_len[b] ≤ 0 hides every key)
+ * Per batch b and query head h, with s = scale · (head_scale ? head_scale[h] : 1):
+ *   P_ij = softmax_j(s · q_i·k_j) over the visible keys of row i, 0 elsewhere;
+ *   out_i = Σ_j P_ij v_j. A row with no visible key is 0 and passes no gradient.
  * Gradient: dV = Pᵀ dO, dL = P ⊙ (dO Vᵀ − rowsum(dO Vᵀ ⊙ P)), dQ = s·dL K,
- *   dK = s·dLᵀ Q, d head_scale[h] = scale · Σ_{b,i,j} dL ⊙ S. */
+ *   dK = s·dLᵀ Q, d head_scale[h] = scale · Σ_{b,i,j} dL ⊙ Q Kᵀ (dK, dV summed over
+ *   the query heads of a group). */
 #ifndef TG_OP_ATTENTION_H
 #define TG_OP_ATTENTION_H
+#include <stddef.h>
+
 #include "tg_core.h"
 
-/* Attention health, per head, filled by the forward when passed non-NULL.
- * The caller owns the arrays (length H, H equal to the tensors' H; an array
- * left NULL is skipped).
- *   entropy[h]    mean over batch and query rows of −Σ_j p_j ln p_j, in nats
- *                 (masked keys excluded); compare with tg_attn_uniform_entropy.
- *   max_logit[h]  the largest s·S over the head's unmasked entries.
- *   saturation[h] share of rows whose largest weight is > 0.99. */
+/* Attention health, per query head, filled by the forward when passed non-NULL.
+ * The caller owns the arrays (length H, H equal to q's H; an array left NULL is
+ * skipped). Over the visible entries only; rows with no visible key are left out.
+ *   entropy[h]    mean over batch and query rows of −Σ_j p_j ln p_j, in nats;
+ *                 compare with tg_attn_uniform_entropy(_args).
+ *   max_logit[h]  the largest s·q·k over the head's visible entries (−inf: none).
+ *   saturation[h] share of rows whose largest weight is > 0.99.
+ * A head with no visible entry at all gets entropy 0 and saturation 0. */
 typedef struct tg_attn_stats {
     int H;
     float *entropy;
@@ -27,21 +45,61 @@ typedef struct tg_attn_stats {
     float *saturation;
 } tg_attn_stats;
 
+/* One attention call, everything it says. Make it with tg_attn_args_make (it
+ * sets `size` and the defaults), then set what the call needs:
+ *   tg_attn_args a = tg_attn_args_make(q, k, v, 1 / sqrtf(d));
+ *   a.causal = 1, a.window_left = W - 1;           (a sliding window of W keys)
+ *   tg_tensor *out = tg_attend(ctx, &a);
+ * `size` is sizeof(tg_attn_args) as the caller was compiled: a later version
+ * appends fields, and an op reads only what the caller's size holds (the rest
+ * takes its default), so a program or plugin built against this header keeps
+ * working. kv_len is read during the call (the op keeps its own copy). */
+typedef struct tg_attn_args {
+    size_t size;
+    tg_tensor *q, *k, *v;          /* [B,Tq,H,d], [B,Tk,Hkv,d], [B,Tk,Hkv,dv] */
+    tg_tensor *head_scale;         /* NULL or [H]: a per-head multiplier (e.g. learnable) */
+    float scale;                   /* any finite float: 1/sqrt(d) usually */
+    int causal;                    /* 0 or 1 */
+    int window_left, window_right; /* −1: unbounded (the default) */
+    const int *kv_len;             /* NULL or [B]: valid keys of each batch row */
+    tg_attn_stats *stats;          /* NULL, or per-head stats to fill */
+} tg_attn_args;
+
+/* The size of the first version of tg_attn_args (tapegrad 0.12): the least an op accepts. */
+#define TG_ATTN_ARGS_SIZE_V1 (offsetof(tg_attn_args, stats) + sizeof(tg_attn_stats *))
+
+/* q, k, v and scale set; no head_scale, not causal, windows −1, no kv_len, no stats. */
+tg_attn_args tg_attn_args_make(tg_tensor *q, tg_tensor *k, tg_tensor *v, float scale);
+
+/* Any attention op that takes the args: tg_attend, tg_flash_attend. */
+typedef tg_tensor *(*tg_attend_fn)(tg_ctx *ctx, const tg_attn_args *args);
+
+tg_tensor *tg_attend(tg_ctx *ctx, const tg_attn_args *args);
+
+/* The textbook call (Tq = Tk, Hkv = H, no window, no padding), kept for the
+ * programs and plugins written before tg_attn_args: tg_attend with those args. */
 tg_tensor *tg_attention(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale,
                         float scale, int causal, tg_attn_stats *stats);
 
 /* Any attention op with tg_attention's signature and contract: tg_attention,
  * tg_flash_attention, or a researcher's own kernel (a plugin, tg_attn_plugin.h of
  * the training kit). `stats` may be NULL; a kernel that does not fill it must
- * leave it alone. The toy model calls one of these in every layer. */
+ * leave it alone. */
 typedef tg_tensor *(*tg_attention_fn)(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale,
                                       float scale, int causal, tg_attn_stats *stats);
 
 /* The entropy of uniform attention: mean over query rows of ln(visible keys),
  * i.e. ln T, or the mean over i of ln(i + 1) when causal. */
 double tg_attn_uniform_entropy(int T, int causal);
+/* The same for a call's args: the mean over batch rows and query rows that see
+ * at least one key of ln(visible keys); 0 when no row sees any. */
+double tg_attn_uniform_entropy_args(const tg_attn_args *args);
 
-/* The weights P [B, H, T, T] (masked entries 0) that the tg_attention call
+/* The visible keys of query row i in batch row b under args: [*lo, *hi)
+ * (empty: *lo == *hi). The one definition the ops, the tests and the programs use. */
+void tg_attn_visible(const tg_attn_args *args, int b, int i, int *lo, int *hi);
+
+/* The weights P [B, H, Tq, Tk] (invisible entries 0) that the tg_attend call
  * which made `out` saved on ctx's tape; NULL when that call recorded no node
  * (no input needed a gradient, or grad was disabled). Valid until the reset. */
 const float *tg_attention_probs(const tg_ctx *ctx, const tg_tensor *out);

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attn_check.h"
+#include "attn_geom.h"
 #include "gemm.h"
 #include "parallel.h"
 #include "vmath.h"
@@ -11,59 +11,80 @@
 enum { BQ = TG_FLASH_BQ, BK = TG_FLASH_BK };
 
 typedef struct {
-    int B, T, H, d, dv;
-    float scale;
-    int causal;
-    float *lse;   /* [B, H, T] (arena) */
+    tg_attn_geom g;
+    float *m, *ll, *lse;   /* per row [B, H, Tq]: the max logit, ln ℓ, m + ln ℓ (arena) */
 } flash_rec;
 
 static float head_mult(const flash_rec *r, const tg_tensor *head_scale, int h) {
-    return r->scale * (head_scale ? head_scale->data[h] : 1.0f);
+    return r->g.scale * (head_scale ? head_scale->data[h] : 1.0f);
 }
 
-/* Keys a query row i sees in the key tile starting at j0 of nk keys. */
-static int visible(int causal, int i, int j0, int nk) {
-    if (!causal) return nk;
-    int n = i - j0 + 1;
-    return n < 0 ? 0 : n < nk ? n : nk;
+static int64_t off(int b, int T, int heads, int h, int width) { return ((int64_t)b * T * heads + h) * width; }
+
+/* The keys [*klo, *khi) that some row of the query tile [i0, i0 + nq) of batch
+ * row b sees (spans grow with i, but a row may see none); empty: both 0. */
+static void tile_keys(const tg_attn_geom *g, int b, int i0, int nq, int *klo, int *khi) {
+    int lo = g->Tk, hi = 0;
+    for (int a = 0; a < nq; a++) {
+        int l, h;
+        tg_attn_span(g, b, i0 + a, &l, &h);
+        if (h > l) {
+            lo = l < lo ? l : lo;
+            hi = h > hi ? h : hi;
+        }
+    }
+    *klo = hi > lo ? lo / BK * BK : 0;   /* key tiles start at multiples of BK */
+    *khi = hi > lo ? hi : 0;
 }
 
-/* What one (batch, head) contributes to the stats. */
-typedef struct { double entropy; float max_logit; int saturated; } head_part;
+/* Row i's visible keys inside the key tile [j0, j0 + nk), relative to j0. */
+static void tile_span(const tg_attn_geom *g, int b, int i, int j0, int nk, int *ja, int *jb) {
+    int l, h;
+    tg_attn_span(g, b, i, &l, &h);
+    l -= j0, h -= j0;
+    *ja = l < 0 ? 0 : l > nk ? nk : l;
+    *jb = h < *ja ? *ja : h > nk ? nk : h;
+}
 
 /* Per-thread scratch of the forward: a logit tile, the output accumulator,
  * the running max, sum and entropy accumulator of each query row, and the
- * head's Kᵀ [d, T]: Q_i K_jᵀ then runs on libxsmm (ops/gemm.h), which has no
+ * head's Kᵀ [d, Tk]: Q_i K_jᵀ then runs on libxsmm (ops/gemm.h), which has no
  * kernel for a transposed B; a head's K is transposed once. */
 typedef struct { float *S, *O; float *m; double *l, *A; float *Kt; } fwd_scratch;
 
-TG_VEC_CLONES static void forward_head(const flash_rec *r, const float *Q, const float *K, const float *V,
-                                       float *O, float *lse, float s, int want_stats, fwd_scratch *w,
-                                       head_part *part) {
-    const int T = r->T, d = r->d, dv = r->dv, ldq = r->H * d, ldv = r->H * dv;
-    tg_transpose(K, ldq, T, d, w->Kt);
-    part->entropy = 0;
-    part->max_logit = -INFINITY;
-    part->saturated = 0;
-    for (int i0 = 0; i0 < T; i0 += BQ) {
-        int nq = T - i0 < BQ ? T - i0 : BQ;
-        int kend = r->causal ? i0 + nq : T;
+TG_VEC_CLONES static void forward_head(const flash_rec *r, int b, const float *Q, const float *K, const float *V,
+                                       float *O, int64_t row0, float s, int want_stats, fwd_scratch *w,
+                                       tg_attn_part *part) {
+    const tg_attn_geom *g = &r->g;
+    const int Tq = g->Tq, Tk = g->Tk, d = g->d, dv = g->dv, ldq = g->H * d, ldk = g->Hkv * d;
+    const int ldo = g->H * dv, ldv = g->Hkv * dv;
+    *part = (tg_attn_part){0, -INFINITY, 0, 0};
+    tg_transpose(K, ldk, Tk, d, w->Kt);   /* the head's keys, once */
+    for (int i0 = 0; i0 < Tq; i0 += BQ) {
+        const int nq = Tq - i0 < BQ ? Tq - i0 : BQ;
+        int klo, khi;
+        tile_keys(g, b, i0, nq, &klo, &khi);
         for (int a = 0; a < nq; a++) {
             w->m[a] = -INFINITY;
             w->l[a] = 0;
             w->A[a] = 0;
         }
         memset(w->O, 0, (size_t)nq * dv * sizeof(float));
-        for (int j0 = 0; j0 < kend; j0 += BK) {
-            int nk = kend - j0 < BK ? kend - j0 : BK;
+        for (int j0 = klo; j0 < khi; j0 += BK) {
+            const int nk = khi - j0 < BK ? khi - j0 : BK;
             /* S = Q_i K_jᵀ; the logits are s·S, scaled below row by row as in backward */
-            tg_gemm(0, 0, nq, nk, d, 1.0f, Q + (int64_t)i0 * ldq, ldq, w->Kt + j0, T, 0.0f, w->S, BK);
+            tg_gemm(0, 0, nq, nk, d, 1.0f, Q + (int64_t)i0 * ldq, ldq, w->Kt + j0, Tk, 0.0f, w->S, BK);
             for (int a = 0; a < nq; a++) {
                 float *x = w->S + (int64_t)a * BK;
-                int nv = visible(r->causal, i0 + a, j0, nk);
+                int ja, jb;
+                tile_span(g, b, i0 + a, j0, nk, &ja, &jb);
+                /* invisible: weight 0, never exponentiated */
+                if (ja > 0) memset(x, 0, (size_t)ja * sizeof(float));
+                if (jb < nk) memset(x + jb, 0, (size_t)(nk - jb) * sizeof(float));
+                if (jb <= ja) continue;
                 float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
-                for (int j = 0; j < nv; j++) {
+                for (int j = ja; j < jb; j++) {
                     x[j] *= s;
                     mx = x[j] > mx ? x[j] : mx;
                 }
@@ -83,7 +104,7 @@ TG_VEC_CLONES static void forward_head(const flash_rec *r, const float *Q, const
                 double l = 0, A = 0;
                 if (want_stats) {
 #pragma omp simd reduction(+ : l, A)
-                    for (int j = 0; j < nv; j++) {
+                    for (int j = ja; j < jb; j++) {
                         float y = x[j] - m;   /* <= 0: exp never overflows, whatever the logits */
                         x[j] = tg_exp_neg(y);
                         l += x[j];
@@ -91,31 +112,39 @@ TG_VEC_CLONES static void forward_head(const flash_rec *r, const float *Q, const
                     }
                 } else {
 #pragma omp simd reduction(+ : l)
-                    for (int j = 0; j < nv; j++) {
+                    for (int j = ja; j < jb; j++) {
                         x[j] = tg_exp_neg(x[j] - m);
                         l += x[j];
                     }
                 }
                 w->l[a] += l;
                 w->A[a] += A;
-                if (nv < nk)   /* masked: weight 0, never exponentiated */
-                    memset(x + nv, 0, (size_t)(nk - nv) * sizeof(float));
             }
             /* O_i += P V_j (unnormalised: divided by ℓ at the end) */
             tg_gemm(0, 0, nq, dv, nk, 1.0f, w->S, BK, V + (int64_t)j0 * ldv, ldv, 1.0f, w->O, dv);
         }
         for (int a = 0; a < nq; a++) {
-            double l = w->l[a];
+            const double l = w->l[a];
+            float *out = O + (int64_t)(i0 + a) * ldo;
+            const int64_t row = row0 + i0 + a;
+            if (!(l > 0)) {   /* no visible key: output 0, no gradient (backward never visits the row) */
+                memset(out, 0, (size_t)dv * sizeof(float));
+                r->m[row] = r->lse[row] = -INFINITY;
+                r->ll[row] = 0;
+                continue;
+            }
             float inv = (float)(1.0 / l);
             const float *o = w->O + (int64_t)a * dv;
-            float *out = O + (int64_t)(i0 + a) * ldv;
 #pragma omp simd
             for (int c = 0; c < dv; c++) out[c] = o[c] * inv;
-            lse[i0 + a] = (float)(w->m[a] + log(l));
+            r->m[row] = w->m[a];
+            r->ll[row] = (float)log(l);
+            r->lse[row] = (float)(w->m[a] + log(l));
             if (want_stats) {
                 part->entropy += log(l) - w->A[a] / l;
                 part->max_logit = w->m[a] > part->max_logit ? w->m[a] : part->max_logit;
                 part->saturated += 1.0 / l > 0.99;   /* the top weight is e^{m−m}/ℓ */
+                part->rows++;
             }
         }
     }
@@ -126,92 +155,117 @@ typedef struct {
     const tg_tensor *q, *k, *v, *hs, *out;
     int want_stats;
     fwd_scratch *ws;
-    head_part *parts;
+    tg_attn_part *parts;
 } fwd_job;
 
 static void forward_item(void *arg, int bh, int thread) {
     const fwd_job *j = arg;
-    const flash_rec *r = j->r;
-    const int T = r->T, H = r->H, d = r->d, dv = r->dv, b = bh / H, h = bh % H;
-    int64_t oq = (int64_t)b * T * H * d + (int64_t)h * d, ov = (int64_t)b * T * H * dv + (int64_t)h * dv;
-    forward_head(r, j->q->data + oq, j->k->data + oq, j->v->data + ov, j->out->data + ov,
-                 r->lse + (int64_t)bh * T, head_mult(r, j->hs, h), j->want_stats, &j->ws[thread], &j->parts[bh]);
+    const tg_attn_geom *g = &j->r->g;
+    const int H = g->H, b = bh / H, h = bh % H, kh = h / g->group;
+    forward_head(j->r, b, j->q->data + off(b, g->Tq, H, h, g->d), j->k->data + off(b, g->Tk, g->Hkv, kh, g->d),
+                 j->v->data + off(b, g->Tk, g->Hkv, kh, g->dv), j->out->data + off(b, g->Tq, H, h, g->dv),
+                 (int64_t)bh * g->Tq, head_mult(j->r, j->hs, h), j->want_stats, &j->ws[thread], &j->parts[bh]);
 }
 
 /* Per-thread scratch of the backward: raw scores, weights, dP then s·dS, D,
- * per row Σ dS·S, Σ dS and Σ P·S for the head-scale gradient, and the head's
- * Kᵀ [d, T] and Vᵀ [dv, T] (as in the forward). */
+ * per row Σ dS·S, Σ dS and Σ P·S for the head-scale gradient, and the key/value
+ * head's Kᵀ [d, Tk] and Vᵀ [dv, Tk] (as in the forward). */
 typedef struct { float *S, *P, *G, *D; double *gs, *g1, *ps; float *Kt, *Vt; } bwd_scratch;
 
-/* Returns Σ dS ⊙ Q Kᵀ over the head (for the head-scale gradient). */
-TG_VEC_CLONES static double backward_head(const flash_rec *r, const float *Q, const float *K, const float *V,
-                                          const float *O, const float *dO, const float *lse, float *dQ, float *dK,
-                                          float *dV, float s, int need_dS, int want_hs, bwd_scratch *w) {
-    const int T = r->T, d = r->d, dv = r->dv, ldq = r->H * d, ldv = r->H * dv;
+typedef struct {
+    const flash_rec *r;
+    const tg_tensor *q, *k, *v, *hs, *out;
+    int need_dS, want_hs;
+    bwd_scratch *ws;
+    double *dhs;
+} bwd_job;
+
+/* Query head h of batch row b: adds into its dQ and into dK, dV of its
+ * key/value head. Returns Σ dS ⊙ Q Kᵀ over the head (for the head-scale gradient). */
+TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, bwd_scratch *w) {
+    const flash_rec *r = j->r;
+    const tg_attn_geom *g = &r->g;
+    const int Tq = g->Tq, Tk = g->Tk, d = g->d, dv = g->dv, kh = h / g->group;
+    const int ldq = g->H * d, ldk = g->Hkv * d, ldo = g->H * dv, ldv = g->Hkv * dv;
+    const int64_t oq = off(b, Tq, g->H, h, d), ok = off(b, Tk, g->Hkv, kh, d);
+    const int64_t oo = off(b, Tq, g->H, h, dv), ov = off(b, Tk, g->Hkv, kh, dv);
+    const float *Q = j->q->data + oq, *K = j->k->data + ok, *O = j->out->data + oo, *dO = j->out->grad + oo;
+    float *dQ = j->q->grad ? j->q->grad + oq : NULL, *dK = j->k->grad ? j->k->grad + ok : NULL;
+    float *dV = j->v->grad ? j->v->grad + ov : NULL;
+    const int64_t row0 = ((int64_t)b * g->H + h) * Tq;
+    const float *M = r->m + row0, *LL = r->ll + row0;
+    const float s = head_mult(r, j->hs, h);
+    const int need_dS = j->need_dS, want_hs = j->want_hs;
     double dhs = 0;
-    tg_transpose(K, ldq, T, d, w->Kt);
-    if (need_dS) tg_transpose(V, ldv, T, dv, w->Vt);
-    for (int i0 = 0; i0 < T; i0 += BQ) {
-        int nq = T - i0 < BQ ? T - i0 : BQ;
-        int kend = r->causal ? i0 + nq : T;
+    for (int i0 = 0; i0 < Tq; i0 += BQ) {
+        const int nq = Tq - i0 < BQ ? Tq - i0 : BQ;
+        int klo, khi;
+        tile_keys(g, b, i0, nq, &klo, &khi);
+        if (khi <= klo) continue;
         /* P = softmax  =>  dx = P ⊙ (dP − Σ_j dP P) and Σ_j dP_ij P_ij = Σ_c dO_ic O_ic */
         if (need_dS)
             for (int a = 0; a < nq; a++) {
-                const float *o = O + (int64_t)(i0 + a) * ldv, *g = dO + (int64_t)(i0 + a) * ldv;
+                const float *o = O + (int64_t)(i0 + a) * ldo, *gr = dO + (int64_t)(i0 + a) * ldo;
                 double D = 0;
 #pragma omp simd reduction(+ : D)
-                for (int c = 0; c < dv; c++) D += (double)g[c] * o[c];
+                for (int c = 0; c < dv; c++) D += (double)gr[c] * o[c];
                 w->D[a] = (float)D;
                 w->gs[a] = w->g1[a] = w->ps[a] = 0;
             }
-        for (int j0 = 0; j0 < kend; j0 += BK) {
-            int nk = kend - j0 < BK ? kend - j0 : BK;
-            tg_gemm(0, 0, nq, nk, d, 1.0f, Q + (int64_t)i0 * ldq, ldq, w->Kt + j0, T, 0.0f, w->S, BK);
+        for (int j0 = klo; j0 < khi; j0 += BK) {
+            const int nk = khi - j0 < BK ? khi - j0 : BK;
+            tg_gemm(0, 0, nq, nk, d, 1.0f, Q + (int64_t)i0 * ldq, ldq, w->Kt + j0, Tk, 0.0f, w->S, BK);
             for (int a = 0; a < nq; a++) {
                 const float *x = w->S + (int64_t)a * BK;
-                float *p = w->P + (int64_t)a * BK, L = lse[i0 + a];
-                int nv = visible(r->causal, i0 + a, j0, nk);
+                float *p = w->P + (int64_t)a * BK;
+                const float m = M[i0 + a], ll = LL[i0 + a];
+                int ja, jb;
+                tile_span(g, b, i0 + a, j0, nk, &ja, &jb);
+                if (ja > 0) memset(p, 0, (size_t)ja * sizeof(float));
+                if (jb < nk) memset(p + jb, 0, (size_t)(nk - jb) * sizeof(float));
+                /* s·x − m as the forward exponentiated it (<= 0), then ln ℓ (>= 0) apart */
 #pragma omp simd
-                for (int j = 0; j < nv; j++) p[j] = tg_exp_neg(s * x[j] - L);   /* s·x <= lse: <= 0 */
-                if (nv < nk) memset(p + nv, 0, (size_t)(nk - nv) * sizeof(float));
+                for (int c = ja; c < jb; c++) p[c] = tg_exp_neg((s * x[c] - m) - ll);
             }
             /* O = P V  =>  dV_j += Pᵀ dO_i */
             if (dV)
-                tg_gemm(1, 0, nk, dv, nq, 1.0f, w->P, BK, dO + (int64_t)i0 * ldv, ldv, 1.0f, dV + (int64_t)j0 * ldv,
+                tg_gemm(1, 0, nk, dv, nq, 1.0f, w->P, BK, dO + (int64_t)i0 * ldo, ldo, 1.0f, dV + (int64_t)j0 * ldv,
                         ldv);
             if (!need_dS) continue;
-            /* dP = dO_i V_jᵀ, then dS = P ⊙ (dP − D) (0 where masked, as P is); G keeps s·dS */
-            tg_gemm(0, 0, nq, nk, dv, 1.0f, dO + (int64_t)i0 * ldv, ldv, w->Vt + j0, T, 0.0f, w->G, BK);
+            /* dP = dO_i V_jᵀ, then dS = P ⊙ (dP − D) (0 where invisible, as P is); G keeps s·dS */
+            tg_gemm(0, 0, nq, nk, dv, 1.0f, dO + (int64_t)i0 * ldo, ldo, w->Vt + j0, Tk, 0.0f, w->G, BK);
             for (int a = 0; a < nq; a++) {
                 const float *p = w->P + (int64_t)a * BK, *x = w->S + (int64_t)a * BK;
-                float *g = w->G + (int64_t)a * BK, D = w->D[a];
-                int nv = visible(r->causal, i0 + a, j0, nk);
+                float *gr = w->G + (int64_t)a * BK, D = w->D[a];
+                int ja, jb;
+                tile_span(g, b, i0 + a, j0, nk, &ja, &jb);
                 if (want_hs) {
                     double gs = 0, g1 = 0, ps = 0;
 #pragma omp simd reduction(+ : gs, g1, ps)
-                    for (int j = 0; j < nv; j++) {
-                        float ds = p[j] * (g[j] - D);
-                        gs += (double)ds * x[j];
+                    for (int c = ja; c < jb; c++) {
+                        float ds = p[c] * (gr[c] - D);
+                        gs += (double)ds * x[c];
                         g1 += ds;
-                        ps += (double)p[j] * x[j];
-                        g[j] = s * ds;
+                        ps += (double)p[c] * x[c];
+                        gr[c] = s * ds;
                     }
                     w->gs[a] += gs;
                     w->g1[a] += g1;
                     w->ps[a] += ps;
                 } else {
 #pragma omp simd
-                    for (int j = 0; j < nv; j++) g[j] = s * (p[j] * (g[j] - D));
+                    for (int c = ja; c < jb; c++) gr[c] = s * (p[c] * (gr[c] - D));
                 }
-                if (nv < nk) memset(g + nv, 0, (size_t)(nk - nv) * sizeof(float));
+                if (ja > 0) memset(gr, 0, (size_t)ja * sizeof(float));
+                if (jb < nk) memset(gr + jb, 0, (size_t)(nk - jb) * sizeof(float));
             }
             /* logits = s · Q Kᵀ  =>  dQ_i += (s dS) K_j,  dK_j += (s dS)ᵀ Q_i */
             if (dQ)
-                tg_gemm(0, 0, nq, d, nk, 1.0f, w->G, BK, K + (int64_t)j0 * ldq, ldq, 1.0f, dQ + (int64_t)i0 * ldq,
+                tg_gemm(0, 0, nq, d, nk, 1.0f, w->G, BK, K + (int64_t)j0 * ldk, ldk, 1.0f, dQ + (int64_t)i0 * ldq,
                         ldq);
             if (dK)
-                tg_gemm(1, 0, nk, d, nq, 1.0f, w->G, BK, Q + (int64_t)i0 * ldq, ldq, 1.0f, dK + (int64_t)j0 * ldq,
-                        ldq);
+                tg_gemm(1, 0, nk, d, nq, 1.0f, w->G, BK, Q + (int64_t)i0 * ldq, ldq, 1.0f, dK + (int64_t)j0 * ldk,
+                        ldk);
         }
         /* Exactly, Σ_j dS_ij = 0, so Σ_j dS_ij S_ij = Σ_j dS_ij (S_ij − c_i) for any c_i.
          * In float32, D (from O) and the recomputed P disagree by about |logit|·2^-24, so a
@@ -225,58 +279,57 @@ TG_VEC_CLONES static double backward_head(const flash_rec *r, const float *Q, co
     return dhs;
 }
 
-/* The block products run inside the parallel region, where the product plan
- * measures nothing (ops/gemm.h): their shapes are decided here first. */
-static void prepare_products(const flash_rec *r, int backward) {
-    const int T = r->T, d = r->d, dv = r->dv, ldq = r->H * d, ldv = r->H * dv;
-    int seen[64][2], n = 0;
-    for (int i0 = 0; i0 < T; i0 += BQ) {
-        int nq = T - i0 < BQ ? T - i0 : BQ, kend = r->causal ? i0 + nq : T;
-        for (int pass = 0; pass < 2; pass++) {   /* a full key block (if any), the last one */
-            int nk = pass ? kend - (kend - 1) / BK * BK : BK;
-            if (!pass && kend < BK) continue;
-            int dup = 0;
-            for (int i = 0; i < n; i++) dup |= seen[i][0] == nq && seen[i][1] == nk;
-            if (dup || n == 64) continue;
-            seen[n][0] = nq, seen[n][1] = nk, n++;
-            tg_gemm_prepare(0, nq, nk, d, ldq, T, BK);   /* S = Q_i K_jᵀ (Kᵀ made per head) */
-            if (!backward) {
-                tg_gemm_prepare(0, nq, dv, nk, BK, ldv, dv);
-            } else {
-                tg_gemm_prepare(1, nk, dv, nq, BK, ldv, ldv);
-                tg_gemm_prepare(0, nq, nk, dv, ldv, T, BK);
-                tg_gemm_prepare(0, nq, d, nk, BK, ldq, ldq);
-                tg_gemm_prepare(1, nk, d, nq, BK, ldq, ldq);
-            }
-        }
+/* Batch row b's key/value head kh and its query heads in order: one thread
+ * owns the dK, dV slices they add into, so sums do not depend on threads. */
+static void backward_item(void *arg, int bk, int thread) {
+    const bwd_job *j = arg;
+    const tg_attn_geom *g = &j->r->g;
+    const int b = bk / g->Hkv, kh = bk % g->Hkv;
+    bwd_scratch *w = &j->ws[thread];
+    tg_transpose(j->k->data + off(b, g->Tk, g->Hkv, kh, g->d), g->Hkv * g->d, g->Tk, g->d, w->Kt);
+    if (j->need_dS) tg_transpose(j->v->data + off(b, g->Tk, g->Hkv, kh, g->dv), g->Hkv * g->dv, g->Tk, g->dv, w->Vt);
+    for (int a = 0; a < g->group; a++) {
+        const int h = kh * g->group + a;
+        j->dhs[b * g->H + h] = backward_head(j, b, h, w);
     }
 }
 
-typedef struct {
-    const flash_rec *r;
-    const tg_tensor *q, *k, *v, *hs, *out;
-    int need_dS, want_hs;
-    bwd_scratch *ws;
-    double *dhs;
-} bwd_job;
-
-static void backward_item(void *arg, int bh, int thread) {
-    const bwd_job *j = arg;
-    const flash_rec *r = j->r;
-    const int T = r->T, H = r->H, d = r->d, dv = r->dv, b = bh / H, h = bh % H;
-    int64_t oq = (int64_t)b * T * H * d + (int64_t)h * d, ov = (int64_t)b * T * H * dv + (int64_t)h * dv;
-    const tg_tensor *q = j->q, *k = j->k, *v = j->v;
-    j->dhs[bh] = backward_head(r, q->data + oq, k->data + oq, v->data + ov, j->out->data + ov,
-                               j->out->grad + ov, r->lse + (int64_t)bh * T, q->grad ? q->grad + oq : NULL,
-                               k->grad ? k->grad + oq : NULL, v->grad ? v->grad + ov : NULL,
-                               head_mult(r, j->hs, h), j->need_dS, j->want_hs, &j->ws[thread]);
+/* The block products run inside the parallel region, where the product plan
+ * measures nothing (ops/gemm.h): their shapes are decided here first. */
+static void prepare_products(const tg_attn_geom *g, int backward) {
+    const int Tk = g->Tk, d = g->d, dv = g->dv, ldq = g->H * d, ldk = g->Hkv * d, ldo = g->H * dv;
+    const int ldv = g->Hkv * dv;
+    int seen[64][2], n = 0;
+    for (int b = 0; b < (g->kv_len ? g->B : 1); b++)
+        for (int i0 = 0; i0 < g->Tq; i0 += BQ) {
+            const int nq = g->Tq - i0 < BQ ? g->Tq - i0 : BQ;
+            int klo, khi;
+            tile_keys(g, b, i0, nq, &klo, &khi);
+            for (int j0 = klo; j0 < khi; j0 += BK) {
+                const int nk = khi - j0 < BK ? khi - j0 : BK;
+                int dup = 0;
+                for (int i = 0; i < n; i++) dup |= seen[i][0] == nq && seen[i][1] == nk;
+                if (dup || n == 64) continue;
+                seen[n][0] = nq, seen[n][1] = nk, n++;
+                tg_gemm_prepare(0, nq, nk, d, ldq, Tk, BK);   /* S = Q_i K_jᵀ (Kᵀ made per head) */
+                if (!backward) {
+                    tg_gemm_prepare(0, nq, dv, nk, BK, ldv, dv);
+                } else {
+                    tg_gemm_prepare(1, nk, dv, nq, BK, ldo, ldv);
+                    tg_gemm_prepare(0, nq, nk, dv, ldo, Tk, BK);
+                    tg_gemm_prepare(0, nq, d, nk, BK, ldk, ldq);
+                    tg_gemm_prepare(1, nk, d, nq, BK, ldq, ldk);
+                }
+            }
+        }
 }
 
 static void flash_backward(tg_ctx *ctx, const tg_node *n) {
     const flash_rec *r = n->saved;
+    const tg_attn_geom *g = &r->g;
     tg_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *out = n->out;
     tg_tensor *hs = n->n_in == 4 ? n->in[3] : NULL;
-    const int B = r->B, T = r->T, H = r->H, d = r->d, dv = r->dv;
+    const int B = g->B, H = g->H, d = g->d, dv = g->dv, Tk = g->Tk;
     const int want_hs = hs && hs->grad, need_dS = q->grad || k->grad || want_hs;
     const int nt = tg_threads();
     bwd_scratch *ws = tg_arena_alloc(ctx, (size_t)nt * sizeof *ws);
@@ -288,33 +341,34 @@ static void flash_backward(tg_ctx *ctx, const tg_node *n) {
         ws[t].gs = tg_arena_alloc(ctx, (size_t)BQ * sizeof(double));
         ws[t].g1 = tg_arena_alloc(ctx, (size_t)BQ * sizeof(double));
         ws[t].ps = tg_arena_alloc(ctx, (size_t)BQ * sizeof(double));
-        ws[t].Kt = tg_arena_alloc(ctx, (size_t)d * T * sizeof(float));
-        ws[t].Vt = tg_arena_alloc(ctx, (size_t)dv * T * sizeof(float));
+        ws[t].Kt = tg_arena_alloc(ctx, (size_t)d * Tk * sizeof(float));
+        ws[t].Vt = tg_arena_alloc(ctx, (size_t)dv * Tk * sizeof(float));
     }
     double *dhs = tg_arena_alloc(ctx, (size_t)B * H * sizeof(double));
-    bwd_job job = { r, q, k, v, hs, out, need_dS, want_hs, ws, dhs };
-    prepare_products(r, 1);
+    bwd_job job = {r, q, k, v, hs, out, need_dS, want_hs, ws, dhs};
+    prepare_products(g, 1);
     int blas = tg_blas_serial_begin();
-    /* each (b, h) owns its slices of dQ, dK, dV: no two threads write one float */
-    tg_parallel_for(B * H, (int64_t)B * H * T * T * (2 * d + 2 * dv), backward_item, &job);
+    tg_parallel_for(B * g->Hkv, (int64_t)n->flops[1] / 2, backward_item, &job);
     tg_blas_serial_end(blas);
     /* s = scale · head_scale[h]  =>  d head_scale[h] = scale · Σ dS ⊙ Q Kᵀ, summed over b in order */
     if (want_hs)
         for (int h = 0; h < H; h++) {
             double sum = 0;
             for (int b = 0; b < B; b++) sum += dhs[b * H + h];
-            hs->grad[h] += (float)(r->scale * sum);
+            hs->grad[h] += (float)(g->scale * sum);
         }
 }
 
-tg_tensor *tg_flash_attention(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale,
-                              float scale, int causal, tg_attn_stats *stats) {
-    tg_attention_check(ctx, "tg_flash_attention", q, k, v, head_scale, scale, stats);
-    flash_rec r = { .B = q->shape[0], .T = q->shape[1], .H = q->shape[2], .d = q->shape[3],
-                    .dv = v->shape[3], .scale = scale, .causal = !!causal };
-    const int B = r.B, T = r.T, H = r.H, d = r.d, dv = r.dv;
-    tg_tensor *out = tg_new(ctx, 4, (int[]){B, T, H, dv});
-    r.lse = tg_arena_alloc(ctx, (size_t)B * H * T * sizeof(float));
+tg_tensor *tg_flash_attend(tg_ctx *ctx, const tg_attn_args *args) {
+    tg_attn_args a;
+    flash_rec r;
+    tg_attn_read(ctx, "tg_flash_attention", args, &a, &r.g);
+    const tg_attn_geom *g = &r.g;
+    const int B = g->B, Tq = g->Tq, Tk = g->Tk, H = g->H, d = g->d, dv = g->dv;
+    tg_tensor *out = tg_new(ctx, 4, (int[]){B, Tq, H, dv});
+    r.m = tg_arena_alloc(ctx, (size_t)B * H * Tq * sizeof(float));
+    r.ll = tg_arena_alloc(ctx, (size_t)B * H * Tq * sizeof(float));
+    r.lse = tg_arena_alloc(ctx, (size_t)B * H * Tq * sizeof(float));
     const int nt = tg_threads();
     fwd_scratch *ws = tg_arena_alloc(ctx, (size_t)nt * sizeof *ws);
     for (int t = 0; t < nt; t++) {
@@ -323,47 +377,43 @@ tg_tensor *tg_flash_attention(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor
         ws[t].m = tg_arena_alloc(ctx, BQ * sizeof(float));
         ws[t].l = tg_arena_alloc(ctx, BQ * sizeof(double));
         ws[t].A = tg_arena_alloc(ctx, BQ * sizeof(double));
-        ws[t].Kt = tg_arena_alloc(ctx, (size_t)d * T * sizeof(float));
+        ws[t].Kt = tg_arena_alloc(ctx, (size_t)d * Tk * sizeof(float));
     }
-    head_part *parts = tg_arena_alloc(ctx, (size_t)B * H * sizeof *parts);
-    fwd_job job = { &r, q, k, v, head_scale, out, stats != NULL, ws, parts };
-    prepare_products(&r, 0);
-    int blas = tg_blas_serial_begin();
-    tg_parallel_for(B * H, (int64_t)B * H * T * T * (d + dv), forward_item, &job);
-    tg_blas_serial_end(blas);
-    if (stats)   /* means over batch and rows, combined in a fixed order */
-        for (int h = 0; h < H; h++) {
-            double ent = 0;
-            float mx = -INFINITY;
-            int64_t sat = 0;
-            for (int b = 0; b < B; b++) {
-                const head_part *p = &parts[b * H + h];
-                ent += p->entropy;
-                mx = p->max_logit > mx ? p->max_logit : mx;
-                sat += p->saturated;
-            }
-            double rows = (double)B * T;
-            if (stats->entropy) stats->entropy[h] = (float)(ent / rows);
-            if (stats->max_logit) stats->max_logit[h] = mx;
-            if (stats->saturation) stats->saturation[h] = (float)(sat / rows);
+    /* the (query row, key) pairs the tiles compute: what skipping invisible tiles saves */
+    double pairs = 0;
+    for (int b = 0; b < B; b++)
+        for (int i0 = 0; i0 < Tq; i0 += BQ) {
+            const int nq = Tq - i0 < BQ ? Tq - i0 : BQ;
+            int klo, khi;
+            tile_keys(g, b, i0, nq, &klo, &khi);
+            pairs += (double)nq * (khi - klo);
         }
+    pairs *= 2.0 * H;
+    tg_attn_part *parts = tg_arena_alloc(ctx, (size_t)B * H * sizeof *parts);
+    fwd_job job = {&r, a.q, a.k, a.v, a.head_scale, out, a.stats != NULL, ws, parts};
+    prepare_products(g, 0);
+    int blas = tg_blas_serial_begin();
+    tg_parallel_for(B * H, (int64_t)(pairs / 2 * (d + dv)), forward_item, &job);
+    tg_blas_serial_end(blas);
+    tg_attn_stats_fill(a.stats, parts, B, H);
 
-    tg_tensor *in[] = {q, k, v, head_scale};
-    tg_node *n = tg_record(ctx, "tg_flash_attention", flash_backward, out, head_scale ? 4 : 3, in, sizeof r);
+    tg_tensor *in[] = {a.q, a.k, a.v, a.head_scale};
+    tg_node *n = tg_record(ctx, "tg_flash_attention", flash_backward, out, a.head_scale ? 4 : 3, in, sizeof r);
     if (n) {
         *(flash_rec *)n->saved = r;
         /* the blocks it runs: S = Q_i K_jᵀ, O += P V_j; back: S again, dV, dP, dQ, dK */
-        double pairs = 0;
-        for (int i0 = 0; i0 < T; i0 += BQ) {
-            int nq = T - i0 < BQ ? T - i0 : BQ;
-            pairs += (double)nq * (causal ? i0 + nq : T);
-        }
-        pairs *= 2.0 * B * H;
-        int dS = q->requires_grad || k->requires_grad || (head_scale && head_scale->requires_grad);
+        int dS = a.q->requires_grad || a.k->requires_grad || (a.head_scale && a.head_scale->requires_grad);
         n->flops[0] = pairs * (d + dv);
-        n->flops[1] = pairs * (d + dv * (v->requires_grad + dS) + d * (q->requires_grad + k->requires_grad));
+        n->flops[1] = pairs * (d + dv * (a.v->requires_grad + dS) + d * (a.q->requires_grad + a.k->requires_grad));
     }
     return out;
+}
+
+tg_tensor *tg_flash_attention(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale,
+                              float scale, int causal, tg_attn_stats *stats) {
+    tg_attn_args a = tg_attn_args_make(q, k, v, scale);
+    a.head_scale = head_scale, a.causal = causal, a.stats = stats;
+    return tg_flash_attend(ctx, &a);
 }
 
 const float *tg_flash_attention_lse(const tg_ctx *ctx, const tg_tensor *out) {

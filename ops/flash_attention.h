@@ -1,33 +1,44 @@
-/* tg_flash_attention: the same function as tg_attention, computed in tiles.
+/* tg_flash_attend / tg_flash_attention: the same function as tg_attend
+ * (attention.h: the contract of tg_attn_args, grouped heads, alignment,
+ * windows, padding), computed in tiles.
  *
- * Shapes: q, k [B, T, H, d]; v [B, T, H, dv]; out [B, T, H, dv]; head_scale
- * NULL or [H]; s = scale · (head_scale ? head_scale[h] : 1). Per batch and head:
- *   O = softmax(s · Q Kᵀ + causal mask) V,
- * but the T×T scores never exist: query tiles meet key tiles one at a time with
- * an online softmax (running max m and sum ℓ per row, earlier partial outputs
- * rescaled by e^{m_old − m_new} when m grows). The forward saves only
- * lse = m + ln ℓ per row; backward rebuilds each tile's weights as
- * P = e^{s·S − lse} (FlashAttention-2).
+ * Per batch row and query head: O = softmax(s · Q Kᵀ over the visible keys) V,
+ * but the Tq×Tk scores never exist: query tiles meet key tiles one at a time
+ * with an online softmax (running max m and sum ℓ per row, earlier partial
+ * outputs rescaled by e^{m_old − m_new} when m grows). Key tiles that no row of
+ * a query tile sees (causal mask, window, padding) are skipped, so a window of
+ * W keys costs in proportion to Tq·W, not Tq·Tk. The forward saves per row the
+ * maximum m and ln ℓ apart (and lse = m + ln ℓ for callers); backward rebuilds
+ * each tile's weights as P = e^{(s·S − m) − ln ℓ}: s·S − m is what the forward
+ * exponentiated, so P stays exact to float32 where the logits are huge (lse
+ * rounded to float at 10⁴ would be off by 10⁻³ there).
  * Gradient: D = rowsum(dO ⊙ O), dV = Pᵀ dO, dS = P ⊙ (dO Vᵀ − D), dQ = s·dS K,
- *   dK = s·dSᵀ Q, d head_scale[h] = scale · Σ dS ⊙ Q Kᵀ.
- * Stats (tg_attn_stats, as tg_attention's) come online in the same pass: a
- * row's entropy is ln ℓ − Σ_j e^{x_j − m}(x_j − m) / ℓ over logits x, its top
- * weight is 1/ℓ, its largest logit m. Threads: OpenMP over batch × heads. */
+ *   dK = s·dSᵀ Q, d head_scale[h] = scale · Σ dS ⊙ Q Kᵀ (dK, dV summed over the
+ *   query heads of a key/value head, in order, by the one thread that owns it).
+ * Stats (tg_attn_stats, as tg_attend's) come online in the same pass: a row's
+ * entropy is ln ℓ − Σ_j e^{x_j − m}(x_j − m) / ℓ over logits x, its top weight
+ * is 1/ℓ, its largest logit m. Threads: OpenMP over batch × heads (forward),
+ * batch × key/value heads (backward). */
 #ifndef TG_OP_FLASH_ATTENTION_H
 #define TG_OP_FLASH_ATTENTION_H
 #include "attention.h"
 
 /* Tile sizes, query rows × keys: a BQ×BK tile of logits and its weights stay in
  * cache with the K and V rows they came from. Measured flat (within 5%) from
- * 64×64 to 256×256 at T = 64 to 4096; 64×256 was the best of those. */
+ * 64×64 to 256×256 at T = 64 to 4096; 64×256 was the best of those. Key tiles
+ * start at multiples of BK, whatever the window. */
 #define TG_FLASH_BQ 64
 #define TG_FLASH_BK 256
 
+tg_tensor *tg_flash_attend(tg_ctx *ctx, const tg_attn_args *args);
+
+/* The textbook call, kept for today's programs and plugins: tg_flash_attend. */
 tg_tensor *tg_flash_attention(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale,
                               float scale, int causal, tg_attn_stats *stats);
 
-/* The per-row log-sum-exp [B, H, T] that the call which made `out` saved; NULL
- * when it recorded no node. Valid until the reset. */
+/* The per-row log-sum-exp [B, H, Tq] that the call which made `out` saved
+ * (−inf for a row with no visible key); NULL when it recorded no node. Valid
+ * until the reset. */
 const float *tg_flash_attention_lse(const tg_ctx *ctx, const tg_tensor *out);
 
 #endif

@@ -444,8 +444,8 @@ static void test_misuse(void **s) {
     EXPECT_TG_ERROR(&e, tg_attention(&ctx, q3, k, v, NULL, 1, 0, NULL),
                     "tg_attention: q, k and v must be 4-D [B,T,H,d]: q [2,5,12], k [2,5,3,4], v [2,5,3,6]");
     EXPECT_TG_ERROR(&e, tg_attention(&ctx, q, k2, v, NULL, 1, 0, NULL),
-                    "tg_attention: q and k must have one shape [B,T,H,d] and v the same [B,T,H] (its d may "
-                    "differ): q [2,5,3,4], k [2,5,3,8], v [2,5,3,6]");
+                    "tg_attention: expected q [B,Tq,H,d], k [B,Tk,Hkv,d], v [B,Tk,Hkv,dv] (one B, q and k one d, k and v one "
+                    "Tk and Hkv): q [2,5,3,4], k [2,5,3,8], v [2,5,3,6]");
     EXPECT_TG_ERROR(&e, tg_attention(&ctx, q, k3, v, NULL, 1, 1, NULL), "q [2,5,3,4], k [2,6,3,4], v [2,5,3,6]");
     EXPECT_TG_ERROR(&e, tg_attention(&ctx, q, k, v2, NULL, 1, 0, NULL), "q [2,5,3,4], k [2,5,3,4], v [2,5,2,4]");
     tg_tensor *hs = tg_new(&ctx, 1, (int[]){4}), *hs2 = tg_new(&ctx, 2, (int[]){1, 3});
