@@ -14,6 +14,8 @@ const char *const attn_run_options[] = {"steps", "threads", "log", "log-every", 
                                         "resume", "stop-at", "attn", "sample", "sample-len", "temperature", "on-nan", "debug-nan", "dump-attn", "dump-attn-file",
                                         "overwrite", "check", "profile", NULL};
 
+const char *const attn_added_flags[] = {"kv-heads=0", "window=0", NULL};
+
 void attn_cfg_defaults(attn_cfg *c) {
     *c = (attn_cfg){
         .task = TG_TASK_HIST, .steps = 600, .batch = 32, .seq_len = 32, .vocab = 64, .d_model = 128,
@@ -41,6 +43,8 @@ int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts) {
         {"heads", TG_CLI_INT, &c->heads, 1, 256, NULL, "attention heads H"},
         {"d-head", TG_CLI_INT, &c->d_head, 1, 4096, NULL, "head size d_head (= d_k)"},
         {"layers", TG_CLI_INT, &c->layers, 1, 64, NULL, "transformer blocks"},
+        {"kv-heads", TG_CLI_INT, &c->kv_heads, 0, 256, NULL, "key/value heads Hkv dividing --heads: grouped-query attention (query head h reads k,v head h/(H/Hkv)); 1 is multi-query; 0: as --heads"},
+        {"window", TG_CLI_INT, &c->window, 0, 1000000, NULL, "sliding window: each query sees its W latest keys, its own included (window (W-1, 0), Mistral's W); 0: every earlier key"},
         {"scale", TG_CLI_CHOICE, &c->scale, 0, 0, tg_scale_names, "attention scale: 1/sqrt(dh), 1, 1/dh, QK-norm + 1/sqrt(dh), learned per head, c/sqrt(dh) (--scale-mult c)"},
         {"scale-mult", TG_CLI_FLOAT, &c->scale_mult, 0, 1e6, NULL, "--scale mult: c > 0 in softmax(c/sqrt(dh) q.k); 1 is sqrt, sqrt(dh) is none"},
         {"learned-init", TG_CLI_CHOICE, &c->learned_init, 0, 0, tg_learned_init_names, "--scale learned: start at s_h = 1 (as sqrt) or s_h = sqrt(d_head) (as none)"},
@@ -87,7 +91,7 @@ tg_model_cfg attn_cfg_model(const attn_cfg *c) {
     return (tg_model_cfg){.vocab = c->vocab, .seq_len = c->seq_len, .d_model = c->d_model, .heads = c->heads,
                        .d_head = c->d_head, .layers = c->layers, .scale_mode = c->scale, .init = c->init,
                        .attn = c->attn, .learned_init = c->learned_init, .learned_param = c->learned_param,
-                       .mult = c->scale_mult,
+                       .mult = c->scale_mult, .kv_heads = c->kv_heads, .window = c->window,
                        /* --scale-lr: lr(step) · scale_lr/lr, the model's schedule in proportion */
                        .scale_lr_mult = c->scale_lr > 0 ? c->scale_lr / c->lr : 0.0f};
 }
@@ -150,6 +154,16 @@ int attn_cfg_check(attn_cfg *c, const tg_cli_opt *opts, int n, const int *seen, 
     if (c->eval_every && c->eval_every % c->log_every) {
         snprintf(err, errlen, "--eval-every %d must be a multiple of --log-every %d (the validation loss goes in a logged row)",
                  c->eval_every, c->log_every);
+        return 1;
+    }
+    if (c->kv_heads && c->heads % c->kv_heads) {
+        snprintf(err, errlen, "--kv-heads %d does not divide --heads %d (each key/value head serves --heads/--kv-heads "
+                 "query heads)", c->kv_heads, c->heads);
+        return 1;
+    }
+    if (c->attn == ATTN_PLUGIN && ((c->kv_heads && c->kv_heads != c->heads) || c->window)) {
+        snprintf(err, errlen, "--attn plugin: a plugin kernel (tg_attention_fn) takes the textbook contract only; "
+                 "--%s needs --attn composed or fused", c->window ? "window" : "kv-heads");
         return 1;
     }
     tg_task_cfg tc = attn_cfg_task(c);

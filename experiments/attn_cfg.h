@@ -19,6 +19,7 @@ typedef struct {
     int task, steps, batch, seq_len, vocab, d_model, heads, d_head, layers;
     int scale, init, optim, warmup, seed, threads, log_every, attn, learned_init, learned_param;
     int alphabet, keys, values;
+    int kv_heads, window;   /* grouped-query heads (0: --heads), a sliding window of keys (0: none) */
     float lr, lr_min, clip, momentum, weight_decay, scale_mult, scale_lr;
     const char *log;
     /* --attn: "composed", "fused" or "plugin:FILE.so[:SYMBOL]"; attn_cfg_check sets
@@ -52,6 +53,11 @@ int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts);
  * where it logs, saves and dumps, threads. Every other flag must match the
  * checkpoint's. */
 extern const char *const attn_run_options[];
+
+/* The flags added after runs were recorded, with the value every earlier run
+ * had (tg_cli_added_value): not written while they hold it, so earlier logs and
+ * checkpoints stay valid and a default run's log keeps its bytes. */
+extern const char *const attn_added_flags[];
 
 /* The model's and the task's settings out of the flags (the one place that
  * maps them, for the binary, the fuzzer and the tests). */

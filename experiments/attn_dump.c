@@ -52,6 +52,7 @@ static void keep_earlier(attn_dump *d, int resume_step, char *info, size_t infol
         snprintf(key, sizeof key, "config.%s", o->name);
         tg_cli_value(o, now, sizeof now);
         const char *then = tg_st_meta(&f, key);
+        if (!then) then = tg_cli_added_value(attn_added_flags, o->name);   /* a file from before the flag */
         same = then && strcmp(then, now) == 0;
     }
     if (!same) {
@@ -153,6 +154,7 @@ static int write_file(attn_dump *d, char *err, size_t errlen) {
 #undef META
     for (int i = 0; i < d->n_opts; i++) {   /* the run's identity: not paths, not what a resume may change */
         if (d->opts[i].kind == TG_CLI_STR || in_list(attn_run_options, d->opts[i].name)) continue;
+        if (tg_cli_unrecorded(&d->opts[i], attn_added_flags)) continue;   /* as files from before the flag */
         snprintf(kv[nm][0], sizeof kv[nm][0], "config.%s", d->opts[i].name);
         tg_cli_value(&d->opts[i], kv[nm][1], sizeof kv[nm][1]);
         nm++;

@@ -5,8 +5,11 @@
  * stdout: the file's metadata as "# key=value" lines, "# tokens=..." (the
  * probe), then one block per layer, head and step (in that nesting, block
  * number ((l·H) + h)·n_steps + s), each "# block=k layer=l head=h step=s" and
- * T·T lines "key query weight", the masked keys (key > query) as NaN; blocks
- * end with two blank lines (gnuplot's `index`). Exit 2 with a message when the
+ * T·T lines "key query weight", the keys the query does not see (key > query,
+ * and with config.window W those before query − W + 1) as NaN; blocks
+ * end with two blank lines (gnuplot's `index`). With grouped heads
+ * (config.kv-heads N) a block line also names the key/value head, h / (H/N).
+ * Files from before --window and --kv-heads have neither key: 0 and H. Exit 2 with a message when the
  * file is not such a dump or lacks a map its metadata promises.
  * --summary: one line per layer, head and step: the mean largest weight of a
  * row, and where each query row (positions 1..T-1) puts its largest weight,
@@ -59,7 +62,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "attn_maps: %s\n", err);
         return 2;
     }
-    int rc = 2, L, H, steps[256], n = 0;
+    int rc = 2, L, H, steps[256], n = 0, W = 0, Hkv = 0;
     const char *fmt = tg_st_meta(&f, "format"), *list = tg_st_meta(&f, "steps");
     const tg_st_entry *tok = tg_st_find(&f, "probe.tokens");
     float *w = NULL;
@@ -68,6 +71,12 @@ int main(int argc, char **argv) {
         tok->numel < 1 || tok->numel > 4096 || meta_int(&f, "config.layers", 1, 64, &L) ||
         meta_int(&f, "config.heads", 1, 256, &H)) {
         fprintf(stderr, "attn_maps: %s is not an attn_scale --dump-attn file (format, steps, probe.tokens, config)\n", path);
+        goto out;
+    }
+    /* recorded only when set (attn_added_flags) */
+    if ((tg_st_meta(&f, "config.window") && meta_int(&f, "config.window", 0, 1000000, &W)) ||
+        (tg_st_meta(&f, "config.kv-heads") && (meta_int(&f, "config.kv-heads", 0, 256, &Hkv) || (Hkv && H % Hkv)))) {
+        fprintf(stderr, "attn_maps: %s: config.window or config.kv-heads is not a valid value\n", path);
         goto out;
     }
     for (const char *p = list; *p && n < 256;) {
@@ -109,10 +118,12 @@ int main(int argc, char **argv) {
                     summarise(w, tokens, T, l, h, steps[s]);
                     continue;
                 }
-                printf("# block=%d layer=%d head=%d step=%d\n", k, l, h, steps[s]);
+                printf("# block=%d layer=%d head=%d step=%d", k, l, h, steps[s]);
+                if (Hkv) printf(" kv_head=%d", h / (H / Hkv));
+                printf("\n");
                 for (int i = 0; i < T; i++)
                     for (int j = 0; j < T; j++) {
-                        if (j > i) printf("%d %d NaN\n", j, i);
+                        if (j > i || (W && j < i - W + 1)) printf("%d %d NaN\n", j, i);
                         else printf("%d %d %.6g\n", j, i, (double)w[(size_t)i * T + j]);
                     }
                 printf("\n\n");

@@ -280,7 +280,7 @@ int main(int argc, char **argv) {
     tg_model_init(&r.m, &mc, (uint64_t)c.seed);
     r.tc = attn_cfg_task(&c);
     r.refs = tg_task_reference(&r.tc);
-    r.uniform = tg_attn_uniform_entropy(c.seq_len, 1);
+    r.uniform = tg_model_uniform_entropy(&mc);
     r.tokens = malloc(sizeof(int) * (size_t)c.batch * c.seq_len);
     r.targets = malloc(sizeof(int) * (size_t)c.batch * c.seq_len);
     if (!r.tokens || !r.targets) {
@@ -307,7 +307,7 @@ int main(int argc, char **argv) {
     tc.momentum = c.momentum, tc.weight_decay = c.weight_decay, tc.data_seed = (uint64_t)c.seed;
     tc.on_nan = c.on_nan == ONNAN_STOP ? TG_ONNAN_STOP : TG_ONNAN_SKIP, tc.debug_nan = c.debug_nan;
     tc.log = c.log, tc.save = c.save, tc.resume = c.resume, tc.overwrite = c.overwrite;
-    tc.opts = opts, tc.n_opts = nopt, tc.may_differ = attn_run_options;
+    tc.opts = opts, tc.n_opts = nopt, tc.may_differ = attn_run_options, tc.added = attn_added_flags;
     static const char *const moved[] = {"attn_plugin_file", NULL};   /* the bytes count, not where they are */
     tc.header_may_differ = moved;
     tc.settings = settings, tc.n_settings = ns;

@@ -4,6 +4,11 @@
  *   bench_attn --attn fused --seq-len 4096      (B = 1, H = 4, d_head = 64)
  * The rate counts the T×T×d products the op performs (fused: 7, QKᵀ again in
  * backward; composed: 6), 2·T²·d FLOPs each, half of it when causal.
+ * --window W: a causal sliding window of W keys (tg_attn_args (W − 1, 0)); the
+ * rate then counts the visible pairs, and the fused op's time should follow
+ * T·W, not T² (it skips the key tiles no row sees):
+ *   bench_attn --seq-len 4096 --window 256     against --window 0
+ * --kv-heads N: grouped-query heads (k, v with N heads, read in place).
  * Run one process per configuration: peak RSS is the process's. */
 #include <cblas.h>
 #include <omp.h>
@@ -21,6 +26,7 @@
 int main(int argc, char **argv) {
     if (tg_runtime_init("bench_attn", argc, argv)) return 1;   /* first: it may restart the program; threads */
     int attn = TG_ATTN_FUSED, T = 4096, B = 1, H = 4, dh = 64, threads = 1, reps = 2, causal = 1, sgemm = 1;
+    int window = 0, kv_heads = 0;
     const tg_cli_opt opts[] = {
         {"attn", TG_CLI_CHOICE, &attn, 0, 0, tg_attn_names, "attention op"},
         {"seq-len", TG_CLI_INT, &T, 1, 1 << 20, NULL, "T"},
@@ -28,6 +34,8 @@ int main(int argc, char **argv) {
         {"heads", TG_CLI_INT, &H, 1, 256, NULL, "H"},
         {"d-head", TG_CLI_INT, &dh, 1, 4096, NULL, "d_head"},
         {"causal", TG_CLI_INT, &causal, 0, 1, NULL, "causal mask"},
+        {"window", TG_CLI_INT, &window, 0, 1 << 20, NULL, "a sliding window of W keys, causal (0: none)"},
+        {"kv-heads", TG_CLI_INT, &kv_heads, 0, 256, NULL, "key/value heads, dividing --heads (0: --heads)"},
         {"threads", TG_CLI_INT, &threads, 1, 256, NULL, "OpenMP threads"},
         {"reps", TG_CLI_INT, &reps, 1, 1000, NULL, "forward+backward repetitions (the best is reported)"},
         {"sgemm", TG_CLI_INT, &sgemm, 0, 1, NULL, "1: also the rate of a 2048³ sgemm on --threads threads"},
@@ -43,10 +51,19 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_attn: %s\n", err);
         return 2;
     }
+    if (window && !causal) {
+        fprintf(stderr, "bench_attn: --window %d needs --causal 1 (a sliding window of earlier keys)\n", window);
+        return 2;
+    }
+    const int Hkv = kv_heads ? kv_heads : H;
+    if (H % Hkv) {
+        fprintf(stderr, "bench_attn: --kv-heads %d does not divide --heads %d\n", Hkv, H);
+        return 2;
+    }
     tg_params P;
     tg_params_init(&P);
-    int shape[4] = {B, T, H, dh};
-    tg_tensor *q = tg_param(&P, "q", 4, shape), *k = tg_param(&P, "k", 4, shape), *v = tg_param(&P, "v", 4, shape);
+    int shape[4] = {B, T, H, dh}, kshape[4] = {B, T, Hkv, dh};
+    tg_tensor *q = tg_param(&P, "q", 4, shape), *k = tg_param(&P, "k", 4, kshape), *v = tg_param(&P, "v", 4, kshape);
     tg_params_alloc(&P);
     tg_rng r;
     tg_rng_seed(&r, 1, 1);
@@ -60,17 +77,30 @@ int main(int argc, char **argv) {
         double t0 = tg_timing_now_ms();
         tg_ctx_reset(&ctx);
         tg_params_zero_grad(&P);
-        tg_tensor *out = (attn == TG_ATTN_FUSED ? tg_flash_attention : tg_attention)(&ctx, q, k, v, NULL,
-                                                                                   1.0f / sqrtf((float)dh), causal, NULL);
+        tg_attn_args a = tg_attn_args_make(q, k, v, 1.0f / sqrtf((float)dh));
+        a.causal = causal;
+        if (window) a.window_left = window - 1, a.window_right = 0;
+        tg_tensor *out = (attn == TG_ATTN_FUSED ? tg_flash_attend : tg_attend)(&ctx, &a);
         tg_backward_seed(&ctx, out, dout);
         double t = tg_timing_now_ms() - t0;
         best = t < best ? t : best;
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double gflop = (attn == TG_ATTN_FUSED ? 7 : 6) * (causal ? 1.0 : 2.0) * T * (double)T * dh * B * H / 1e9;
-    printf("attn=%s B=%d T=%d H=%d d_head=%d causal=%d threads=%d ms=%.1f gflops=%.1f peak_rss_mb=%.1f arena_mb=%.1f",
-           tg_attn_names[attn], B, T, H, dh, causal, threads, best, gflop / (best / 1e3), ru.ru_maxrss / 1024.0,
+    double pairs = (causal ? 0.5 : 1.0) * T * (double)T;   /* the pairs a row sees: T²/2 when causal */
+    if (window) {
+        tg_attn_args a = tg_attn_args_make(q, k, v, 1.0f);
+        a.causal = 1, a.window_left = window - 1, a.window_right = 0;
+        pairs = 0;
+        for (int i = 0; i < T; i++) {
+            int lo, hi;
+            tg_attn_visible(&a, 0, i, &lo, &hi);
+            pairs += hi - lo;
+        }
+    }
+    double gflop = (attn == TG_ATTN_FUSED ? 7 : 6) * 2 * pairs * dh * B * H / 1e9;
+    printf("attn=%s B=%d T=%d H=%d kv_heads=%d d_head=%d causal=%d window=%d threads=%d ms=%.1f gflops=%.1f peak_rss_mb=%.1f arena_mb=%.1f",
+           tg_attn_names[attn], B, T, H, Hkv, dh, causal, window, threads, best, gflop / (best / 1e3), ru.ru_maxrss / 1024.0,
            (double)ctx.arena_peak / (1 << 20));
     if (sgemm) {
         double peak = tg_timing_sgemm_gflops(2048, threads, 3);

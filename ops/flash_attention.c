@@ -33,7 +33,7 @@ static void tile_keys(const tg_attn_geom *g, int b, int i0, int nq, int *klo, in
             hi = h > hi ? h : hi;
         }
     }
-    *klo = hi > lo ? lo / BK * BK : 0;   /* key tiles start at multiples of BK */
+    *klo = hi > lo ? lo / BK * BK : 0;   /* key tiles start at multiples of BK: the shapes of the unwindowed op */
     *khi = hi > lo ? hi : 0;
 }
 

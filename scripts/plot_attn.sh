@@ -36,7 +36,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 meta() { sed -n "s/^# $2=//p" "$1" | head -1; }
 # per file: its text dump, the steps to show (with their block offsets), a label
-cols=(); tokens=""; rows=0
+cols=(); kvs=(); tokens=""; rows=0
 for k in "${!files[@]}"; do
     f=${files[$k]}
     [ -r "$f" ] || { echo "scripts/plot_attn.sh: cannot read '$f'" >&2; exit 2; }
@@ -54,6 +54,10 @@ for k in "${!files[@]}"; do
         learned) sc="learned $(meta "$tmp/$k.txt" config.learned-param) from $(meta "$tmp/$k.txt" config.learned-init)" ;;
     esac
     label="$sc dh=$(meta "$tmp/$k.txt" config.d-head) seed=$(meta "$tmp/$k.txt" config.seed)"
+    w=$(meta "$tmp/$k.txt" config.window); kvh=$(meta "$tmp/$k.txt" config.kv-heads)   # set only when used
+    [ -n "$w" ] && label+=" window=$w"
+    [ -n "$kvh" ] && label+=" kv_heads=$kvh"
+    kvs+=("${kvh:-0}")
     shown=0
     for s in "${!st[@]}"; do
         [ -z "$only" ] || [[ ",$only," == *",${st[$s]},"* ]] || continue
@@ -84,7 +88,8 @@ top=$(awk "BEGIN { print 1 - 75 / $Hpx }"); vspace=$(awk "BEGIN { print 40 / $Hp
     for ((r = 0; r < rows; r++)); do
         for c in "${cols[@]}"; do
             IFS='|' read -r k s n step label <<<"$c"
-            echo "set title \"$label\\nl$((r / H)) h$((r % H)), step $step\" font ',8'"
+            kv=""; [ "${kvs[$k]}" -gt 0 ] && kv=" (kv $(( (r % H) / (H / kvs[$k]) )))"
+            echo "set title \"$label\\nl$((r / H)) h$((r % H))$kv, step $step\" font ',8'"
             echo "plot '$tmp/$k.txt' index $((r * n + s)) using 1:2:(sqrt(\$3)) with image notitle"
         done
     done

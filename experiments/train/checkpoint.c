@@ -76,6 +76,7 @@ int tg_ckpt_save(const char *path, const tg_train_state *s, const tg_cli_opt *op
 #undef META
     for (int i = 0; i < n_opts; i++) {
         if (opts[i].kind == TG_CLI_STR || opts[i].kind == TG_CLI_FLAG) continue;   /* paths and switches are not the run's identity */
+        if (tg_cli_unrecorded(&opts[i], s->added)) continue;   /* as every checkpoint before the flag existed */
         snprintf(kv[nm].key, sizeof kv[nm].key, "config.%s", opts[i].name);
         tg_cli_value(&opts[i], kv[nm].value, sizeof kv[nm].value);
         nm++;
@@ -182,6 +183,7 @@ static int load_parsed(const tg_st_file *f, tg_train_state *s, const tg_cli_opt 
         tg_cli_value(&opts[i], now, sizeof now);
         const char *then = tg_st_meta(f, key);
         int free_flag = in_list(may_differ, opts[i].name);
+        if (!then) then = tg_cli_added_value(s->added, opts[i].name);   /* a checkpoint from before the flag */
         if (!then) {
             if (free_flag) continue;
             return tg_errf(err, errlen, "it records no --%s (made by another version of the program?)", opts[i].name);

@@ -150,10 +150,28 @@ const tg_cli_opt *tg_cli_find(const tg_cli_opt *opts, int n, const char *name) {
     return find(opts, n, name, strlen(name));
 }
 
-void tg_cli_dump(FILE *f, const tg_cli_opt *opts, int n) {
+const char *tg_cli_added_value(const char *const *added, const char *name) {
+    size_t n = strlen(name);
+    for (; added && *added; added++)
+        if (strncmp(*added, name, n) == 0 && (*added)[n] == '=') return *added + n + 1;
+    return NULL;
+}
+
+int tg_cli_unrecorded(const tg_cli_opt *o, const char *const *added) {
+    const char *then = tg_cli_added_value(added, o->name);
+    if (!then) return 0;
+    char now[96];
+    tg_cli_value(o, now, sizeof now);
+    return strcmp(now, then) == 0;
+}
+
+void tg_cli_dump(FILE *f, const tg_cli_opt *opts, int n) { tg_cli_dump_added(f, opts, n, NULL); }
+
+void tg_cli_dump_added(FILE *f, const tg_cli_opt *opts, int n, const char *const *added) {
     for (int i = 0; i < n; i++) {
         const tg_cli_opt *o = &opts[i];
         if (o->kind == TG_CLI_FLAG) continue;   /* a switch of the invocation, not a setting */
+        if (tg_cli_unrecorded(o, added)) continue;
         fprintf(f, "# ");
         for (const char *c = o->name; *c; c++) fputc(*c == '-' ? '_' : *c, f);
         if (o->kind == TG_CLI_STR) {   /* a path may be long */

@@ -39,6 +39,15 @@ float tg_model_scale(const tg_model_cfg *c) {
     }
 }
 
+int tg_model_kv_heads(const tg_model_cfg *c) { return c->kv_heads > 0 ? c->kv_heads : c->heads; }
+
+double tg_model_uniform_entropy(const tg_model_cfg *c) {
+    if (c->window <= 0) return tg_attn_uniform_entropy(c->seq_len, 1);
+    double sum = 0;   /* query i sees keys max(0, i − W + 1) .. i */
+    for (int i = 0; i < c->seq_len; i++) sum += log((double)(i + 1 < c->window ? i + 1 : c->window));
+    return sum / c->seq_len;
+}
+
 /* fanin: embeddings N(0,1), a linear weight N(0, 1/fan_in), so LN'd inputs give
  * q and k entries of about unit variance (the seed's variance argument).
  * gpt2: every weight N(0, 0.02²). Biases 0 and gains 1 in both. */
@@ -50,6 +59,7 @@ static void init_weight(tg_model *m, tg_rng *r, tg_tensor *w, int fan_in) {
 void tg_model_init(tg_model *m, const tg_model_cfg *c, uint64_t seed) {
     m->cfg = *c;
     int V = c->vocab, T = c->seq_len, D = c->d_model, H = c->heads, dh = c->d_head, HD = H * dh;
+    const int Hkv = tg_model_kv_heads(c), KD = Hkv * dh;
     tg_params_init(&m->P);
     const int log_scale = c->learned_param == TG_LEARNED_LOG;
     m->tok_emb = mat(m, "tok_emb", -1, V, D);
@@ -60,12 +70,12 @@ void tg_model_init(tg_model *m, const tg_model_cfg *c, uint64_t seed) {
         L->ln1_g = vec(m, "ln1_g", l, D);
         L->ln1_b = vec(m, "ln1_b", l, D);
         L->wq = mat(m, "wq", l, D, HD);
-        L->wk = mat(m, "wk", l, D, HD);
-        L->wv = mat(m, "wv", l, D, HD);
+        L->wk = mat(m, "wk", l, D, KD);
+        L->wv = mat(m, "wv", l, D, KD);
         L->wo = mat(m, "wo", l, HD, D);
         if (c->scale_mode == TG_SCALE_QKNORM) {   /* gains [H, dh]: 2-D, and still never decayed */
             L->qn_g = declare(m, "qn_g", l, 0, 2, (int[]){H, dh});
-            L->kn_g = declare(m, "kn_g", l, 0, 2, (int[]){H, dh});
+            L->kn_g = declare(m, "kn_g", l, 0, 2, (int[]){Hkv, dh});
         }
         if (c->scale_mode == TG_SCALE_LEARNED) L->hscale = vec(m, log_scale ? "hscale_log" : "hscale", l, H);
         L->ln2_g = vec(m, "ln2_g", l, D);
@@ -144,10 +154,10 @@ static tg_tensor *forward(tg_model *m, tg_ctx *ctx, const int *tokens, const int
     for (int l = 0; l < c->layers; l++) {
         tg_model_layer *L = &m->layer[l];
         tg_tensor *h = tg_layernorm(ctx, x, L->ln1_g, L->ln1_b, 1e-5f);
-        int qshape[4] = {B, T, H, dh};
+        int qshape[4] = {B, T, H, dh}, kshape[4] = {B, T, tg_model_kv_heads(c), dh};
         tg_tensor *q = tg_reshape(ctx, tg_matmul(ctx, h, L->wq, 0, 0), 4, qshape);
-        tg_tensor *k = tg_reshape(ctx, tg_matmul(ctx, h, L->wk, 0, 0), 4, qshape);
-        tg_tensor *v = tg_reshape(ctx, tg_matmul(ctx, h, L->wv, 0, 0), 4, qshape);
+        tg_tensor *k = tg_reshape(ctx, tg_matmul(ctx, h, L->wk, 0, 0), 4, kshape);
+        tg_tensor *v = tg_reshape(ctx, tg_matmul(ctx, h, L->wv, 0, 0), 4, kshape);
         if (c->scale_mode == TG_SCALE_QKNORM) {
             q = tg_rmsnorm(ctx, q, L->qn_g, 1e-6f);
             k = tg_rmsnorm(ctx, k, L->kn_g, 1e-6f);
@@ -157,6 +167,9 @@ static tg_tensor *forward(tg_model *m, tg_ctx *ctx, const int *tokens, const int
         tg_attn_stats st = {H, m->ent + l * H, m->maxlogit + l * H, m->sat + l * H};
         size_t n = (size_t)B * H * T * T;
         tg_tensor *a;
+        if (c->attn_fn && (c->window > 0 || tg_model_kv_heads(c) != H))
+            tg_fail(ctx, "tg_model: a tg_attention_fn kernel takes the textbook contract only (Hkv = H, no window): "
+                    "kv_heads %d, window %d need a built-in op", tg_model_kv_heads(c), c->window);
         if (c->attn_measure || (maps && c->attn_fn)) {   /* a kernel we did not write: its word on its weights is not taken */
             a = maps ? NULL : fn(ctx, q, k, v, hs, scale, 1, NULL);
             if (stats || maps) {
@@ -180,7 +193,11 @@ static tg_tensor *forward(tg_model *m, tg_ctx *ctx, const int *tokens, const int
         } else {
             if (stats)
                 for (int hh = 0; hh < H; hh++) m->logit_scale[l * H + hh] = scale * (hs ? hs->data[hh] : 1.0f);
-            a = (maps ? tg_attention : fn)(ctx, q, k, v, hs, scale, 1, stats ? &st : NULL);
+            /* the built-in ops take the whole contract: grouped heads, the window */
+            tg_attn_args aa = tg_attn_args_make(q, k, v, scale);
+            aa.head_scale = hs, aa.causal = 1, aa.stats = stats ? &st : NULL;
+            if (c->window > 0) aa.window_left = c->window - 1, aa.window_right = 0;
+            a = (maps || !fused ? tg_attend : tg_flash_attend)(ctx, &aa);
             if (maps) {
                 const float *P = tg_attention_probs(ctx, a);
                 if (!P) tg_fail(ctx, "tg_model_attention_maps: the attention op kept no weights (grad disabled?)");

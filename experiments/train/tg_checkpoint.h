@@ -44,6 +44,7 @@ typedef struct {
     int n_logged, cap_logged;
     const tg_setting *settings;   /* more of the run's identity, n_settings of them (may be NULL) */
     int n_settings;
+    const char *const *added;     /* flags added after runs were recorded (tg_cli_added_value; may be NULL) */
 } tg_train_state;
 
 /* Room for `rows` logged rows; returns 0, or -1 when out of memory. */

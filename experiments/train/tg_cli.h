@@ -29,6 +29,17 @@ void tg_cli_usage(FILE *f, const char *prog, const char *summary, const tg_cli_o
 /* Writes "# name=value" lines for every option but the TG_CLI_FLAG switches
  * (the log's configuration), the name with '-' as '_'. */
 void tg_cli_dump(FILE *f, const tg_cli_opt *opts, int n);
+
+/* Flags added after runs were recorded: "name=value" strings (NULL-terminated),
+ * the value every earlier run had. While a flag holds that value it is written
+ * neither in a log header nor in a checkpoint, so the logs and checkpoints of
+ * earlier versions stay this run's; a record without it reads as that value. */
+/* The value a record without flag `name` has, or NULL when `name` is not in added. */
+const char *tg_cli_added_value(const char *const *added, const char *name);
+/* 1 if o is one of `added` and holds its earlier value: not recorded. */
+int tg_cli_unrecorded(const tg_cli_opt *o, const char *const *added);
+/* tg_cli_dump without the unrecorded flags. */
+void tg_cli_dump_added(FILE *f, const tg_cli_opt *opts, int n, const char *const *added);
 /* An option's current value as tg_cli_dump writes it ("" for an unset string). */
 void tg_cli_value(const tg_cli_opt *o, char *buf, size_t len);
 /* The option named `name` (without "--"), or NULL. */

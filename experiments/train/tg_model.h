@@ -2,9 +2,12 @@
  *
  * tokens [B,T] -> x = tok_emb[tokens] + pos_emb[0..T-1]          x [B,T,D]
  * L pre-LN blocks:
- *   q,k,v = LN1(x)·Wq, ·Wk, ·Wv        (no bias)                [B,T,H,dh]
- *   qknorm mode: q, k = rmsnorm over dh with a learnable gain [H,dh] (init 1)
- *   a = attention(q, k, v; scale, causal)                         [B,T,H,dh]
+ *   q = LN1(x)·Wq, k,v = LN1(x)·Wk, ·Wv  (no bias)   q [B,T,H,dh], k, v [B,T,Hkv,dh]
+ *   qknorm mode: q, k = rmsnorm over dh with a learnable gain [H,dh], [Hkv,dh] (init 1)
+ *   a = attention(q, k, v; scale, causal, window)                 [B,T,H,dh]
+ *     kv_heads = Hkv < H: grouped-query heads (query head h reads k, v head
+ *     h / (H / Hkv); 1 is multi-query); window W > 0: each query sees its W
+ *     latest keys, its own included (tg_attn_args window (W − 1, 0) with causal)
  *   x += a·Wo                                                     Wo [H·dh, D]
  *   x += GELU(LN2(x)·W1 + b1)·W2 + b2                            W1 [D,4D]
  * logits = LN_f(x)·W_out                                          [B,T,V]
@@ -56,6 +59,8 @@ typedef struct {
      * steps (tg_attn_measure) and log the multiplier it applied. */
     tg_attention_fn attn_fn;
     int attn_measure;
+    int kv_heads;                /* key/value heads Hkv, dividing heads (0: heads, the textbook model) */
+    int window;                  /* a sliding window of this many keys (0: none); built-in ops only */
 } tg_model_cfg;
 
 typedef struct {
@@ -82,6 +87,9 @@ typedef struct {
 void tg_model_init(tg_model *m, const tg_model_cfg *cfg, uint64_t seed);
 void tg_model_free(tg_model *m);
 float tg_model_scale(const tg_model_cfg *cfg);   /* the float passed to the attention op */
+int tg_model_kv_heads(const tg_model_cfg *cfg);  /* Hkv: kv_heads, or heads when 0 */
+/* The entropy of uniform attention over the keys each query sees (causal, the window). */
+double tg_model_uniform_entropy(const tg_model_cfg *cfg);
 /* Builds the graph on ctx and returns the scalar loss. With stats != 0 the
  * attention health arrays are filled. */
 tg_tensor *tg_model_forward(tg_model *m, tg_ctx *ctx, const int *tokens, const int *targets, int B,
@@ -89,7 +97,7 @@ tg_tensor *tg_model_forward(tg_model *m, tg_ctx *ctx, const int *tokens, const i
 /* The logits [B, T, vocab] of a batch, on ctx (no loss, no stats). */
 tg_tensor *tg_model_logits(tg_model *m, tg_ctx *ctx, const int *tokens, int B);
 /* The attention weights of every layer for one batch of tokens: out gets
- * layers × [B, H, T, T] floats (masked entries 0). They come from the composed
+ * layers × [B, H, T, T] floats (invisible entries 0). They come from the composed
  * op whatever cfg.attn says (the fused op keeps no weights), or for an
  * attn_fn measured from the outside (tg_attn_measure), on ctx (reset first);
  * nothing of the model changes: no stats, no gradient. Returns 0, or -1 when

@@ -97,6 +97,7 @@ typedef struct tg_train_cfg {
     int n_opts;
     const char *const *may_differ;
     const char *const *header_may_differ;   /* more '#' keys of the log (not flags) a resumed run may change */
+    const char *const *added;    /* flags added after runs were recorded, "name=value" (tg_cli_added_value) */
     const tg_setting *settings;
     int n_settings;
     /* More files the run writes, locked and checked like the log: pairs

@@ -49,7 +49,7 @@ static char *make_header(const tg_train_cfg *c, tg_train_model *m) {
         return NULL;
     }
     fprintf(f, "# tapegrad %s\n", c->prog);
-    tg_cli_dump(f, c->opts, c->n_opts);
+    tg_cli_dump_added(f, c->opts, c->n_opts, c->added);
     /* what the log tools and a resumed log need, when the program has no such flag */
     if (!is_flag(c, "steps")) fprintf(f, "# steps=%d\n", c->steps);
     if (!is_flag(c, "log_every")) fprintf(f, "# log_every=%d\n", c->log_every);
@@ -270,7 +270,7 @@ int tg_train_load_params(const tg_train_cfg *c, tg_params *P, char *err, size_t 
     tg_rng data;
     tg_train_state st = {.P = P, .adam = c->optim == TG_OPTIM_ADAM ? &adam : NULL,
                          .sgd = c->optim == TG_OPTIM_SGD ? &sgd : NULL, .data_rng = &data,
-                         .settings = c->settings, .n_settings = c->n_settings};
+                         .settings = c->settings, .n_settings = c->n_settings, .added = c->added};
     char changed[512];
     int rc = tg_ckpt_load(c->resume, &st, c->opts, c->n_opts, c->may_differ, changed, sizeof changed, err, errlen);
     tg_train_state_free_logged(&st);
@@ -311,7 +311,7 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     optim_init(c, m->P, &adam, &sgd);
     tg_train_state st = {.P = m->P, .adam = c->optim == TG_OPTIM_ADAM ? &adam : NULL,
                          .sgd = c->optim == TG_OPTIM_SGD ? &sgd : NULL, .data_rng = &data_rng,
-                         .settings = c->settings, .n_settings = c->n_settings};
+                         .settings = c->settings, .n_settings = c->n_settings, .added = c->added};
     tg_runlog L = {.fd = -1};
     tg_ctx ctx;   /* every step's, the planning pass's first */
     tg_ctx_init(&ctx, 0);

@@ -1,0 +1,62 @@
+#!/bin/sh
+# attn_scale's --kv-heads and --window end to end, at a tiny size.
+#   tests/attn_features_cli.sh ATTN_SCALE ATTN_MAPS
+# - both flags train with either op (composed and fused log the same losses
+#   to 1e-4) and are named in the log header; at their earlier value (0) they
+#   are written neither in the header nor in the checkpoint, as before they existed;
+# - a resume with another value of either is refused (exit 2, files unchanged),
+#   and a checkpoint without them (a run from before) refuses a resume that sets them;
+# - --window W: the dumped maps are 0 outside the window, and attn_maps prints NaN there;
+# - bad values: --kv-heads not dividing --heads, either flag with a plugin kernel.
+set -u
+bin=$1
+maps=$2
+. "$(dirname "$0")/cli_util.sh"
+T="--batch 4 --seq-len 12 --vocab 16 --alphabet 4 --d-model 16 --heads 4 --d-head 8 --log-every 5 --warmup 5 --steps 30"
+
+run 0 plain $T --log plain.tsv --save plain.st
+grep -q '^# window=\|^# kv_heads=' plain.tsv && no "a run without the flags names them in its header"
+grep -a -q 'config.window\|config.kv-heads' plain.st && no "a run without the flags records them in its checkpoint"
+
+for attn in composed fused; do
+    run 0 gqa_$attn $T --kv-heads 2 --window 4 --attn $attn --log gqa_$attn.tsv
+done
+grep -q '^# kv_heads=2$' gqa_composed.tsv || no "the header lacks kv_heads=2"
+grep -q '^# window=4$' gqa_composed.tsv || no "the header lacks window=4"
+# the uniform reference counts the keys a window leaves: mean of ln(min(i + 1, 4)) over 12 rows
+want=$(awk 'BEGIN { for (i = 0; i < 12; i++) s += log(i + 1 < 4 ? i + 1 : 4); printf "%.6f", s / 12 }')
+grep -q "^# ref_entropy_uniform=$want\$" gqa_composed.tsv || no "ref_entropy_uniform is not $want: $(grep ref_entropy gqa_composed.tsv)"
+same=$(paste gqa_composed.tsv gqa_fused.tsv | awk -F'\t' '!/^#/ && $1 ~ /^[0-9]+$/ { n = NF / 2; d = $2 - $(n + 2); if (d < 0) d = -d; if (d > m) m = d } END { print (m <= 1e-4) ? "yes" : "no " m }')
+[ "$same" = yes ] || no "composed and fused losses differ by more than 1e-4 with --kv-heads 2 --window 4: $same"
+[ "$(rows plain.tsv | tail -1 | cut -f2)" = "$(rows gqa_composed.tsv | tail -1 | cut -f2)" ] && no "--kv-heads 2 --window 4 logs the same final loss as the plain run"
+
+# resume: another value refused, files kept
+run 0 st $T --kv-heads 2 --window 4 --log w.tsv --save w.st --stop-at 15
+guard w.tsv w.st
+bad otherwin "setting differs: --window is 4 in the checkpoint, 3 in this run" $T --kv-heads 2 --window 3 --log keep.tsv --save keep.st --resume keep.st
+bad nowin "setting differs: --window is 4 in the checkpoint, 0 in this run" $T --kv-heads 2 --log keep.tsv --save keep.st --resume keep.st
+bad otherkv "setting differs: --kv-heads is 2 in the checkpoint, 1 in this run" $T --kv-heads 1 --window 4 --log keep.tsv --save keep.st --resume keep.st
+run 0 resumed $T --kv-heads 2 --window 4 --log w.tsv --save w.st --resume w.st
+guard plain.tsv plain.st
+bad oldwin "setting differs: --window is 0 in the checkpoint, 5 in this run" $T --window 5 --log keep.tsv --save keep.st --resume keep.st
+
+# maps: 0 outside the window, NaN in attn_maps' text
+run 0 dump $T --window 3 --dump-attn 30 --dump-attn-file m.st --log m.tsv
+"$maps" m.st >m.txt 2>m.err || no "attn_maps cannot read a windowed dump: $(head -1 m.err)"
+# block 0, query 7 sees keys 5..7: keys 0..4 NaN, 5..7 numbers summing to 1
+awk '/^# block=0 /{ b = 1; next } /^# block=/{ b = 0 } b && NF == 3 && $2 == 7 { if ($1 < 5 || $1 > 7) { if ($3 != "NaN") bad++ } else s += $3 }
+     END { exit !(bad == 0 && s > 0.999 && s < 1.001) }' m.txt || no "attn_maps: query 7 with --window 3 is not NaN outside keys 5..7 or its weights do not sum to 1"
+run 0 dumpkv $T --kv-heads 2 --dump-attn 30 --dump-attn-file mk.st --log mk.tsv
+"$maps" mk.st | grep -q '^# block=3 layer=0 head=3 step=30 kv_head=1$' || no "attn_maps does not name head 3's key/value head (1)"
+
+# bad values
+run 2 nodiv $T --kv-heads 3 --check
+grep -q -- "--kv-heads 3 does not divide --heads 4" nodiv.err || no "--kv-heads 3: $(cat nodiv.err)"
+run 2 plugwin $T --window 4 --attn plugin:nothing.so --check
+grep -q -- "--window needs --attn composed or fused" plugwin.err || no "--window with a plugin: $(cat plugwin.err)"
+run 2 plugkv $T --kv-heads 2 --attn plugin:nothing.so --check
+grep -q -- "--kv-heads needs --attn composed or fused" plugkv.err || no "--kv-heads with a plugin: $(cat plugkv.err)"
+run 2 negwin $T --window -1 --check
+
+[ "$fails" -eq 0 ] && echo "attn_features_cli: all checks passed"
+exit "$fails"
