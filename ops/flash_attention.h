@@ -25,8 +25,9 @@
 
 /* Tile sizes, query rows × keys: a BQ×BK tile of logits and its weights stay in
  * cache with the K and V rows they came from. Measured flat (within 5%) from
- * 64×64 to 256×256 at T = 64 to 4096; 64×256 was the best of those. Key tiles
- * start at multiples of BK, whatever the window. */
+ * 64×64 to 256×256 at T = 64 to 4096; 64×256 was the best of those. A query
+ * tile's key tiles start at the first key one of its rows sees (0 without a
+ * window), so a window of W keys computes about BQ × (W + BQ − 1) logits a tile. */
 #define TG_FLASH_BQ 64
 #define TG_FLASH_BK 256
 

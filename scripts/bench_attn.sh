@@ -5,6 +5,9 @@
 #   scripts/bench_attn.sh                       T = 512 1024 2048 4096, 1 thread, 3 rounds
 #   THREADS=2 ROUNDS=5 SEQ="1024 4096" scripts/bench_attn.sh
 #   ISA=avx2 scripts/bench_attn.sh     the AVX2 code on an AVX-512 machine (as scripts/bench.sh)
+#   WINDOWS="64 256 1024" scripts/bench_attn.sh   the fused op at T = 4096 (or SEQ) with a causal
+#                                    sliding window of each W keys against none (W = 0), alternating:
+#                                    the time per visible (query, key) pair should stay flat
 # Runs build/experiments/bench_attn as a user runs it (OPENBLAS_CORETYPE unset).
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,6 +22,43 @@ case "${ISA:-native}" in
 esac
 raw=$(mktemp); trap 'rm -f "$raw"' EXIT
 echo "# $(date -u +%FT%TZ) $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg), threads=$threads rounds=$rounds ISA=${ISA:-native}"
+if [ -n "${WINDOWS:-}" ]; then   # the fused op with a sliding window against none
+    t=${SEQ:-4096}
+    [[ "$t" =~ ^[0-9]+$ ]] || { echo "bench_attn.sh: WINDOWS takes one SEQ" >&2; exit 2; }
+    for r in $(seq "$rounds"); do
+        for w in 0 $WINDOWS; do
+            "${tg_env[@]}" "$bench" --attn fused --seq-len "$t" --window "$w" --threads "$threads" --reps 3 --sgemm 0 | tee -a "$raw"
+        done
+    done
+    echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo
+    awk '
+    function med(list,   n, a, i, j, x) {
+        n = split(list, a, " ")
+        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { x = a[i]; a[i] = a[j]; a[j] = x }
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    {
+        delete f; for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+        w = f["window"]; T = f["T"]; ms[w] = ms[w] " " f["ms"]; gf[w] = gf[w] " " f["gflops"]
+        kern = "OpenBLAS core " f["blas_core"] ", libxsmm " f["libxsmm"]
+        if (!(w in seen)) { seen[w] = 1; order[++n] = w }
+    }
+    END {
+        printf "%6s %6s %12s %10s %12s %10s\n", "T", "window", "pairs", "fused_ms", "ns_per_pair", "vs_none"
+        base = med(ms[0])
+        for (i = 1; i <= n; i++) {
+            w = order[i]; W = w + 0; p = 0
+            for (q = 0; q < T; q++) p += (W && q + 1 > W) ? W : q + 1
+            m = med(ms[w])
+            printf "%6d %6s %12d %10.1f %12.3f %9.2fx\n", T, (W ? W : "none"), p, m, m * 1e6 / p / 4, base / m
+        }
+        print "fused op, B = 1, H = 4, d_head = 64, causal, forward+backward; ms: median over the rounds of the best of 3;"
+        print "pairs: visible (query, key) pairs of a head; ns_per_pair: ms over pairs of the 4 heads; vs_none: speed-up over no window;"
+        print "kernels: " kern
+    }' "$raw"
+    exit 0
+fi
 for t in $seqs; do
     for r in $(seq "$rounds"); do
         for attn in composed fused; do

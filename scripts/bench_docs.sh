@@ -3,7 +3,7 @@
 # quiet machine; each output names the date, the load average, the CPU and the
 # kernels). Then scripts/docs.sh updates the page.
 #   scripts/bench_docs.sh            all of them (about 20 minutes on 2 cores)
-#   scripts/bench_docs.sh step1 attn  only those (step2 step2p step1 attn gemm profile kernel)
+#   scripts/bench_docs.sh step1 attn  only those (step2 step2p step1 attn window gemm profile kernel)
 #   ISA=avx2 scripts/bench_docs.sh   the AVX2 code on this AVX-512 machine (build-avx2/, made here
 #                                    with -DTG_AVX512_CLONES=OFF; LIBXSMM_TARGET=hsw,
 #                                    OPENBLAS_CORETYPE=Haswell) -> docs/data/bench/avx2/ (no kernel)
@@ -11,6 +11,7 @@
 # step2p: the same with OMP_WAIT_POLICY=passive     -> step-threads2-passive.txt
 # step1:  THREADS=1 scripts/bench.sh              -> step-threads1.txt
 # attn:   scripts/bench_attn.sh (1 thread)        -> attn.txt
+# window: WINDOWS="64 256 1024" scripts/bench_attn.sh (1 thread, T 4096) -> attn-window.txt
 # gemm:   bench_gemm --size S --threads 1          -> gemm-small.txt, gemm-seed.txt, gemm-large.txt
 # profile: bench_step --size seed --threads 1 --profile -> profile-seed.txt
 # kernel: OMP_WAIT_POLICY=passive ROUNDS=7 scripts/bench_kernel.sh -> kernel.txt
@@ -18,14 +19,14 @@
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out="$top/docs/data/bench"
-what=("$@"); [ ${#what[@]} -gt 0 ] || what=(step2 step2p step1 attn gemm profile kernel)
+what=("$@"); [ ${#what[@]} -gt 0 ] || what=(step2 step2p step1 attn window gemm profile kernel)
 isa=${ISA:-native}; gemm_bin="$top/build/experiments/bench_gemm"; gemm_env=(env -u OPENBLAS_CORETYPE)
 if [ "$isa" = avx2 ]; then
     out="$out/avx2"; gemm_bin="$top/build-avx2/experiments/bench_gemm"
     gemm_env=(env LIBXSMM_TARGET=hsw OPENBLAS_CORETYPE=Haswell)
     cmake -S "$top" -B "$top/build-avx2" -DTG_AVX512_CLONES=OFF -DBUILD_TESTING=OFF >/dev/null
     cmake --build "$top/build-avx2" -j "$(nproc)" >/dev/null
-    [ ${#@} -gt 0 ] || what=(step2 step2p step1 attn gemm profile)
+    [ ${#@} -gt 0 ] || what=(step2 step2p step1 attn window gemm profile)
 fi
 export ISA=$isa
 mkdir -p "$out"
@@ -41,6 +42,7 @@ for w in "${what[@]}"; do
         step2p) save step-threads2-passive.txt env OMP_WAIT_POLICY=passive THREADS=2 "$top/scripts/bench.sh" ;;
         step1) save step-threads1.txt env THREADS=1 "$top/scripts/bench.sh" ;;
         attn) save attn.txt "$top/scripts/bench_attn.sh" ;;
+        window) save attn-window.txt env WINDOWS="64 256 1024" "$top/scripts/bench_attn.sh" ;;
         gemm) for s in small seed large; do   # bench_gemm names the kernels; the CPU goes first
                   save "gemm-$s.txt" bash -c 'echo "# $(sed -n "s/^model name[[:space:]]*: //p" /proc/cpuinfo | head -1), $(nproc) cores, load average: $(cut -d" " -f1-3 /proc/loadavg), ISA=$ISA"
                       exec "${@:3}" "$1" --size "$2" --threads 1' _ "$gemm_bin" "$s" "${gemm_env[@]}"

@@ -51,6 +51,9 @@ COMPARE = ("scale", "none", "sqrt")   # the key whose two values are compared
 SUMMARY_KEYS = ["task", "optim", "scale", "d_head", "seed", "steps", "lr", "init", "framework"]
 SWEEP_FIXED_KEYS = ["task", "optim", "scale", "d_head", "seed", "steps"]
 SEED_KEY = "seed"
+# attn_scale's flags added after logs were recorded (experiments/attn_cfg.c, attn_added_flags):
+# a log names them only when set; without the line, a log has the value every earlier run had.
+ADDED_KEYS = {"kv_heads": "0", "window": "0"}
 
 
 class LogError(Exception):
@@ -83,6 +86,8 @@ class Log:
                     self.rows.append(fields)
         if self.columns is None:
             raise LogError("%s: no column line" % path)
+        for key, value in ADDED_KEYS.items():
+            self.header.setdefault(key, value)
 
     def col(self, row, name):
         return row[self.index[name]]

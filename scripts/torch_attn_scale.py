@@ -16,7 +16,11 @@ computed on the step's batch before its update, the last one with no update
 (grad_norm and lr 0). The entropy statistics are tg_attention's: per head, the
 mean over batch and query rows of -sum p ln p over the visible keys; maxlogit
 per layer: the largest scaled logit of any head; sat per layer: the mean over
-heads of the share of rows whose top weight is > 0.99. Parameters come from
+heads of the share of rows whose top weight is > 0.99. --kv-heads N: k and v
+with N heads, query head h reading head h // (H/N) (repeat_interleave, as
+tg_attn_args); --window W: each query sees its W latest keys, its own included
+(tg_attn_args window (W - 1, 0)); both named in the header only when set, as
+attn_scale does. Parameters come from
 torch.manual_seed(--seed), batches from a torch.Generator seeded --seed + 0xda7a:
 runs match tapegrad's in distribution, not step by step."""
 import argparse
@@ -66,10 +70,21 @@ class Model(BenchModel):
                         if hasattr(m, n):
                             getattr(m, n).normal_(0.0, 0.02)
         H, dh = a.heads, a.d_head
+        self.Hkv = a.kv_heads or H
+        if self.Hkv != H:   # Wk, Wv [D, Hkv·dh], drawn as the model's other matrices are
+            std = 0.02 if a.init == "gpt2" else a.d_model ** -0.5
+            for m in self.layers:
+                m.wk = torch.nn.Parameter(torch.randn(a.d_model, self.Hkv * dh) * std)
+                m.wv = torch.nn.Parameter(torch.randn(a.d_model, self.Hkv * dh) * std)
+        T = a.seq_len   # invisible: later keys, and with --window W keys more than W − 1 back
+        hide = torch.ones(T, T, dtype=torch.bool).triu(1)
+        if a.window:
+            hide |= torch.ones(T, T, dtype=torch.bool).tril(-a.window)
+        self.register_buffer("hide", hide)
         start = math.sqrt(dh) if a.learned_init == "none" else 1.0
         for m in self.layers:
             if a.scale == "qknorm":
-                m.qn, m.kn = torch.nn.Parameter(torch.ones(H, dh)), torch.nn.Parameter(torch.ones(H, dh))
+                m.qn, m.kn = torch.nn.Parameter(torch.ones(H, dh)), torch.nn.Parameter(torch.ones(self.Hkv, dh))
             if a.scale == "learned":  # s_h itself, or θ_h with s_h = e^θ_h
                 v = f32(math.log(f32(start))) if a.learned_param == "log" else f32(start)
                 m.hs = torch.nn.Parameter(torch.full((H,), v))
@@ -85,17 +100,20 @@ class Model(BenchModel):
         x = self.tok[tokens] + self.pos[:T]
         for m in self.layers:
             h = m.ln1(x)
-            q, k, v = ((h @ w).view(B, T, H, dh) for w in (m.wq, m.wk, m.wv))
+            q = (h @ m.wq).view(B, T, H, dh)
+            k, v = ((h @ w).view(B, T, self.Hkv, dh) for w in (m.wk, m.wv))
             if self.a.scale == "qknorm":
                 q = q * torch.rsqrt(q.pow(2).mean(-1, keepdim=True) + 1e-6) * m.qn
                 k = k * torch.rsqrt(k.pow(2).mean(-1, keepdim=True) + 1e-6) * m.kn
-            q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [B, H, T, dh]
+            q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [B, H or Hkv, T, dh]
+            if self.Hkv != H:   # query head h reads k, v head h // (H / Hkv)
+                k, v = (t.repeat_interleave(H // self.Hkv, dim=1) for t in (k, v))
             hs = self.head_scales(m)
             s = self.scale * (hs.view(1, H, 1, 1) if hs is not None else 1.0)
             logits = (q @ k.transpose(-1, -2)) * s
-            p = logits.masked_fill(self.mask[:T, :T], float("-inf")).softmax(-1)
+            p = logits.masked_fill(self.hide[:T, :T], float("-inf")).softmax(-1)
             if stats is not None:
-                stats.append(head_stats(logits.detach(), p.detach(), self.mask[:T, :T],
+                stats.append(head_stats(logits.detach(), p.detach(), self.hide[:T, :T],
                                         self.scale * (hs.detach() if hs is not None else torch.ones(H))))
             a = p @ v
             x = x + a.transpose(1, 2).reshape(B, T, H * dh) @ m.wo
@@ -256,7 +274,7 @@ def header(a, model, refs, uniform):
     """attn_scale's '# key=value' lines, as far as they apply, and its columns."""
     out = ["# torch attn_scale", "# framework=torch", f"# torch_version={torch.__version__}"]
     for k, v in vars(a).items():
-        if k == "corpus":
+        if k == "corpus" or (k in ("kv_heads", "window") and not v):   # as attn_scale: named only when set
             continue
         if k in ("log", "data"):
             v = v or ""
@@ -302,6 +320,8 @@ def main():
     for name, default in (("steps", 600), ("batch", 32), ("seq-len", 32), ("vocab", 64), ("d-model", 128),
                           ("heads", 4), ("d-head", 128), ("layers", 1)):
         ap.add_argument("--" + name, type=int, default=default)
+    ap.add_argument("--kv-heads", type=int, default=0, help="key/value heads dividing --heads (0: --heads)")
+    ap.add_argument("--window", type=int, default=0, help="each query sees its W latest keys (0: all earlier)")
     ap.add_argument("--scale", choices=SCALES, default="sqrt")
     ap.add_argument("--scale-mult", type=float, default=1.0)
     ap.add_argument("--learned-init", choices=["sqrt", "none"], default="sqrt")
@@ -326,6 +346,8 @@ def main():
                            ("hist: alphabet needs 2 <= alphabet <= vocab-1", a.task != "hist" or 2 <= a.alphabet < a.vocab),
                            ("recall: keys*values+keys must fit the vocabulary and seq-len be even",
                             a.task != "recall" or (a.keys * a.values + a.keys <= a.vocab and a.seq_len % 2 == 0)),
+                           ("--kv-heads must divide --heads", a.kv_heads >= 0 and (a.kv_heads == 0 or a.heads % a.kv_heads == 0)),
+                           ("--window must be >= 0", a.window >= 0),
                            ("sizes and --steps, --log-every must be positive",
                             min(a.steps, a.batch, a.seq_len, a.d_model, a.heads, a.d_head, a.layers, a.log_every) > 0))
            if not ok]
@@ -340,7 +362,7 @@ def main():
     gen = torch.Generator().manual_seed(a.seed + 0xDA7A)
     opt = optimizer(model, a)
     batch = hist_batch if a.task == "hist" else recall_batch if a.task == "recall" else a.corpus.batch
-    uniform = sum(math.log(i + 1) for i in range(a.seq_len)) / a.seq_len
+    uniform = sum(math.log(min(i + 1, a.window) if a.window else i + 1) for i in range(a.seq_len)) / a.seq_len
     refs = context_free(a)
     log = None
     if a.log:
