@@ -38,7 +38,7 @@ cd "$build/tests"
 # at T = 262 (across the 256-key tile) take over 15 minutes under memcheck in
 # this Debug build. The flash op itself still runs here: attn_scale_fused below
 # trains with it (forward, backward, stats) across two key tiles.
-for t in test_core test_gradcheck test_gemm test_optim test_blas test_checkpoint test_experiment test_seed_figures test_op_*; do
+for t in test_core test_gradcheck test_gemm test_optim test_blas test_checkpoint test_experiment test_seed_figures test_attn_features test_op_*; do
     [ "$t" = test_op_flash_attention ] && continue
     [ -x "$t" ] && check "$t" 0 "./$t"
 done
@@ -57,6 +57,10 @@ check attn_scale_nan 3 "$bin" "${T[@]}" --steps 20 --debug-nan 3 --optim sgd
 # the fused op, forward and backward with stats, across two key tiles (T = 300 > 256)
 check attn_scale_fused 0 "$bin" --batch 2 --seq-len 300 --vocab 16 --alphabet 4 --d-model 16 --heads 2 \
     --d-head 8 --log-every 2 --warmup 1 --steps 4 --attn fused --scale learned
+# grouped heads and a window in both ops, across two key tiles, the fused one skipping tiles
+check attn_scale_gqa_window 0 "$bin" --batch 2 --seq-len 300 --vocab 16 --alphabet 4 --d-model 16 --heads 4 \
+    --kv-heads 2 --window 70 --d-head 8 --log-every 2 --warmup 1 --steps 4 --attn fused --scale learned
+check attn_scale_gqa_window_composed 0 "$bin" "${T[@]}" --heads 4 --kv-heads 1 --window 3 --steps 6
 # attention maps (through the composed op from a fused run, the log-form scale), kept across a resume, and read
 D=(--dump-attn 0,5,20 --dump-attn-file "$tmp/maps.st" --attn fused --scale learned --learned-param log)
 check attn_scale_dump 0 "$bin" "${T[@]}" "${D[@]}" --steps 20 --stop-at 10 --save "$tmp/d.st"

@@ -6,6 +6,7 @@
 #   are written neither in the header nor in the checkpoint, as before they existed;
 # - a resume with another value of either is refused (exit 2, files unchanged),
 #   and a checkpoint without them (a run from before) refuses a resume that sets them;
+# - the code model (--task code) takes both;
 # - --window W: the dumped maps are 0 outside the window, and attn_maps prints NaN there;
 # - bad values: --kv-heads not dividing --heads, either flag with a plugin kernel.
 set -u
@@ -48,6 +49,13 @@ awk '/^# block=0 /{ b = 1; next } /^# block=/{ b = 0 } b && NF == 3 && $2 == 7 {
      END { exit !(bad == 0 && s > 0.999 && s < 1.001) }' m.txt || no "attn_maps: query 7 with --window 3 is not NaN outside keys 5..7 or its weights do not sum to 1"
 run 0 dumpkv $T --kv-heads 2 --dump-attn 30 --dump-attn-file mk.st --log mk.tsv
 "$maps" mk.st | grep -q '^# block=3 layer=0 head=3 step=30 kv_head=1$' || no "attn_maps does not name head 3's key/value head (1)"
+
+# the code model takes both flags too
+i=0; while [ $i -lt 300 ]; do echo "static int f$i(int x) { return x * $i + 1; }"; i=$((i + 1)); done >corpus.c
+run 0 code --task code --data corpus.c --batch 4 --seq-len 16 --d-model 16 --heads 4 --d-head 8 --kv-heads 1 --window 5 \
+    --warmup 5 --steps 20 --log-every 10 --eval-every 10 --log code.tsv
+grep -q '^# window=5$' code.tsv && grep -q '^# kv_heads=1$' code.tsv || no "the code model's header lacks window=5 or kv_heads=1"
+[ "$(rows code.tsv | tail -1 | awk -F'\t' '{ print ($2 > 0 && $2 < 10) ? "ok" : "bad" }')" = ok ] || no "the code model's last loss is not a number in (0, 10)"
 
 # bad values
 run 2 nodiv $T --kv-heads 3 --check

@@ -43,6 +43,16 @@ static tg_tensor *call(tg_ctx *ctx, feat *f, tg_attn_stats *st) {
 
 static tg_tensor *f_call(tg_ctx *ctx, void *u) { return call(ctx, u, NULL); }
 
+/* The output seed R of a backward: N(0, 1), [B, Tq, H, dv] (malloc'd). */
+static float *out_seed(const feat *f, uint64_t seed, uint64_t stream) {
+    const int64_t n = (int64_t)f->B * f->Tq * f->H * f->dv;
+    float *R = malloc(sizeof(float) * (size_t)n);
+    tg_rng rng;
+    tg_rng_seed(&rng, seed, stream);
+    tg_fill_normal(&rng, R, n, 0, 1);
+    return R;
+}
+
 static void make(tg_params *P, feat *f, uint64_t seed, float std) {
     tg_params_init(P);
     f->q = tg_param(P, "q", 4, (int[]){f->B, f->Tq, f->H, f->d});
@@ -243,11 +253,7 @@ static double worst[N_T];   /* over every configuration and op, for the summary 
 static void check_vs_reference(feat f, uint64_t seed) {
     tg_params P;
     make(&P, &f, seed, 1.0f);
-    const int64_t no = (int64_t)f.B * f.Tq * f.H * f.dv;
-    float *R = malloc(sizeof(float) * (size_t)no);
-    tg_rng rng;
-    tg_rng_seed(&rng, seed, 9);
-    tg_fill_normal(&rng, R, no, 0, 1);
+    float *R = out_seed(&f, seed, 9);
     ref_t r;
     reference(&f, R, &r);
     for (int op = 0; op < 2; op++) {
@@ -348,10 +354,7 @@ static void test_fused_tile_edges(void **s) {
             tg_params P;
             make(&P, &f, 500 + ti * 3 + mode, 1.0f);
             const int64_t no = (int64_t)f.B * f.Tq * f.H * f.dv;
-            float *R = malloc(sizeof(float) * (size_t)no);
-            tg_rng rng;
-            tg_rng_seed(&rng, 7, 1);
-            tg_fill_normal(&rng, R, no, 0, 1);
+            float *R = out_seed(&f, 7, 1);
             run_t o[2];
             for (int op = 0; op < 2; op++) f.fused = op, run_op(&f, &P, R, &o[op]);
             /* the composed op as the reference, in double */
@@ -392,10 +395,7 @@ static void test_saturated_rows(void **s) {
             for (int64_t i = 0; i < f.q->numel; i++) f.q->data[i] = i % 4 < 2 ? 50.0f : 0.0f;
             for (int64_t i = 0; i < f.k->numel; i++) f.k->data[i] = i % 4 < 2 ? 100.0f : 0.0f;
             const int64_t no = (int64_t)f.B * f.Tq * f.H * f.dv;
-            float *R = malloc(sizeof(float) * (size_t)no);
-            tg_rng rng;
-            tg_rng_seed(&rng, 3, 3);
-            tg_fill_normal(&rng, R, no, 0, 1);
+            float *R = out_seed(&f, 3, 3);
             ref_t r;
             reference(&f, R, &r);
             run_t o;
@@ -567,10 +567,7 @@ static void test_threads(void **s) {
         tg_params P;
         make(&P, &f, 77, 1.0f);
         const int64_t no = (int64_t)f.B * f.Tq * f.H * f.dv;
-        float *R = malloc(sizeof(float) * (size_t)no);
-        tg_rng rng;
-        tg_rng_seed(&rng, 1, 1);
-        tg_fill_normal(&rng, R, no, 0, 1);
+        float *R = out_seed(&f, 1, 1);
         run_t o[2];
         const int saved = omp_get_max_threads();
         for (int t = 0; t < 2; t++) {
