@@ -215,10 +215,11 @@ typedef struct {
     const tg_tensor *q, *k, *v, *hs, *out;
     int want_stats;
     tg_attn_part *parts;   /* per (b, h) */
-    float *Kt;             /* per-thread scratch: a head's Kᵀ */
+    const float *Kt;       /* Kᵀ per (b, kv head) when the plan transposes first (tg_attn_kt) */
 } fwd_job;
 
 TG_VEC_CLONES static void forward_item(void *arg, int bh, int thread) {
+    (void)thread;
     const fwd_job *j = arg;
     const attn_rec *r = j->r;
     const tg_attn_geom *g = &r->g;
@@ -230,13 +231,8 @@ TG_VEC_CLONES static void forward_item(void *arg, int bh, int thread) {
     float *P = r->P + (int64_t)bh * Tq * Tk, *O = j->out->data + off(b, Tq, H, h, dv);
 
     /* scores Q Kᵀ, then logits s·Q Kᵀ on each row's visible span (the rest is computed, never read) */
-    if (j->S->tb) {
-        tg_gemm_run(j->S, Q, K, P);
-    } else {   /* see transpose_first */
-        float *Kt = j->Kt + (int64_t)thread * d * Tk;
-        tg_transpose(K, g->Hkv * d, Tk, d, Kt);
-        tg_gemm_run(j->S, Q, Kt, P);
-    }
+    if (j->S->tb) tg_gemm_run(j->S, Q, K, P);
+    else tg_gemm_run(j->S, Q, j->Kt + ((int64_t)b * g->Hkv + kh) * d * Tk, P);   /* see transpose_first */
     for (int i = 0; i < Tq; i++) {
         float *p = P + (int64_t)i * Tk;
         int lo, hi;
@@ -273,7 +269,7 @@ tg_tensor *tg_attend(tg_ctx *ctx, const tg_attn_args *args) {
     else
         tg_gemm_plan_init(&pS, 0, 1, Tq, Tk, d, 1.0f, H * d, g->Hkv * d, 0.0f, Tk);
     tg_gemm_plan_init(&pO, 0, 0, Tq, dv, Tk, 1.0f, Tk, g->Hkv * dv, 0.0f, H * dv);
-    float *Kt = tg_arena_alloc(ctx, (size_t)tg_threads() * d * Tk * sizeof(float));   /* per thread */
+    const float *Kt = pS.tb ? NULL : tg_attn_kt(ctx, g, a.k->data);
     fwd_job job = {&r, &pS, &pO, a.q, a.k, a.v, a.head_scale, out, a.stats != NULL, parts, Kt};
     int blas = tg_blas_serial_begin();
     tg_parallel_for(B * H, (int64_t)B * H * Tq * Tk * (d + dv), forward_item, &job);

@@ -4,6 +4,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "gemm.h"
+#include "parallel.h"
+
 tg_attn_args tg_attn_args_make(tg_tensor *q, tg_tensor *k, tg_tensor *v, float scale) {
     return (tg_attn_args){.size = sizeof(tg_attn_args), .q = q, .k = k, .v = v, .scale = scale,
                           .window_left = -1, .window_right = -1};
@@ -63,6 +66,22 @@ void tg_attn_read(tg_ctx *ctx, const char *op, const tg_attn_args *args, tg_attn
     }
     tg_attn_geom_of(a, g);
     g->kv_len = kv;
+}
+
+typedef struct { const tg_attn_geom *g; const float *k; float *kt; } kt_job;
+
+static void kt_item(void *arg, int bk, int thread) {
+    (void)thread;
+    const kt_job *j = arg;
+    const tg_attn_geom *g = j->g;
+    const int b = bk / g->Hkv, kh = bk % g->Hkv, ld = g->Hkv * g->d;
+    tg_transpose(j->k + ((int64_t)b * g->Tk * g->Hkv + kh) * g->d, ld, g->Tk, g->d, j->kt + (int64_t)bk * g->d * g->Tk);
+}
+
+float *tg_attn_kt(tg_ctx *ctx, const tg_attn_geom *g, const float *k) {
+    kt_job j = {g, k, tg_arena_alloc(ctx, (size_t)g->B * g->Hkv * g->d * g->Tk * sizeof(float))};
+    tg_parallel_for(g->B * g->Hkv, (int64_t)g->B * g->Hkv * g->d * g->Tk * TG_WORK_COPY, kt_item, &j);
+    return j.kt;
 }
 
 void tg_attn_visible(const tg_attn_args *a, int b, int i, int *lo, int *hi) {

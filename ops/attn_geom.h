@@ -41,6 +41,12 @@ static inline void tg_attn_span(const tg_attn_geom *g, int b, int i, int *lo, in
     *hi = (int)r;
 }
 
+/* Kᵀ of every key/value head, [B, Hkv] blocks of [d, Tk] (arena), made once a
+ * call in parallel over (b, kv head): the query heads of a group share their
+ * head's, so nothing is copied per query head. libxsmm has no kernel for a
+ * transposed B (ops/gemm.h). */
+TG_ATTN_API float *tg_attn_kt(tg_ctx *ctx, const tg_attn_geom *g, const float *k);
+
 /* One (batch, query head)'s part of the stats, from either op. */
 typedef struct { double entropy; float max_logit; int64_t saturated, rows; } tg_attn_part;
 

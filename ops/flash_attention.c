@@ -50,19 +50,18 @@ static void tile_span(const tg_attn_geom *g, int b, int i, int j0, int nk, int *
 }
 
 /* Per-thread scratch of the forward: a logit tile, the output accumulator,
- * the running max, sum and entropy accumulator of each query row, and the
- * head's Kᵀ [d, Tk]: Q_i K_jᵀ then runs on libxsmm (ops/gemm.h), which has no
- * kernel for a transposed B; a head's K is transposed once. */
-typedef struct { float *S, *O; float *m; double *l, *A; float *Kt; } fwd_scratch;
+ * the running max, sum and entropy accumulator of each query row. */
+typedef struct { float *S, *O; float *m; double *l, *A; } fwd_scratch;
 
-TG_VEC_CLONES static void forward_head(const flash_rec *r, int b, const float *Q, const float *K, const float *V,
+/* Kt: the key/value head's Kᵀ [d, Tk] (tg_attn_kt): Q_i K_jᵀ then runs on
+ * libxsmm (ops/gemm.h), which has no kernel for a transposed B. */
+TG_VEC_CLONES static void forward_head(const flash_rec *r, int b, const float *Q, const float *Kt, const float *V,
                                        float *O, int64_t row0, float s, int want_stats, fwd_scratch *w,
                                        tg_attn_part *part) {
     const tg_attn_geom *g = &r->g;
-    const int Tq = g->Tq, Tk = g->Tk, d = g->d, dv = g->dv, ldq = g->H * d, ldk = g->Hkv * d;
+    const int Tq = g->Tq, Tk = g->Tk, d = g->d, dv = g->dv, ldq = g->H * d;
     const int ldo = g->H * dv, ldv = g->Hkv * dv;
     *part = (tg_attn_part){0, -INFINITY, 0, 0};
-    tg_transpose(K, ldk, Tk, d, w->Kt);   /* the head's keys, once */
     for (int i0 = 0; i0 < Tq; i0 += BQ) {
         const int nq = Tq - i0 < BQ ? Tq - i0 : BQ;
         int klo, khi;
@@ -76,7 +75,7 @@ TG_VEC_CLONES static void forward_head(const flash_rec *r, int b, const float *Q
         for (int j0 = klo; j0 < khi; j0 += BK) {
             const int nk = khi - j0 < BK ? khi - j0 : BK;
             /* S = Q_i K_jᵀ; the logits are s·S, scaled below row by row as in backward */
-            tg_gemm(0, 0, nq, nk, d, 1.0f, Q + (int64_t)i0 * ldq, ldq, w->Kt + j0, Tk, 0.0f, w->S, BK);
+            tg_gemm(0, 0, nq, nk, d, 1.0f, Q + (int64_t)i0 * ldq, ldq, Kt + j0, Tk, 0.0f, w->S, BK);
             for (int a = 0; a < nq; a++) {
                 float *x = w->S + (int64_t)a * BK;
                 int ja, jb;
@@ -159,13 +158,14 @@ typedef struct {
     int want_stats;
     fwd_scratch *ws;
     tg_attn_part *parts;
+    const float *Kt;   /* [B, Hkv] heads' Kᵀ */
 } fwd_job;
 
 static void forward_item(void *arg, int bh, int thread) {
     const fwd_job *j = arg;
     const tg_attn_geom *g = &j->r->g;
     const int H = g->H, b = bh / H, h = bh % H, kh = h / g->group;
-    forward_head(j->r, b, j->q->data + off(b, g->Tq, H, h, g->d), j->k->data + off(b, g->Tk, g->Hkv, kh, g->d),
+    forward_head(j->r, b, j->q->data + off(b, g->Tq, H, h, g->d), j->Kt + ((int64_t)b * g->Hkv + kh) * g->d * g->Tk,
                  j->v->data + off(b, g->Tk, g->Hkv, kh, g->dv), j->out->data + off(b, g->Tq, H, h, g->dv),
                  (int64_t)bh * g->Tq, head_mult(j->r, j->hs, h), j->want_stats, &j->ws[thread], &j->parts[bh]);
 }
@@ -367,7 +367,7 @@ tg_tensor *tg_flash_attend(tg_ctx *ctx, const tg_attn_args *args) {
     flash_rec r;
     tg_attn_read(ctx, "tg_flash_attention", args, &a, &r.g);
     const tg_attn_geom *g = &r.g;
-    const int B = g->B, Tq = g->Tq, Tk = g->Tk, H = g->H, d = g->d, dv = g->dv;
+    const int B = g->B, Tq = g->Tq, H = g->H, d = g->d, dv = g->dv;
     tg_tensor *out = tg_new(ctx, 4, (int[]){B, Tq, H, dv});
     r.m = tg_arena_alloc(ctx, (size_t)B * H * Tq * sizeof(float));
     r.ll = tg_arena_alloc(ctx, (size_t)B * H * Tq * sizeof(float));
@@ -380,7 +380,6 @@ tg_tensor *tg_flash_attend(tg_ctx *ctx, const tg_attn_args *args) {
         ws[t].m = tg_arena_alloc(ctx, BQ * sizeof(float));
         ws[t].l = tg_arena_alloc(ctx, BQ * sizeof(double));
         ws[t].A = tg_arena_alloc(ctx, BQ * sizeof(double));
-        ws[t].Kt = tg_arena_alloc(ctx, (size_t)d * Tk * sizeof(float));
     }
     /* the (query row, key) pairs the tiles compute: what skipping invisible tiles saves */
     double pairs = 0;
@@ -393,7 +392,7 @@ tg_tensor *tg_flash_attend(tg_ctx *ctx, const tg_attn_args *args) {
         }
     pairs *= 2.0 * H;
     tg_attn_part *parts = tg_arena_alloc(ctx, (size_t)B * H * sizeof *parts);
-    fwd_job job = {&r, a.q, a.k, a.v, a.head_scale, out, a.stats != NULL, ws, parts};
+    fwd_job job = {&r, a.q, a.k, a.v, a.head_scale, out, a.stats != NULL, ws, parts, tg_attn_kt(ctx, g, a.k->data)};
     prepare_products(g, 0);
     int blas = tg_blas_serial_begin();
     tg_parallel_for(B * H, (int64_t)(pairs / 2 * (d + dv)), forward_item, &job);
