@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #define TG_MAX_DIMS 4
-#define TG_MAX_IN 4
+#define TG_MAX_IN 6   /* the attention ops: q, k, v, head_scale, bias, sinks */
 
 typedef struct tg_ctx tg_ctx;
 typedef struct tg_node tg_node;

@@ -10,7 +10,8 @@
 
 typedef struct {
     tg_attn_geom g;
-    float *P;   /* [B, H, Tq, Tk] weights, invisible entries 0 (arena) */
+    float *P;       /* [B, H, Tq, Tk] weights before dropout, invisible entries 0 (arena) */
+    float *psink;   /* sinks only: [B, H, Tq] the sink's weight of each row */
 } attn_rec;
 
 /* The logit multiplier of head h: the op's scale times the head's own. */
@@ -18,18 +19,42 @@ static float head_mult(const attn_rec *r, const tg_tensor *head_scale, int h) {
     return r->g.scale * (head_scale ? head_scale->data[h] : 1.0f);
 }
 
-/* In place: the scores [lo, hi) of a row of T become the softmax weights of
- * the logits s·score, the rest 0 without being read. Returns the row's largest
- * logit (−inf for an empty span: the row is all 0). */
-__attribute__((always_inline)) static inline float softmax_span(float *row, int lo, int hi, int T, float s) {
+/* In place: the scores [lo, hi) of row i of a head's T keys become the softmax
+ * weights of their logits (s·score, or tg_attn_logit's with a cap, bias or
+ * ALiBi; a sink joins the denominator), the rest 0 without being read. Returns
+ * the row's largest key logit (−inf: no key, or all −inf: the row is all 0);
+ * *psink gets the sink's weight. */
+__attribute__((always_inline)) static inline float softmax_row(float *row, int lo, int hi, int T, float s,
+                                                               const tg_attn_geom *g, int b, int h, int i,
+                                                               float *psink) {
     float mx = -INFINITY;
     if (lo > 0) memset(row, 0, (size_t)lo * sizeof(float));
     if (hi < T) memset(row + hi, 0, (size_t)(T - hi) * sizeof(float));
+    *psink = 0;
     if (hi <= lo) return mx;
+    if (!g->extras) {
 #pragma omp simd reduction(max : mx)
-    for (int j = lo; j < hi; j++) {
-        row[j] *= s;
-        mx = row[j] > mx ? row[j] : mx;
+        for (int j = lo; j < hi; j++) {
+            row[j] *= s;
+            mx = row[j] > mx ? row[j] : mx;
+        }
+    } else {
+        const float *brow = tg_attn_bias_row(g, b, h, i);
+        for (int j = lo; j < hi; j++) {
+            row[j] = tg_attn_logit(g, brow, h, i, j, row[j] * s);
+            mx = row[j] > mx ? row[j] : mx;
+        }
+    }
+    const float top = mx, sink = g->sinks ? g->sinks[h] : -INFINITY;
+    if (sink > mx) mx = sink;
+    if (mx == -INFINITY) {   /* every visible logit −inf (a bias mask) and no sink: as no key */
+        for (int j = lo; j < hi; j++)
+            if (isnan(row[j])) {   /* or NaN, which the max skips: never hidden as an empty row */
+                for (int c = lo; c < hi; c++) row[c] = NAN;
+                return NAN;
+            }
+        memset(row + lo, 0, (size_t)(hi - lo) * sizeof(float));
+        return mx;
     }
     double sum = 0;
 #pragma omp simd reduction(+ : sum)
@@ -37,10 +62,19 @@ __attribute__((always_inline)) static inline float softmax_span(float *row, int 
         row[j] = tg_exp_neg(row[j] - mx);   /* <= 1: no overflow however large the logits */
         sum += row[j];
     }
+    double es = 0;
+    if (g->sinks) sum += es = tg_exp_neg(sink - mx);
     float inv = (float)(1.0 / sum);
 #pragma omp simd
     for (int j = lo; j < hi; j++) row[j] *= inv;
-    return mx;
+    *psink = (float)(es / sum);
+    return top;
+}
+
+/* The weights with dropout: P̃ = P ⊙ keep/(1 − p) over the row's span. */
+static void dropped_row(const tg_attn_geom *g, int b, int h, int i, const float *p, float *out, int lo, int hi) {
+    memset(out, 0, (size_t)g->Tk * sizeof(float));
+    for (int j = lo; j < hi; j++) out[j] = tg_attn_keep(g, b, h, i, j) ? p[j] * g->drop_scale : 0.0f;
 }
 
 /* Q Kᵀ and dO Vᵀ: libxsmm has no kernel for a transposed B, OpenBLAS has,
@@ -55,22 +89,24 @@ static int transpose_first(int T, int d) { return T >= 2 * d; }
 /* Offsets of batch row b's head h in q/out (H heads) and kh in k/v (Hkv heads). */
 static int64_t off(int b, int T, int heads, int h, int width) { return ((int64_t)b * T * heads + h) * width; }
 
-/* The backward's products, planned once a call (ops/gemm.h); [0] writes, [1] adds. */
-typedef struct { tg_gemm_plan dV[2], dP, G, dK[2]; } bwd_plans;
+/* The products, planned once a call (ops/gemm.h); [0] writes, [1] adds. */
+typedef struct { tg_gemm_plan S, dV[2], dP, G, dK[2]; } bwd_plans;
 
 typedef struct {
     const attn_rec *r;
     const bwd_plans *pl;
-    const tg_tensor *q, *k, *v, *hs, *out;
+    const tg_tensor *q, *k, *v, *hs, *bias, *sinks, *out;
     int need_G, want_hs, v_first, q_first, k_first;
-    float *dL, *G, *Vt;   /* per-thread scratch */
-    double *dhs;          /* per (b, h) */
+    tg_attn_split split;
+    float *dL, *G, *Vt, *Kt, *X;   /* per-thread scratch; X: P̃ (dropout), then the raw scores (softcap) */
+    double *dhs, *dsink;           /* per (b, h) */
 } bwd_job;
 
 /* Query head h of batch row b: dV and dK of its key/value head written (first)
- * or added to; dQ of its own. Returns its Σ dLogits ⊙ Q Kᵀ for the head-scale grad. */
+ * or added to; dQ of its own; its bias rows and sink. Returns its Σ dy ⊙ Q Kᵀ
+ * for the head-scale grad. Kt, Vt: the key/value head's, when the plans need them. */
 TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int first, float *dL, float *G,
-                                          const float *Vt) {
+                                          const float *Vt, const float *Kt, float *X) {
     const attn_rec *r = j->r;
     const tg_attn_geom *g = &r->g;
     const bwd_plans *pl = j->pl;
@@ -80,27 +116,46 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
     const int64_t oo = off(b, Tq, g->H, h, g->dv), ov = off(b, Tk, g->Hkv, kh, g->dv);
     const float *Q = j->q->data + oq, *K = j->k->data + ok, *V = j->v->data + ov, *dO = j->out->grad + oo;
     const float *P = r->P + ((int64_t)b * g->H + h) * Tq * Tk;
+    const float *ps = r->psink ? r->psink + ((int64_t)b * g->H + h) * Tq : NULL;
     const float s = head_mult(r, j->hs, h);
-    double dhs = 0;
+    double dhs = 0, dsink = 0;
+    j->dsink[b * g->H + h] = 0;
 
-    /* O = P V  =>  dV += Pᵀ dO */
-    if (j->v->grad) tg_gemm_run(&pl->dV[!(first && j->v_first)], P, dO, j->v->grad + ov);
-    if (!j->need_G && !j->k->grad) return 0;
+    /* O = P̃ V  =>  dV += P̃ᵀ dO */
+    if (j->v->grad) {
+        const float *Pd = P;
+        if (g->dropout > 0) {
+            for (int i = 0; i < Tq; i++) {
+                int lo, hi;
+                tg_attn_span(g, b, i, &lo, &hi);
+                dropped_row(g, b, h, i, P + (int64_t)i * Tk, X + (int64_t)i * Tk, lo, hi);
+            }
+            Pd = X;
+        }
+        tg_gemm_run(&pl->dV[!(first && j->v_first)], Pd, dO, j->v->grad + ov);
+    }
+    if (!j->need_G && !j->k->grad && !(j->bias && j->bias->grad) && !(j->sinks && j->sinks->grad)) return 0;
 
-    /* O = P V  =>  dP = dO Vᵀ (see transpose_first) */
+    /* O = P̃ V  =>  dP = dO Vᵀ ⊙ keep/(1 − p) (see transpose_first) */
     tg_gemm_run(&pl->dP, dO, pl->dP.tb ? V : Vt, dL);
-    /* P = softmax(logits)  =>  dLogits = P ⊙ (dP − <dP, P>) on the visible span, 0 elsewhere.
-     * Each row of dLogits sums to 0 exactly, but not in float32; the head-scale
-     * grad Σ dLogits ⊙ QKᵀ would multiply that leftover by the row's (large,
-     * in a saturated head) raw logits. So it sums dLogits ⊙ (QKᵀ − m_i) instead,
-     * m_i the raw logit of the row's top weight: the same in exact arithmetic,
-     * as flash_attention.c does. centre = Σ_i m_i · Σ_j dLogits_ij. */
+    /* the raw scores again, for the softcap's derivative (the forward's product) */
+    if (g->softcap > 0) tg_gemm_run(&pl->S, Q, pl->S.tb ? K : Kt, X);
+    /* P = softmax(x)  =>  dx = P ⊙ (dP − D), D = <dP, P> per row, 0 where invisible.
+     * Without sinks each row of dx sums to 0 exactly, but not in float32; the
+     * head-scale grad Σ dx ⊙ QKᵀ would multiply that leftover by the row's
+     * (large, in a saturated head) raw logits. So it sums dx ⊙ (QKᵀ − m_i)
+     * instead, m_i the raw logit of the row's top weight: the same in exact
+     * arithmetic, as flash_attention.c does. centre = Σ_i m_i · (Σ_j dx_ij − its
+     * exact value), which a sink makes D_i·P_sink,i; a softcap multiplies dx by
+     * its derivative, after which no row sum is known: no centring then. */
     double centre = 0;
     for (int i = 0; i < Tq; i++) {
         const float *p = P + (int64_t)i * Tk;
         float *gr = dL + (int64_t)i * Tk;
         int lo, hi;
         tg_attn_span(g, b, i, &lo, &hi);
+        if (g->dropout > 0)
+            for (int c = lo; c < hi; c++) gr[c] = tg_attn_keep(g, b, h, i, c) ? gr[c] * g->drop_scale : 0.0f;
         double dot = 0;
 #pragma omp simd reduction(+ : dot)
         for (int c = lo; c < hi; c++) dot += (double)gr[c] * p[c];
@@ -109,7 +164,15 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
         for (int c = lo; c < hi; c++) gr[c] = p[c] * (gr[c] - fdot);
         if (lo > 0) memset(gr, 0, (size_t)lo * sizeof(float));
         if (hi < Tk) memset(gr + hi, 0, (size_t)(Tk - hi) * sizeof(float));
-        if (j->want_hs && hi > lo) {   /* want_hs implies need_G */
+        if (ps) dsink -= (double)ps[i] * fdot;   /* P_sink = e^sink/Z  =>  d sink = −P_sink · D */
+        if (j->bias && j->bias->grad && hi > lo) {   /* x += bias  =>  d bias = dx */
+            float *gb = j->bias->grad + (tg_attn_bias_row(g, b, h, i) - g->bias);
+            for (int c = lo; c < hi; c++) gb[c] += gr[c];
+        }
+        if (g->softcap > 0) {   /* x = cap·tanh(y/cap)  =>  dy = dx ⊙ (1 − (x/cap)²) */
+            const float *sc = X + (int64_t)i * Tk;
+            for (int c = lo; c < hi; c++) gr[c] *= tg_attn_cap_grad(g, g->softcap * tanhf(sc[c] * s / g->softcap));
+        } else if (j->want_hs && hi > lo) {   /* want_hs implies need_G */
             double rs = 0, m = 0;
             int top = lo;
             for (int c = lo; c < hi; c++) {
@@ -118,11 +181,12 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
             }
             const float *qi = Q + (int64_t)i * ldq, *kt = K + (int64_t)top * ldk;
             for (int c = 0; c < d; c++) m += (double)qi[c] * kt[c];
-            centre += m * rs;
+            centre += m * (rs - (ps ? (double)fdot * ps[i] : 0.0));
         }
     }
-    /* logits = s · Q Kᵀ  =>  dQ = s · dLogits K,  ds = Σ dLogits ⊙ Q Kᵀ = Σ Q ⊙ (dLogits K).
-     * G = dLogits K serves both, so the head-scale grad never divides by s. */
+    j->dsink[b * g->H + h] = dsink;
+    /* y = s · Q Kᵀ  =>  dQ = s · dy K,  ds = Σ dy ⊙ Q Kᵀ = Σ Q ⊙ (dy K).
+     * G = dy K serves both, so the head-scale grad never divides by s. */
     if (j->need_G) {
         tg_gemm_run(&pl->G, dL, K, G);
         float *dQ = j->q->grad ? j->q->grad + oq : NULL;
@@ -140,7 +204,7 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
                 for (int c = 0; c < d; c++) dhs += (double)qi[c] * gi[c];
         }
     }
-    /* logits = s · Q Kᵀ  =>  dK += (s · dLogits)ᵀ Q */
+    /* y = s · Q Kᵀ  =>  dK += (s · dy)ᵀ Q */
     if (j->k->grad) {
 #pragma omp simd
         for (int64_t i = 0; i < (int64_t)Tq * Tk; i++) dL[i] *= s;
@@ -149,36 +213,47 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
     return dhs - centre;
 }
 
-/* Batch row b's key/value head kh and the query heads that read it, in order:
- * one thread owns every slice they write. */
-static void backward_item(void *arg, int bk, int t) {
+/* An item of the split (tg_attn_bwd_split): its batch rows and key/value heads,
+ * each with the query heads that read it, in order: one thread owns every
+ * slice they write. */
+static void backward_item(void *arg, int item, int t) {
     const bwd_job *j = arg;
     const tg_attn_geom *g = &j->r->g;
-    const int b = bk / g->Hkv, kh = bk % g->Hkv, Tq = g->Tq, Tk = g->Tk;
+    const int Tq = g->Tq, Tk = g->Tk, nh = j->split.by_h ? g->Hkv : 1;
+    const int b0 = j->split.by_b ? item / nh : 0, b1 = j->split.by_b ? b0 + 1 : g->B;
+    const int k0 = j->split.by_h ? item % nh : 0, k1 = j->split.by_h ? k0 + 1 : g->Hkv;
     float *dL = j->dL + (int64_t)t * Tq * Tk, *G = j->G ? j->G + (int64_t)t * Tq * g->d : NULL;
-    float *Vt = j->Vt + (int64_t)t * g->dv * Tk;
-    if (!j->pl->dP.tb && (j->need_G || j->k->grad))
-        tg_transpose(j->v->data + off(b, Tk, g->Hkv, kh, g->dv), g->Hkv * g->dv, Tk, g->dv, Vt);
-    for (int a = 0; a < g->group; a++) {
-        const int h = kh * g->group + a;
-        j->dhs[b * g->H + h] = backward_head(j, b, h, a == 0, dL, G, Vt);
-    }
+    float *Vt = j->Vt + (int64_t)t * g->dv * Tk, *Kt = j->Kt ? j->Kt + (int64_t)t * g->d * Tk : NULL;
+    float *X = j->X ? j->X + (int64_t)t * Tq * Tk : NULL;
+    for (int b = b0; b < b1; b++)
+        for (int kh = k0; kh < k1; kh++) {
+            if (!j->pl->dP.tb)
+                tg_transpose(j->v->data + off(b, Tk, g->Hkv, kh, g->dv), g->Hkv * g->dv, Tk, g->dv, Vt);
+            if (Kt) tg_transpose(j->k->data + off(b, Tk, g->Hkv, kh, g->d), g->Hkv * g->d, Tk, g->d, Kt);
+            for (int a = 0; a < g->group; a++) {
+                const int h = kh * g->group + a;
+                j->dhs[b * g->H + h] = backward_head(j, b, h, a == 0, dL, G, Vt, Kt, X);
+            }
+        }
 }
 
 static void attention_backward(tg_ctx *ctx, const tg_node *n) {
     const attn_rec *r = n->saved;
     const tg_attn_geom *g = &r->g;
-    tg_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *out = n->out;
-    tg_tensor *hs = n->n_in == 4 ? n->in[3] : NULL;
+    tg_tensor *q = n->in[TG_ATTN_IN_Q], *k = n->in[TG_ATTN_IN_K], *v = n->in[TG_ATTN_IN_V], *out = n->out;
+    tg_tensor *hs = n->in[TG_ATTN_IN_HS], *bias = n->in[TG_ATTN_IN_BIAS], *sinks = n->in[TG_ATTN_IN_SINKS];
     const int B = g->B, Tq = g->Tq, Tk = g->Tk, H = g->H, d = g->d, dv = g->dv;
     const int ldq = H * d, ldk = g->Hkv * d, ldo = H * dv, ldv = g->Hkv * dv;
     const int need_G = q->grad || (hs && hs->grad);
-    /* per-thread scratch; per-(b,h) head-scale sums, added over b in order below */
+    /* per-thread scratch; per-(b,h) head-scale and sink sums, added over b in order below */
     const int nt = tg_threads();
     float *dL = tg_arena_alloc(ctx, (size_t)nt * Tq * Tk * sizeof(float));
     float *G = need_G ? tg_arena_alloc(ctx, (size_t)nt * Tq * d * sizeof(float)) : NULL;
     float *Vt = tg_arena_alloc(ctx, (size_t)nt * dv * Tk * sizeof(float));
+    const int need_X = g->dropout > 0 || g->softcap > 0;
+    float *X = need_X ? tg_arena_alloc(ctx, (size_t)nt * Tq * Tk * sizeof(float)) : NULL;
     double *dhs = tg_arena_alloc(ctx, (size_t)B * H * sizeof(double));
+    double *dsink = tg_arena_alloc(ctx, (size_t)B * H * sizeof(double));
     bwd_plans pl;
     for (int add = 0; add < 2; add++) {
         if (v->grad) tg_gemm_plan_init(&pl.dV[add], 1, 0, Tk, dv, Tq, 1.0f, Tk, ldo, add ? 1.0f : 0.0f, ldv);
@@ -188,25 +263,33 @@ static void attention_backward(tg_ctx *ctx, const tg_node *n) {
         tg_gemm_plan_init(&pl.dP, 0, 0, Tq, Tk, dv, 1.0f, ldo, Tk, 0.0f, Tk);
     else
         tg_gemm_plan_init(&pl.dP, 0, 1, Tq, Tk, dv, 1.0f, ldo, ldv, 0.0f, Tk);
+    if (transpose_first(Tk, d))   /* the forward's S = Q Kᵀ, for the softcap's derivative */
+        tg_gemm_plan_init(&pl.S, 0, 0, Tq, Tk, d, 1.0f, ldq, Tk, 0.0f, Tk);
+    else
+        tg_gemm_plan_init(&pl.S, 0, 1, Tq, Tk, d, 1.0f, ldq, ldk, 0.0f, Tk);
+    float *Kt = g->softcap > 0 && !pl.S.tb ? tg_arena_alloc(ctx, (size_t)nt * d * Tk * sizeof(float)) : NULL;
     tg_gemm_plan_init(&pl.G, 0, 0, Tq, d, Tk, 1.0f, Tk, ldk, 0.0f, d);
     /* grads nothing wrote yet are written (beta 0), not zeroed and added to. The
      * flags are taken in the order a thread writes (dV, dQ, dK): when q, k, v are
      * one tensor only the first write may overwrite. */
-    bwd_job job = {r, &pl, q, k, v, hs, out, need_G, hs && hs->grad, 0, 0, 0, dL, G, Vt, dhs};
+    bwd_job job = {r, &pl, q, k, v, hs, bias, sinks, out, need_G, hs && hs->grad, 0, 0, 0,
+                   tg_attn_bwd_split(g, bias && bias->grad), dL, G, Vt, Kt, X, dhs, dsink};
     job.v_first = v->grad && tg_grad_first(v);
     job.q_first = q->grad && tg_grad_first(q);
     job.k_first = k->grad && tg_grad_first(k);
     if (hs && hs->grad) tg_grad_acc(hs);
+    if (bias && bias->grad) tg_grad_acc(bias);
+    if (sinks && sinks->grad) tg_grad_acc(sinks);
     int blas = tg_blas_serial_begin();
-    tg_parallel_for(B * g->Hkv, (int64_t)B * H * Tq * Tk * (2 * d + 2 * dv), backward_item, &job);
+    tg_parallel_for(job.split.items, (int64_t)B * H * Tq * Tk * (2 * d + 2 * dv), backward_item, &job);
     tg_blas_serial_end(blas);
-    /* s = scale · head_scale[h]  =>  d head_scale[h] = scale · ds */
-    if (hs && hs->grad)
-        for (int h = 0; h < H; h++) {
-            double sum = 0;
-            for (int b = 0; b < B; b++) sum += dhs[b * H + h];
-            hs->grad[h] += (float)(g->scale * sum);
-        }
+    /* s = scale · head_scale[h]  =>  d head_scale[h] = scale · ds; the sinks' sums, over b in order */
+    for (int h = 0; h < H; h++) {
+        double sum = 0, sk = 0;
+        for (int b = 0; b < B; b++) sum += dhs[b * H + h], sk += dsink[b * H + h];
+        if (hs && hs->grad) hs->grad[h] += (float)(g->scale * sum);
+        if (sinks && sinks->grad) sinks->grad[h] += (float)sk;
+    }
 }
 
 typedef struct {
@@ -216,10 +299,10 @@ typedef struct {
     int want_stats;
     tg_attn_part *parts;   /* per (b, h) */
     const float *Kt;       /* Kᵀ per (b, kv head) when the plan transposes first (tg_attn_kt) */
+    float *Pd;             /* dropout: per-thread P̃ [Tq, Tk] */
 } fwd_job;
 
 TG_VEC_CLONES static void forward_item(void *arg, int bh, int thread) {
-    (void)thread;
     const fwd_job *j = arg;
     const attn_rec *r = j->r;
     const tg_attn_geom *g = &r->g;
@@ -229,16 +312,18 @@ TG_VEC_CLONES static void forward_item(void *arg, int bh, int thread) {
     const float *Q = j->q->data + off(b, Tq, H, h, d), *K = j->k->data + off(b, Tk, g->Hkv, kh, d);
     const float *V = j->v->data + off(b, Tk, g->Hkv, kh, dv);
     float *P = r->P + (int64_t)bh * Tq * Tk, *O = j->out->data + off(b, Tq, H, h, dv);
+    float *ps = r->psink ? r->psink + (int64_t)bh * Tq : NULL;
 
-    /* scores Q Kᵀ, then logits s·Q Kᵀ on each row's visible span (the rest is computed, never read) */
+    /* scores Q Kᵀ, then logits on each row's visible span (the rest is computed, never read) */
     if (j->S->tb) tg_gemm_run(j->S, Q, K, P);
     else tg_gemm_run(j->S, Q, j->Kt + ((int64_t)b * g->Hkv + kh) * d * Tk, P);   /* see transpose_first */
     for (int i = 0; i < Tq; i++) {
-        float *p = P + (int64_t)i * Tk;
+        float *p = P + (int64_t)i * Tk, psink;
         int lo, hi;
         tg_attn_span(g, b, i, &lo, &hi);
-        float m = softmax_span(p, lo, hi, Tk, s);
-        if (!j->want_stats || hi <= lo) continue;
+        float m = softmax_row(p, lo, hi, Tk, s, g, b, h, i, &psink);
+        if (ps) ps[i] = psink;
+        if (!j->want_stats || m == -INFINITY) continue;   /* rows that see a key (with a finite logit) */
         part.max_logit = m > part.max_logit ? m : part.max_logit;
         float pmax = 0;
         for (int c = lo; c < hi; c++) {
@@ -248,8 +333,18 @@ TG_VEC_CLONES static void forward_item(void *arg, int bh, int thread) {
         part.saturated += pmax > 0.99f;
         part.rows++;
     }
-    /* O = P V (a row with no visible key is all 0, and so is its output) */
-    tg_gemm_run(j->O, P, V, O);
+    /* O = P̃ V (a row with no visible key is all 0, and so is its output) */
+    const float *Pd = P;
+    if (g->dropout > 0) {
+        float *x = j->Pd + (int64_t)thread * Tq * Tk;
+        for (int i = 0; i < Tq; i++) {
+            int lo, hi;
+            tg_attn_span(g, b, i, &lo, &hi);
+            dropped_row(g, b, h, i, P + (int64_t)i * Tk, x + (int64_t)i * Tk, lo, hi);
+        }
+        Pd = x;
+    }
+    tg_gemm_run(j->O, Pd, V, O);
     j->parts[bh] = part;
 }
 
@@ -261,6 +356,7 @@ tg_tensor *tg_attend(tg_ctx *ctx, const tg_attn_args *args) {
     const int B = g->B, Tq = g->Tq, Tk = g->Tk, H = g->H, d = g->d, dv = g->dv;
     /* P is the forward's scratch for the logits and what backward needs: always made */
     r.P = tg_arena_alloc(ctx, (size_t)B * H * Tq * Tk * sizeof(float));
+    r.psink = g->sinks ? tg_arena_alloc(ctx, (size_t)B * H * Tq * sizeof(float)) : NULL;
     tg_tensor *out = tg_new(ctx, 4, (int[]){B, Tq, H, dv});
     tg_attn_part *parts = tg_arena_alloc(ctx, (size_t)B * H * sizeof *parts);
     tg_gemm_plan pS, pO;
@@ -270,14 +366,15 @@ tg_tensor *tg_attend(tg_ctx *ctx, const tg_attn_args *args) {
         tg_gemm_plan_init(&pS, 0, 1, Tq, Tk, d, 1.0f, H * d, g->Hkv * d, 0.0f, Tk);
     tg_gemm_plan_init(&pO, 0, 0, Tq, dv, Tk, 1.0f, Tk, g->Hkv * dv, 0.0f, H * dv);
     const float *Kt = pS.tb ? NULL : tg_attn_kt(ctx, g, a.k->data);
-    fwd_job job = {&r, &pS, &pO, a.q, a.k, a.v, a.head_scale, out, a.stats != NULL, parts, Kt};
+    float *Pd = g->dropout > 0 ? tg_arena_alloc(ctx, (size_t)tg_threads() * Tq * Tk * sizeof(float)) : NULL;
+    fwd_job job = {&r, &pS, &pO, a.q, a.k, a.v, a.head_scale, out, a.stats != NULL, parts, Kt, Pd};
     int blas = tg_blas_serial_begin();
     tg_parallel_for(B * H, (int64_t)B * H * Tq * Tk * (d + dv), forward_item, &job);
     tg_blas_serial_end(blas);
     tg_attn_stats_fill(a.stats, parts, B, H);
 
-    tg_tensor *in[] = {a.q, a.k, a.v, a.head_scale};
-    tg_node *n = tg_record(ctx, "tg_attention", attention_backward, out, a.head_scale ? 4 : 3, in, sizeof r);
+    tg_tensor *in[TG_ATTN_N_IN] = {a.q, a.k, a.v, a.head_scale, a.bias, a.sinks};
+    tg_node *n = tg_record(ctx, "tg_attention", attention_backward, out, TG_ATTN_N_IN, in, sizeof r);
     if (n) {
         *(attn_rec *)n->saved = r;
         n->own_grads = 1;

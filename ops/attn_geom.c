@@ -16,8 +16,15 @@ void tg_attn_geom_of(const tg_attn_args *a, tg_attn_geom *g) {
     *g = (tg_attn_geom){.B = a->q->shape[0], .Tq = a->q->shape[1], .H = a->q->shape[2], .d = a->q->shape[3],
                         .Tk = a->k->shape[1], .Hkv = a->k->shape[2], .dv = a->v->shape[3], .scale = a->scale,
                         .causal = !!a->causal, .left = a->window_left,
-                        .right = a->causal ? 0 : a->window_right, .kv_len = (int *)a->kv_len};
+                        .right = a->causal ? 0 : a->window_right, .kv_len = (int *)a->kv_len,
+                        .softcap = a->softcap, .alibi = a->alibi ? a->alibi->data : NULL,
+                        .sinks = a->sinks ? a->sinks->data : NULL, .dropout = a->dropout,
+                        .drop_scale = (float)(1.0 / (1.0 - (double)a->dropout)), .seed = a->dropout_seed};
     g->group = g->Hkv > 0 ? g->H / g->Hkv : 1;
+    if (a->bias) g->bias = a->bias->data, g->bias_B = a->bias->shape[0], g->bias_H = a->bias->shape[1];
+    g->extras = g->softcap > 0 || g->bias || g->alibi;
+    /* p of the 2^24 hash values drop: the keep rate is 1 − p to within 2^-24 */
+    g->drop_below = (uint32_t)ceil((double)a->dropout * 16777216.0);
 }
 
 void tg_attn_read(tg_ctx *ctx, const char *op, const tg_attn_args *args, tg_attn_args *a, tg_attn_geom *g) {
@@ -56,6 +63,22 @@ void tg_attn_read(tg_ctx *ctx, const char *op, const tg_attn_args *args, tg_attn
     if (a->window_left < -1 || a->window_right < -1)
         tg_fail(ctx, "%s: window (left %d, right %d): each must be >= 0, or -1 for unbounded", op, a->window_left,
                 a->window_right);
+    const int Tq = q->shape[1];
+    const tg_tensor *bias = a->bias;
+    if (bias && (bias->ndim != 4 || (bias->shape[0] != B && bias->shape[0] != 1) ||
+                 (bias->shape[1] != H && bias->shape[1] != 1) || bias->shape[2] != Tq || bias->shape[3] != Tk))
+        tg_fail(ctx, "%s: bias %s does not broadcast to [B,H,Tq,Tk] = [%d,%d,%d,%d] (its B and H may be 1)", op,
+                TG_SHAPE(bias), B, H, Tq, Tk);
+    if (a->alibi && (a->alibi->ndim != 1 || a->alibi->shape[0] != H))
+        tg_fail(ctx, "%s: alibi slopes must be [H] = [%d], got %s", op, H, TG_SHAPE(a->alibi));
+    if (a->alibi && a->alibi->requires_grad)
+        tg_fail(ctx, "%s: alibi slopes take no gradient (ALiBi's are fixed): pass a tensor that requires none", op);
+    if (a->sinks && (a->sinks->ndim != 1 || a->sinks->shape[0] != H))
+        tg_fail(ctx, "%s: sinks must be [H] = [%d], got %s", op, H, TG_SHAPE(a->sinks));
+    if (!(a->softcap >= 0) || !isfinite(a->softcap))
+        tg_fail(ctx, "%s: softcap %g: the cap must be > 0 (or 0 for none) and finite", op, (double)a->softcap);
+    if (!(a->dropout >= 0 && a->dropout < 1))
+        tg_fail(ctx, "%s: dropout %g is outside [0, 1)", op, (double)a->dropout);
     int *kv = NULL;
     if (a->kv_len) {
         for (int b = 0; b < B; b++)
@@ -88,6 +111,12 @@ void tg_attn_visible(const tg_attn_args *a, int b, int i, int *lo, int *hi) {
     tg_attn_geom g;
     tg_attn_geom_of(a, &g);
     tg_attn_span(&g, b, i, lo, hi);
+}
+
+int tg_attn_kept(const tg_attn_args *a, int b, int h, int i, int j) {
+    tg_attn_geom g;
+    tg_attn_geom_of(a, &g);
+    return tg_attn_keep(&g, b, h, i, j);
 }
 
 double tg_attn_uniform_entropy(int T, int causal) {

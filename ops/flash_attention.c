@@ -50,31 +50,47 @@ static void tile_span(const tg_attn_geom *g, int b, int i, int j0, int nk, int *
 }
 
 /* Per-thread scratch of the forward: a logit tile, the output accumulator,
- * the running max, sum and entropy accumulator of each query row. */
-typedef struct { float *S, *O; float *m; double *l, *A; } fwd_scratch;
+ * and per query row the running max m (with the sink), the largest key logit,
+ * the sum ℓ (with the sink), the keys' part of it and the entropy accumulator. */
+typedef struct { float *S, *O; float *m, *mk; double *l, *lk, *A; } fwd_scratch;
+
+/* A tile's logits of row i (visible keys [ja, jb) of the tile at j0), in place
+ * from its raw scores: s·S, then (tg_attn_logit) the cap, bias and ALiBi. */
+static inline void tile_logits(const tg_attn_geom *g, int b, int h, int i, int j0, float *x, int ja, int jb, float s) {
+    if (!g->extras) {
+#pragma omp simd
+        for (int j = ja; j < jb; j++) x[j] *= s;
+        return;
+    }
+    const float *brow = tg_attn_bias_row(g, b, h, i);
+    for (int j = ja; j < jb; j++) x[j] = tg_attn_logit(g, brow, h, i, j0 + j, x[j] * s);
+}
 
 /* Kt: the key/value head's Kᵀ [d, Tk] (tg_attn_kt): Q_i K_jᵀ then runs on
  * libxsmm (ops/gemm.h), which has no kernel for a transposed B. */
-TG_VEC_CLONES static void forward_head(const flash_rec *r, int b, const float *Q, const float *Kt, const float *V,
-                                       float *O, int64_t row0, float s, int want_stats, fwd_scratch *w,
-                                       tg_attn_part *part) {
+TG_VEC_CLONES static void forward_head(const flash_rec *r, int b, int h, const float *Q, const float *Kt,
+                                       const float *V, float *O, int64_t row0, float s, int want_stats,
+                                       fwd_scratch *w, tg_attn_part *part) {
     const tg_attn_geom *g = &r->g;
     const int Tq = g->Tq, Tk = g->Tk, d = g->d, dv = g->dv, ldq = g->H * d;
     const int ldo = g->H * dv, ldv = g->Hkv * dv;
+    const float sink = g->sinks ? g->sinks[h] : -INFINITY;
     *part = (tg_attn_part){0, -INFINITY, 0, 0};
     for (int i0 = 0; i0 < Tq; i0 += BQ) {
         const int nq = Tq - i0 < BQ ? Tq - i0 : BQ;
         int klo, khi;
         tile_keys(g, b, i0, nq, &klo, &khi);
-        for (int a = 0; a < nq; a++) {
-            w->m[a] = -INFINITY;
-            w->l[a] = 0;
+        for (int a = 0; a < nq; a++) {   /* a sink starts each row: e^{sink − m} = 1 at m = sink */
+            w->m[a] = sink;
+            w->mk[a] = -INFINITY;
+            w->l[a] = g->sinks ? 1 : 0;
+            w->lk[a] = 0;
             w->A[a] = 0;
         }
         memset(w->O, 0, (size_t)nq * dv * sizeof(float));
         for (int j0 = klo; j0 < khi; j0 += BK) {
             const int nk = khi - j0 < BK ? khi - j0 : BK;
-            /* S = Q_i K_jᵀ; the logits are s·S, scaled below row by row as in backward */
+            /* S = Q_i K_jᵀ; the logits scaled (and capped, biased) below row by row as in backward */
             tg_gemm(0, 0, nq, nk, d, 1.0f, Q + (int64_t)i0 * ldq, ldq, Kt + j0, Tk, 0.0f, w->S, BK);
             for (int a = 0; a < nq; a++) {
                 float *x = w->S + (int64_t)a * BK;
@@ -84,19 +100,25 @@ TG_VEC_CLONES static void forward_head(const flash_rec *r, int b, const float *Q
                 if (ja > 0) memset(x, 0, (size_t)ja * sizeof(float));
                 if (jb < nk) memset(x + jb, 0, (size_t)(nk - jb) * sizeof(float));
                 if (jb <= ja) continue;
+                tile_logits(g, b, h, i0 + a, j0, x, ja, jb, s);
                 float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
-                for (int j = ja; j < jb; j++) {
-                    x[j] *= s;
-                    mx = x[j] > mx ? x[j] : mx;
-                }
+                for (int j = ja; j < jb; j++) mx = x[j] > mx ? x[j] : mx;
+                w->mk[a] = mx > w->mk[a] ? mx : w->mk[a];
                 float m_old = w->m[a], m = mx > m_old ? mx : m_old;
+                if (m == -INFINITY) {   /* only −inf logits so far (a bias mask), no sink: nothing to weigh */
+                    for (int j = ja; j < jb; j++)
+                        if (isnan(x[j])) w->l[a] = w->lk[a] = NAN;   /* NaN, which the max skips: never hidden */
+                    memset(x + ja, 0, (size_t)(jb - ja) * sizeof(float));
+                    continue;
+                }
                 if (m != m_old && w->l[a] > 0) {
                     /* the new max: Σ e^{x−m}  = α Σ e^{x−m_old} and
                      * Σ e^{x−m}(x−m) = α (Σ e^{x−m_old}(x−m_old) + (m_old−m) Σ e^{x−m_old}) */
                     double alpha = exp((double)m_old - m);
-                    w->A[a] = alpha * (w->A[a] + ((double)m_old - m) * w->l[a]);
+                    w->A[a] = alpha * (w->A[a] + ((double)m_old - m) * w->lk[a]);
                     w->l[a] *= alpha;
+                    w->lk[a] *= alpha;
                     float fa = (float)alpha;
                     float *o = w->O + (int64_t)a * dv;
 #pragma omp simd
@@ -110,7 +132,7 @@ TG_VEC_CLONES static void forward_head(const flash_rec *r, int b, const float *Q
                         float y = x[j] - m;   /* <= 0: exp never overflows, whatever the logits */
                         x[j] = tg_exp_neg(y);
                         l += x[j];
-                        A += (double)x[j] * y;
+                        A += x[j] > 0 ? (double)x[j] * y : 0.0;   /* e^{−inf}·(−inf): 0 */
                     }
                 } else {
 #pragma omp simd reduction(+ : l)
@@ -120,16 +142,20 @@ TG_VEC_CLONES static void forward_head(const flash_rec *r, int b, const float *Q
                     }
                 }
                 w->l[a] += l;
+                w->lk[a] += l;
                 w->A[a] += A;
+                if (g->dropout > 0)   /* the stats above are of the weights before dropout */
+                    for (int j = ja; j < jb; j++)
+                        x[j] = tg_attn_keep(g, b, h, i0 + a, j0 + j) ? x[j] * g->drop_scale : 0.0f;
             }
             /* O_i += P V_j (unnormalised: divided by ℓ at the end) */
             tg_gemm(0, 0, nq, dv, nk, 1.0f, w->S, BK, V + (int64_t)j0 * ldv, ldv, 1.0f, w->O, dv);
         }
         for (int a = 0; a < nq; a++) {
-            const double l = w->l[a];
+            const double l = w->l[a], lk = w->lk[a];   /* l >= 1: the largest term is e^0 */
             float *out = O + (int64_t)(i0 + a) * ldo;
             const int64_t row = row0 + i0 + a;
-            if (!(l > 0)) {   /* no visible key: output 0, no gradient (backward never visits the row) */
+            if (w->mk[a] == -INFINITY && !isnan(l)) {   /* no visible key (with a finite logit): output 0, no gradient */
                 memset(out, 0, (size_t)dv * sizeof(float));
                 r->m[row] = r->lse[row] = -INFINITY;
                 r->ll[row] = 0;
@@ -142,10 +168,10 @@ TG_VEC_CLONES static void forward_head(const flash_rec *r, int b, const float *Q
             r->m[row] = w->m[a];
             r->ll[row] = (float)log(l);
             r->lse[row] = (float)(w->m[a] + log(l));
-            if (want_stats) {
-                part->entropy += log(l) - w->A[a] / l;
-                part->max_logit = w->m[a] > part->max_logit ? w->m[a] : part->max_logit;
-                part->saturated += 1.0 / l > 0.99;   /* the top weight is e^{m−m}/ℓ */
+            if (want_stats) {   /* of the keys' weights e^{x−m}/ℓ (a sink's is not a key's) */
+                part->entropy += g->sinks ? (log(l) * lk - w->A[a]) / l : log(l) - w->A[a] / l;
+                part->max_logit = w->mk[a] > part->max_logit ? w->mk[a] : part->max_logit;
+                part->saturated += exp((double)w->mk[a] - w->m[a]) / l > 0.99;   /* the top key's weight */
                 part->rows++;
             }
         }
@@ -165,26 +191,28 @@ static void forward_item(void *arg, int bh, int thread) {
     const fwd_job *j = arg;
     const tg_attn_geom *g = &j->r->g;
     const int H = g->H, b = bh / H, h = bh % H, kh = h / g->group;
-    forward_head(j->r, b, j->q->data + off(b, g->Tq, H, h, g->d), j->Kt + ((int64_t)b * g->Hkv + kh) * g->d * g->Tk,
+    forward_head(j->r, b, h, j->q->data + off(b, g->Tq, H, h, g->d), j->Kt + ((int64_t)b * g->Hkv + kh) * g->d * g->Tk,
                  j->v->data + off(b, g->Tk, g->Hkv, kh, g->dv), j->out->data + off(b, g->Tq, H, h, g->dv),
                  (int64_t)bh * g->Tq, head_mult(j->r, j->hs, h), j->want_stats, &j->ws[thread], &j->parts[bh]);
 }
 
-/* Per-thread scratch of the backward: raw scores, weights, dP then s·dS, D,
- * per row Σ dS·S, Σ dS and Σ P·S for the head-scale gradient, and the key/value
+/* Per-thread scratch of the backward: raw scores, weights, dP then s·dy, D,
+ * per row Σ dy·S, Σ dS and Σ P·S for the head-scale gradient, and the key/value
  * head's Kᵀ [d, Tk] and Vᵀ [dv, Tk] (as in the forward). */
 typedef struct { float *S, *P, *G, *D; double *gs, *g1, *ps; float *Kt, *Vt; } bwd_scratch;
 
 typedef struct {
     const flash_rec *r;
-    const tg_tensor *q, *k, *v, *hs, *out;
+    const tg_tensor *q, *k, *v, *hs, *bias, *sinks, *out;
     int need_dS, want_hs;
+    tg_attn_split split;
     bwd_scratch *ws;
-    double *dhs;
+    double *dhs, *dsink;   /* per (b, h) */
 } bwd_job;
 
-/* Query head h of batch row b: adds into its dQ and into dK, dV of its
- * key/value head. Returns Σ dS ⊙ Q Kᵀ over the head (for the head-scale gradient). */
+/* Query head h of batch row b: adds into its dQ, into dK, dV of its key/value
+ * head and into its bias rows. Returns Σ dy ⊙ Q Kᵀ over the head (for the
+ * head-scale gradient); its sink's gradient goes to dsink[b·H + h]. */
 TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, bwd_scratch *w) {
     const flash_rec *r = j->r;
     const tg_attn_geom *g = &r->g;
@@ -197,9 +225,12 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, bwd_sc
     float *dV = j->v->grad ? j->v->grad + ov : NULL;
     const int64_t row0 = ((int64_t)b * g->H + h) * Tq;
     const float *M = r->m + row0, *LL = r->ll + row0;
-    const float s = head_mult(r, j->hs, h);
+    const float s = head_mult(r, j->hs, h), sink = g->sinks ? g->sinks[h] : 0.0f;
     const int need_dS = j->need_dS, want_hs = j->want_hs;
-    double dhs = 0;
+    /* the centring of the head-scale sum (below) needs rows of dS that sum to 0 */
+    const int centre = !g->sinks && !(g->softcap > 0);
+    float *dbias = j->bias && j->bias->grad ? j->bias->grad : NULL;
+    double dhs = 0, dsink = 0;
     for (int i0 = 0; i0 < Tq; i0 += BQ) {
         const int nq = Tq - i0 < BQ ? Tq - i0 : BQ;
         int klo, khi;
@@ -214,6 +245,9 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, bwd_sc
                 for (int c = 0; c < dv; c++) D += (double)gr[c] * o[c];
                 w->D[a] = (float)D;
                 w->gs[a] = w->g1[a] = w->ps[a] = 0;
+                /* P_sink = e^{sink − m − ln ℓ}  =>  d sink = −P_sink · D (a row that sees nothing: no gradient) */
+                if (g->sinks && M[i0 + a] > -INFINITY)
+                    dsink -= exp((double)sink - M[i0 + a] - LL[i0 + a]) * D;
             }
         for (int j0 = klo; j0 < khi; j0 += BK) {
             const int nk = khi - j0 < BK ? khi - j0 : BK;
@@ -224,25 +258,60 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, bwd_sc
                 const float m = M[i0 + a], ll = LL[i0 + a];
                 int ja, jb;
                 tile_span(g, b, i0 + a, j0, nk, &ja, &jb);
-                if (ja > 0) memset(p, 0, (size_t)ja * sizeof(float));
-                if (jb < nk) memset(p + jb, 0, (size_t)(nk - jb) * sizeof(float));
-                /* s·x − m as the forward exponentiated it (<= 0), then ln ℓ (>= 0) apart */
+                if (m == -INFINITY) ja = jb = 0;   /* a row the forward found empty */
+                memset(p, 0, (size_t)nk * sizeof(float));
+                if (!g->extras) {
+                    /* s·x − m as the forward exponentiated it (<= 0), then ln ℓ (>= 0) apart */
 #pragma omp simd
-                for (int c = ja; c < jb; c++) p[c] = tg_exp_neg((s * x[c] - m) - ll);
+                    for (int c = ja; c < jb; c++) p[c] = tg_exp_neg((s * x[c] - m) - ll);
+                } else {
+                    const float *brow = tg_attn_bias_row(g, b, h, i0 + a);
+                    for (int c = ja; c < jb; c++)
+                        p[c] = tg_exp_neg((tg_attn_logit(g, brow, h, i0 + a, j0 + c, x[c] * s) - m) - ll);
+                }
             }
-            /* O = P V  =>  dV_j += Pᵀ dO_i */
-            if (dV)
-                tg_gemm(1, 0, nk, dv, nq, 1.0f, w->P, BK, dO + (int64_t)i0 * ldo, ldo, 1.0f, dV + (int64_t)j0 * ldv,
-                        ldv);
+            /* O = P̃ V  =>  dV_j += P̃ᵀ dO_i (P̃ = P ⊙ keep/(1 − p), made in G, which dP overwrites next) */
+            if (dV) {
+                const float *Pd = w->P;
+                if (g->dropout > 0) {
+                    for (int a = 0; a < nq; a++)
+                        for (int c = 0; c < nk; c++)
+                            w->G[(int64_t)a * BK + c] = w->P[(int64_t)a * BK + c] != 0 &&
+                                                                tg_attn_keep(g, b, h, i0 + a, j0 + c)
+                                                            ? w->P[(int64_t)a * BK + c] * g->drop_scale
+                                                            : 0.0f;
+                    Pd = w->G;
+                }
+                tg_gemm(1, 0, nk, dv, nq, 1.0f, Pd, BK, dO + (int64_t)i0 * ldo, ldo, 1.0f, dV + (int64_t)j0 * ldv, ldv);
+            }
             if (!need_dS) continue;
-            /* dP = dO_i V_jᵀ, then dS = P ⊙ (dP − D) (0 where invisible, as P is); G keeps s·dS */
+            /* dP = dO_i V_jᵀ ⊙ keep/(1 − p), then dx = P ⊙ (dP − D) (0 where invisible, as P is); G keeps s·dy */
             tg_gemm(0, 0, nq, nk, dv, 1.0f, dO + (int64_t)i0 * ldo, ldo, w->Vt + j0, Tk, 0.0f, w->G, BK);
             for (int a = 0; a < nq; a++) {
                 const float *p = w->P + (int64_t)a * BK, *x = w->S + (int64_t)a * BK;
                 float *gr = w->G + (int64_t)a * BK, D = w->D[a];
                 int ja, jb;
                 tile_span(g, b, i0 + a, j0, nk, &ja, &jb);
-                if (want_hs) {
+                if (M[i0 + a] == -INFINITY) ja = jb = 0;
+                if (g->dropout > 0)
+                    for (int c = ja; c < jb; c++) gr[c] = tg_attn_keep(g, b, h, i0 + a, j0 + c) ? gr[c] * g->drop_scale : 0.0f;
+                if (g->extras || g->sinks) {   /* the general row: bias grad, the softcap's derivative, no centring */
+                    float *gb = dbias ? dbias + (tg_attn_bias_row(g, b, h, i0 + a) - g->bias) + j0 : NULL;
+                    double gs = 0, g1 = 0, ps = 0;
+                    for (int c = ja; c < jb; c++) {
+                        float ds = p[c] * (gr[c] - D);
+                        if (gb) gb[c] += ds;   /* x += bias  =>  d bias = dx */
+                        if (g->softcap > 0)    /* x = cap·tanh(y/cap)  =>  dy = dx (1 − (x/cap)²) */
+                            ds *= tg_attn_cap_grad(g, g->softcap * tanhf(x[c] * s / g->softcap));
+                        gs += (double)ds * x[c];
+                        g1 += ds;
+                        ps += (double)p[c] * x[c];
+                        gr[c] = s * ds;
+                    }
+                    w->gs[a] += gs;
+                    w->g1[a] += g1;
+                    w->ps[a] += ps;
+                } else if (want_hs) {
                     double gs = 0, g1 = 0, ps = 0;
 #pragma omp simd reduction(+ : gs, g1, ps)
                     for (int c = ja; c < jb; c++) {
@@ -262,7 +331,7 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, bwd_sc
                 if (ja > 0) memset(gr, 0, (size_t)ja * sizeof(float));
                 if (jb < nk) memset(gr + jb, 0, (size_t)(nk - jb) * sizeof(float));
             }
-            /* logits = s · Q Kᵀ  =>  dQ_i += (s dS) K_j,  dK_j += (s dS)ᵀ Q_i */
+            /* y = s · Q Kᵀ  =>  dQ_i += (s dy) K_j,  dK_j += (s dy)ᵀ Q_i */
             if (dQ)
                 tg_gemm(0, 0, nq, d, nk, 1.0f, w->G, BK, K + (int64_t)j0 * ldk, ldk, 1.0f, dQ + (int64_t)i0 * ldq,
                         ldq);
@@ -275,26 +344,35 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, bwd_sc
          * row's dS sums to a leftover that raw scores of tens or hundreds multiply (3-10×
          * tg_attention's error in saturated heads). Taking c_i = Σ_j P_ij S_ij gives what a
          * D consistent with the recomputed P would (up to (Σ_j P_ij − 1)·leftover), with no
-         * second pass over the keys and nothing more saved by the forward. */
+         * second pass over the keys and nothing more saved by the forward. A sink or a
+         * softcap makes the exact row sum other than 0: then the plain sum. */
         if (want_hs)
-            for (int a = 0; a < nq; a++) dhs += w->gs[a] - w->g1[a] * w->ps[a];
+            for (int a = 0; a < nq; a++) dhs += w->gs[a] - (centre ? w->g1[a] * w->ps[a] : 0.0);
     }
+    j->dsink[b * g->H + h] = dsink;
     return dhs;
 }
 
-/* Batch row b's key/value head kh and its query heads in order: one thread
- * owns the dK, dV slices they add into, so sums do not depend on threads. */
-static void backward_item(void *arg, int bk, int thread) {
+/* An item of the split (tg_attn_bwd_split): its batch rows and key/value heads,
+ * each with its query heads in order: one thread owns the dK, dV (and bias)
+ * slices they add into, so sums do not depend on threads. */
+static void backward_item(void *arg, int item, int thread) {
     const bwd_job *j = arg;
     const tg_attn_geom *g = &j->r->g;
-    const int b = bk / g->Hkv, kh = bk % g->Hkv;
+    const int nh = j->split.by_h ? g->Hkv : 1;
+    const int b0 = j->split.by_b ? item / nh : 0, b1 = j->split.by_b ? b0 + 1 : g->B;
+    const int k0 = j->split.by_h ? item % nh : 0, k1 = j->split.by_h ? k0 + 1 : g->Hkv;
     bwd_scratch *w = &j->ws[thread];
-    tg_transpose(j->k->data + off(b, g->Tk, g->Hkv, kh, g->d), g->Hkv * g->d, g->Tk, g->d, w->Kt);
-    if (j->need_dS) tg_transpose(j->v->data + off(b, g->Tk, g->Hkv, kh, g->dv), g->Hkv * g->dv, g->Tk, g->dv, w->Vt);
-    for (int a = 0; a < g->group; a++) {
-        const int h = kh * g->group + a;
-        j->dhs[b * g->H + h] = backward_head(j, b, h, w);
-    }
+    for (int b = b0; b < b1; b++)
+        for (int kh = k0; kh < k1; kh++) {
+            tg_transpose(j->k->data + off(b, g->Tk, g->Hkv, kh, g->d), g->Hkv * g->d, g->Tk, g->d, w->Kt);
+            if (j->need_dS)
+                tg_transpose(j->v->data + off(b, g->Tk, g->Hkv, kh, g->dv), g->Hkv * g->dv, g->Tk, g->dv, w->Vt);
+            for (int a = 0; a < g->group; a++) {
+                const int h = kh * g->group + a;
+                j->dhs[b * g->H + h] = backward_head(j, b, h, w);
+            }
+        }
 }
 
 /* The block products run inside the parallel region, where the product plan
@@ -330,10 +408,11 @@ static void prepare_products(const tg_attn_geom *g, int backward) {
 static void flash_backward(tg_ctx *ctx, const tg_node *n) {
     const flash_rec *r = n->saved;
     const tg_attn_geom *g = &r->g;
-    tg_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *out = n->out;
-    tg_tensor *hs = n->n_in == 4 ? n->in[3] : NULL;
+    tg_tensor *q = n->in[TG_ATTN_IN_Q], *k = n->in[TG_ATTN_IN_K], *v = n->in[TG_ATTN_IN_V], *out = n->out;
+    tg_tensor *hs = n->in[TG_ATTN_IN_HS], *bias = n->in[TG_ATTN_IN_BIAS], *sinks = n->in[TG_ATTN_IN_SINKS];
     const int B = g->B, H = g->H, d = g->d, dv = g->dv, Tk = g->Tk;
-    const int want_hs = hs && hs->grad, need_dS = q->grad || k->grad || want_hs;
+    const int want_hs = hs && hs->grad;
+    const int need_dS = q->grad || k->grad || want_hs || (bias && bias->grad) || (sinks && sinks->grad);
     const int nt = tg_threads();
     bwd_scratch *ws = tg_arena_alloc(ctx, (size_t)nt * sizeof *ws);
     for (int t = 0; t < nt; t++) {
@@ -348,18 +427,20 @@ static void flash_backward(tg_ctx *ctx, const tg_node *n) {
         ws[t].Vt = tg_arena_alloc(ctx, (size_t)dv * Tk * sizeof(float));
     }
     double *dhs = tg_arena_alloc(ctx, (size_t)B * H * sizeof(double));
-    bwd_job job = {r, q, k, v, hs, out, need_dS, want_hs, ws, dhs};
+    double *dsink = tg_arena_alloc(ctx, (size_t)B * H * sizeof(double));
+    bwd_job job = {r, q, k, v, hs, bias, sinks, out, need_dS, want_hs, tg_attn_bwd_split(g, bias && bias->grad),
+                   ws, dhs, dsink};
     prepare_products(g, 1);
     int blas = tg_blas_serial_begin();
-    tg_parallel_for(B * g->Hkv, (int64_t)n->flops[1] / 2, backward_item, &job);
+    tg_parallel_for(job.split.items, (int64_t)n->flops[1] / 2, backward_item, &job);
     tg_blas_serial_end(blas);
-    /* s = scale · head_scale[h]  =>  d head_scale[h] = scale · Σ dS ⊙ Q Kᵀ, summed over b in order */
-    if (want_hs)
-        for (int h = 0; h < H; h++) {
-            double sum = 0;
-            for (int b = 0; b < B; b++) sum += dhs[b * H + h];
-            hs->grad[h] += (float)(g->scale * sum);
-        }
+    /* s = scale · head_scale[h]  =>  d head_scale[h] = scale · Σ dy ⊙ Q Kᵀ; the sinks'; summed over b in order */
+    for (int h = 0; h < H; h++) {
+        double sum = 0, sk = 0;
+        for (int b = 0; b < B; b++) sum += dhs[b * H + h], sk += dsink[b * H + h];
+        if (want_hs) hs->grad[h] += (float)(g->scale * sum);
+        if (sinks && sinks->grad) sinks->grad[h] += (float)sk;
+    }
 }
 
 tg_tensor *tg_flash_attend(tg_ctx *ctx, const tg_attn_args *args) {
@@ -378,7 +459,9 @@ tg_tensor *tg_flash_attend(tg_ctx *ctx, const tg_attn_args *args) {
         ws[t].S = tg_arena_alloc(ctx, (size_t)BQ * BK * sizeof(float));
         ws[t].O = tg_arena_alloc(ctx, (size_t)BQ * dv * sizeof(float));
         ws[t].m = tg_arena_alloc(ctx, BQ * sizeof(float));
+        ws[t].mk = tg_arena_alloc(ctx, BQ * sizeof(float));
         ws[t].l = tg_arena_alloc(ctx, BQ * sizeof(double));
+        ws[t].lk = tg_arena_alloc(ctx, BQ * sizeof(double));
         ws[t].A = tg_arena_alloc(ctx, BQ * sizeof(double));
     }
     /* the (query row, key) pairs the tiles compute: what skipping invisible tiles saves */
@@ -399,8 +482,8 @@ tg_tensor *tg_flash_attend(tg_ctx *ctx, const tg_attn_args *args) {
     tg_blas_serial_end(blas);
     tg_attn_stats_fill(a.stats, parts, B, H);
 
-    tg_tensor *in[] = {a.q, a.k, a.v, a.head_scale};
-    tg_node *n = tg_record(ctx, "tg_flash_attention", flash_backward, out, a.head_scale ? 4 : 3, in, sizeof r);
+    tg_tensor *in[TG_ATTN_N_IN] = {a.q, a.k, a.v, a.head_scale, a.bias, a.sinks};
+    tg_node *n = tg_record(ctx, "tg_flash_attention", flash_backward, out, TG_ATTN_N_IN, in, sizeof r);
     if (n) {
         *(flash_rec *)n->saved = r;
         /* the blocks it runs: S = Q_i K_jᵀ, O += P V_j; back: S again, dV, dP, dQ, dK */

@@ -1,6 +1,7 @@
 /* The attention contract of tg_attn_args (ops/attention.h) in both ops:
  * grouped-query heads, bottom-right alignment with Tq != Tk, windows, key
- * padding, rows that see nothing; against a float64 reference written here
+ * padding, rows that see nothing; an additive bias (broadcast, learned, −inf
+ * masks), ALiBi, soft-capping, sinks and dropout; against a float64 reference written here
  * (the slowest, most obvious loops), against finite differences, and the fused
  * op against the composed one at tile edges, in saturated rows and at 1 and 2
  * threads. Bad args are refused with the op and the value. */
@@ -26,13 +27,25 @@ typedef struct {
     int causal, left, right, with_hs, fused;
     const int *kv_len;
     float scale;
-    tg_tensor *q, *k, *v, *hs;
+    /* bias: 0 none, else a learned bias of shape [B or 1, H or 1, Tq, Tk]: 1 [B,H], 2 [1,H], 3 [B,1], 4 [1,1] */
+    int bias_mode, alibi, sinks;
+    float softcap, dropout;
+    uint64_t dseed;
+    tg_tensor *q, *k, *v, *hs, *bias, *sk;
+    float slopes[16];
+    tg_tensor alibi_t;   /* [H] slopes: no gradient */
 } feat;
 
 static tg_attn_args args_of(feat *f, tg_attn_stats *st) {
     tg_attn_args a = tg_attn_args_make(f->q, f->k, f->v, f->scale);
     a.head_scale = f->hs, a.causal = f->causal, a.window_left = f->left, a.window_right = f->right;
     a.kv_len = f->kv_len, a.stats = st;
+    a.bias = f->bias, a.sinks = f->sk, a.softcap = f->softcap, a.dropout = f->dropout, a.dropout_seed = f->dseed;
+    if (f->alibi) {   /* ALiBi's geometric slopes 2^(−8(h+1)/H) */
+        for (int h = 0; h < f->H; h++) f->slopes[h] = powf(2.0f, -8.0f * (float)(h + 1) / (float)f->H);
+        f->alibi_t = (tg_tensor){.ndim = 1, .shape = {f->H}, .numel = f->H, .data = f->slopes};
+        a.alibi = &f->alibi_t;
+    }
     return a;
 }
 
@@ -59,16 +72,35 @@ static void make(tg_params *P, feat *f, uint64_t seed, float std) {
     f->k = tg_param(P, "k", 4, (int[]){f->B, f->Tk, f->Hkv, f->d});
     f->v = tg_param(P, "v", 4, (int[]){f->B, f->Tk, f->Hkv, f->dv});
     f->hs = f->with_hs ? tg_param(P, "hs", 1, (int[]){f->H}) : NULL;
+    const int bm = f->bias_mode;
+    f->bias = bm ? tg_param(P, "bias", 4, (int[]){bm == 1 || bm == 3 ? f->B : 1, bm <= 2 ? f->H : 1, f->Tq, f->Tk})
+                 : NULL;
+    f->sk = f->sinks ? tg_param(P, "sinks", 1, (int[]){f->H}) : NULL;
     tg_params_alloc(P);
     tg_test_fill(P, seed, std);
     if (f->hs)
         for (int h = 0; h < f->H; h++) f->hs->data[h] = 0.6f + 0.3f * (float)h;
+    if (f->sk)   /* sinks around the logits' size, some above, some below */
+        for (int h = 0; h < f->H; h++) f->sk->data[h] = -0.8f + 0.7f * (float)h;
 }
 
 /* ---- the float64 reference ------------------------------------------------- */
 
 /* Visible: the contract's three rules, written out again here on purpose (not
  * tg_attn_visible): causal j <= p, window p - left <= j <= p + right, j < kv_len. */
+static double ref_bias(const feat *f, int b, int h, int i, int j) {
+    if (!f->bias) return 0;
+    const tg_tensor *t = f->bias;
+    const int bb = t->shape[0] == 1 ? 0 : b, hh = t->shape[1] == 1 ? 0 : h;
+    return t->data[(((int64_t)bb * t->shape[1] + hh) * f->Tq + i) * f->Tk + j];
+}
+
+static int64_t ref_bias_index(const feat *f, int b, int h, int i, int j) {
+    const tg_tensor *t = f->bias;
+    const int bb = t->shape[0] == 1 ? 0 : b, hh = t->shape[1] == 1 ? 0 : h;
+    return (((int64_t)bb * t->shape[1] + hh) * f->Tq + i) * f->Tk + j;
+}
+
 static int ref_visible(const feat *f, int b, int i, int j) {
     const long p = (long)i + f->Tk - f->Tq;
     if (f->causal && j > p) return 0;
@@ -83,34 +115,43 @@ static int ref_visible(const feat *f, int b, int i, int j) {
 
 typedef struct {
     double *out, *dq, *dk, *dv, *dhs;   /* the out and grads for seed R */
-    double mag[5];                      /* per tensor: the largest Σ |term| of an element */
+    double *dbias, *dsink;
+    double mag[7];                      /* per tensor: the largest Σ |term| of an element */
     double ent[16], mxl[16];            /* per head, over rows that see a key */
     double cond;                        /* max |s| Σ_c |q_ic k_jc| over visible pairs */
 } ref_t;
 
 static void reference(const feat *f, const float *R, ref_t *r) {
     const int B = f->B, Tq = f->Tq, Tk = f->Tk, H = f->H, d = f->d, dv = f->dv, g = f->H / f->Hkv;
-    int64_t no = (int64_t)B * Tq * H * dv;
+    const double cap = f->softcap, keep_scale = 1.0 / (1.0 - (double)f->dropout);
+    int64_t no = (int64_t)B * Tq * H * dv, nb = f->bias ? f->bias->numel : 0;
     r->out = calloc((size_t)no, sizeof(double));
     r->dq = calloc((size_t)f->q->numel, sizeof(double));
     r->dk = calloc((size_t)f->k->numel, sizeof(double));
     r->dv = calloc((size_t)f->v->numel, sizeof(double));
     r->dhs = calloc((size_t)H, sizeof(double));
+    r->dbias = calloc((size_t)nb + 1, sizeof(double));
+    r->dsink = calloc((size_t)H, sizeof(double));
     r->cond = 0;
     double *m_out = calloc((size_t)no, sizeof(double)), *m_dq = calloc((size_t)f->q->numel, sizeof(double));
     double *m_dk = calloc((size_t)f->k->numel, sizeof(double)), *m_dv = calloc((size_t)f->v->numel, sizeof(double));
-    double *m_dhs = calloc((size_t)H, sizeof(double));
-    double *S = malloc(sizeof(double) * Tk), *p = malloc(sizeof(double) * Tk), *dp = malloc(sizeof(double) * Tk);
+    double *m_dhs = calloc((size_t)H, sizeof(double)), *m_db = calloc((size_t)nb + 1, sizeof(double));
+    double *m_ds = calloc((size_t)H, sizeof(double));
+    double *S = malloc(sizeof(double) * Tk), *x = malloc(sizeof(double) * Tk), *p = malloc(sizeof(double) * Tk);
+    double *dp = malloc(sizeof(double) * Tk), *kept = malloc(sizeof(double) * Tk);
     int64_t rows[16] = {0};
+    tg_attn_args a = args_of((feat *)f, NULL);
     for (int h = 0; h < H; h++) r->ent[h] = 0, r->mxl[h] = -INFINITY;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const int kh = h / g;   /* repeat_interleave: query heads [kh·g, kh·g + g) read kv head kh */
             const double s = (double)f->scale * (f->hs ? f->hs->data[h] : 1.0);
+            const double sink = f->sk ? f->sk->data[h] : -INFINITY;
             for (int i = 0; i < Tq; i++) {
-                double mx = -INFINITY, z = 0;
-                int any = 0;
+                const long pos = (long)i + Tk - Tq;
+                double mx = -INFINITY, top = -INFINITY, z = 0;
                 for (int j = 0; j < Tk; j++) {
+                    x[j] = -INFINITY;
                     if (!ref_visible(f, b, i, j)) continue;
                     double dot = 0, mag = 0;
                     for (int c = 0; c < d; c++) {
@@ -118,22 +159,31 @@ static void reference(const feat *f, const float *R, ref_t *r) {
                         mag += fabs((double)AT4(f->q, b, i, h, c) * AT4(f->k, b, j, kh, c));
                     }
                     S[j] = dot;
-                    r->cond = fmax(r->cond, fabs(s) * mag);
-                    mx = fmax(mx, s * dot);
-                    any = 1;
+                    /* the logit: s·q·k, capped, then the bias, then ALiBi */
+                    double y = s * dot, xb = cap > 0 ? cap * tanh(y / cap) : y;
+                    double al = f->alibi ? (double)f->slopes[h] * labs((long)j - pos) : 0;
+                    x[j] = xb + ref_bias(f, b, h, i, j) - al;
+                    if (isfinite(x[j])) r->cond = fmax(r->cond, fabs(s) * mag + fabs(ref_bias(f, b, h, i, j)) + al);
+                    top = fmax(top, x[j]);
                 }
-                if (!any) continue;   /* out 0, no gradient */
-                for (int j = 0; j < Tk; j++) p[j] = ref_visible(f, b, i, j) ? exp(s * S[j] - mx) : 0, z += p[j];
+                if (top == -INFINITY) continue;   /* no visible key (or only −inf logits): out 0, no gradient */
+                mx = fmax(top, sink);
+                for (int j = 0; j < Tk; j++) p[j] = exp(x[j] - mx), z += p[j];
+                const double es = f->sk ? exp(sink - mx) : 0;
+                z += es;
                 double ent = 0, dotp = 0;
                 for (int j = 0; j < Tk; j++) {
                     p[j] /= z;
                     if (p[j] > 0) ent -= p[j] * log(p[j]);
+                    kept[j] = f->dropout > 0 ? (tg_attn_kept(&a, b, h, i, j) ? keep_scale : 0) : 1;
                 }
+                const double psink = es / z;
                 r->ent[h] += ent, rows[h]++;
-                r->mxl[h] = fmax(r->mxl[h], mx);
+                r->mxl[h] = fmax(r->mxl[h], top);
                 for (int c = 0; c < dv; c++) {
                     double o = 0, mo = 0;
-                    for (int j = 0; j < Tk; j++) o += p[j] * AT4(f->v, b, j, kh, c), mo += p[j] * fabs(AT4(f->v, b, j, kh, c));
+                    for (int j = 0; j < Tk; j++)
+                        o += p[j] * kept[j] * AT4(f->v, b, j, kh, c), mo += p[j] * kept[j] * fabs(AT4(f->v, b, j, kh, c));
                     r->out[IX4(f->q, b, i, h, 0) / d * dv + c] = o;
                     m_out[IX4(f->q, b, i, h, 0) / d * dv + c] = mo;
                 }
@@ -142,15 +192,26 @@ static void reference(const feat *f, const float *R, ref_t *r) {
                 for (int j = 0; j < Tk; j++) {
                     dp[j] = 0;
                     for (int c = 0; c < dv; c++) dp[j] += (double)dO[c] * AT4(f->v, b, j, kh, c);
+                    dp[j] *= kept[j];
                     dotp += dp[j] * p[j];
                 }
+                r->dsink[h] -= psink * dotp;
+                m_ds[h] += psink * fabs(dotp);
                 for (int j = 0; j < Tk; j++) {
-                    if (p[j] == 0 && !ref_visible(f, b, i, j)) continue;
+                    if (!(p[j] > 0)) continue;
                     for (int c = 0; c < dv; c++) {
-                        r->dv[IX4(f->v, b, j, kh, c)] += p[j] * dO[c];
-                        m_dv[IX4(f->v, b, j, kh, c)] += p[j] * fabs(dO[c]);
+                        r->dv[IX4(f->v, b, j, kh, c)] += p[j] * kept[j] * dO[c];
+                        m_dv[IX4(f->v, b, j, kh, c)] += p[j] * kept[j] * fabs(dO[c]);
                     }
                     double dl = p[j] * (dp[j] - dotp), ml = p[j] * (fabs(dp[j]) + fabs(dotp));   /* d loss / d logit */
+                    if (f->bias) {
+                        r->dbias[ref_bias_index(f, b, h, i, j)] += dl;
+                        m_db[ref_bias_index(f, b, h, i, j)] += ml;
+                    }
+                    if (cap > 0) {   /* d tanh */
+                        const double t = tanh(s * S[j] / cap);
+                        dl *= 1 - t * t, ml *= 1 - t * t;
+                    }
                     for (int c = 0; c < d; c++) {
                         r->dq[IX4(f->q, b, i, h, c)] += s * dl * AT4(f->k, b, j, kh, c);
                         r->dk[IX4(f->k, b, j, kh, c)] += s * dl * AT4(f->q, b, i, h, c);
@@ -163,16 +224,18 @@ static void reference(const feat *f, const float *R, ref_t *r) {
             }
         }
     for (int h = 0; h < H; h++) r->ent[h] = rows[h] ? r->ent[h] / rows[h] : 0;
-    double *mags[5] = {m_out, m_dq, m_dk, m_dv, m_dhs};
-    const int64_t ns[5] = {no, f->q->numel, f->k->numel, f->v->numel, H};
-    for (int t = 0; t < 5; t++) {
+    double *mags[7] = {m_out, m_dq, m_dk, m_dv, m_dhs, m_db, m_ds};
+    const int64_t ns[7] = {no, f->q->numel, f->k->numel, f->v->numel, H, nb, H};
+    for (int t = 0; t < 7; t++) {
         r->mag[t] = 0;
         for (int64_t i = 0; i < ns[t]; i++) r->mag[t] = fmax(r->mag[t], mags[t][i]);
         free(mags[t]);
     }
     free(S);
+    free(x);
     free(p);
     free(dp);
+    free(kept);
 }
 
 static void ref_free(ref_t *r) {
@@ -181,6 +244,8 @@ static void ref_free(ref_t *r) {
     free(r->dk);
     free(r->dv);
     free(r->dhs);
+    free(r->dbias);
+    free(r->dsink);
 }
 
 /* max |a − ref| / max |ref| (the plain max error when ref is all 0) */
@@ -206,7 +271,7 @@ static double mag_err(const float *a, const double *ref, int64_t n, double mag) 
     return mag > 0 ? e / mag : e;
 }
 
-enum { N_T = 6 };   /* out, dq, dk, dv, dhs, entropy */
+enum { N_T = 8 };   /* out, dq, dk, dv, dhs, entropy, dbias, dsink */
 typedef struct { float *out, *grad, ent[16], mxl[16]; } run_t;
 
 /* One op's forward with stats and backward from R, copied out of ctx. */
@@ -238,12 +303,15 @@ static void errors(const feat *f, const tg_params *P, const run_t *o, const ref_
     e[4] = f->hs ? mag_err(o->grad + (f->hs->grad - P->grad), r->dhs, f->H, r->mag[4]) / kappa : 0;
     e[5] = 0;   /* a logit error δ moves a row's entropy by up to 2δ(1 + entropy) */
     for (int h = 0; h < f->H; h++) e[5] = fmax(e[5], fabs(o->ent[h] - r->ent[h]) / (1 + r->ent[h]) / kappa);
+    e[6] = f->bias ? mag_err(o->grad + (f->bias->grad - P->grad), r->dbias, f->bias->numel, r->mag[5]) / kappa : 0;
+    e[7] = f->sk ? mag_err(o->grad + (f->sk->grad - P->grad), r->dsink, f->H, r->mag[6]) / kappa : 0;
 }
 
 static const char *describe(const feat *f, char *buf, size_t n) {
-    snprintf(buf, n, "%s B%d Tq%d Tk%d H%d Hkv%d d%d dv%d causal%d window(%d,%d) kv_len%s hs%d",
-             f->fused ? "fused" : "composed", f->B, f->Tq, f->Tk, f->H, f->Hkv, f->d, f->dv, f->causal, f->left,
-             f->right, f->kv_len ? "[..]" : "-", f->with_hs);
+    snprintf(buf, n, "%s B%d Tq%d Tk%d H%d Hkv%d d%d dv%d causal%d window(%d,%d) kv_len%s hs%d bias%d alibi%d "
+             "cap%g sinks%d dropout%g", f->fused ? "fused" : "composed", f->B, f->Tq, f->Tk, f->H, f->Hkv, f->d, f->dv,
+             f->causal, f->left, f->right, f->kv_len ? "[..]" : "-", f->with_hs, f->bias_mode, f->alibi,
+             (double)f->softcap, f->sinks, (double)f->dropout);
     return buf;
 }
 
@@ -266,7 +334,7 @@ static void check_vs_reference(feat f, uint64_t seed) {
         for (int t = 0; t < N_T; t++) worst[t] = fmax(worst[t], e[t]);
         for (int t = 0; t < N_T; t++)
             if (!(e[t] <= 2)) {
-                print_error("%s: tensor %d (out dq dk dv dhs entropy) is %.2f kappa from float64 (limit 2)\n",
+                print_error("%s: tensor %d (out dq dk dv dhs entropy dbias dsink) is %.2f kappa from float64 (limit 2)\n",
                             describe(&f, buf, sizeof buf), t, e[t]);
                 fail();
             }
@@ -305,7 +373,57 @@ static void test_against_reference(void **s) {
                         n++;
                     }
     print_message("%d configurations, both ops; worst error in kappa (limit 2): out %.2f dq %.2f dk %.2f dv %.2f "
-                  "dhs %.2f entropy %.2f\n", n, worst[0], worst[1], worst[2], worst[3], worst[4], worst[5]);
+                  "dhs %.2f entropy %.2f dbias %.2f dsink %.2f\n", n, worst[0], worst[1], worst[2], worst[3], worst[4],
+                  worst[5], worst[6], worst[7]);
+}
+
+/* What changes the logits, each and combined with part 1's shapes: softcap ×
+ * ALiBi × window × GQA; dropout × causal × padding; every bias broadcast ×
+ * sinks × window; all of them at once. */
+static void test_logits_against_reference(void **s) {
+    (void)s;
+    const float caps[] = {0, 0.8f, 5};
+    const int windows[][2] = {{-1, -1}, {2, 0}, {1, 1}};
+    const int heads[][2] = {{4, 4}, {4, 2}, {4, 1}};
+    int kvl[3] = {7, 3, 0};
+    uint64_t seed = 1000;
+    int n = 0;
+    for (int c = 0; c < 3; c++)
+        for (int al = 0; al < 2; al++)
+            for (int w = 0; w < 3; w++)
+                for (int hd = 0; hd < 3; hd++)
+                    for (int causal = 0; causal < 2; causal++, n++)
+                        check_vs_reference((feat){.B = 2, .Tq = 5, .Tk = 7, .H = heads[hd][0], .Hkv = heads[hd][1],
+                                                  .d = 4, .dv = 3, .causal = causal, .left = windows[w][0],
+                                                  .right = windows[w][1], .softcap = caps[c], .alibi = al,
+                                                  .with_hs = (n % 2) == 0, .scale = 0.7f},
+                                           seed++);
+    const float drops[] = {0.1f, 0.5f};
+    for (int dp = 0; dp < 2; dp++)
+        for (int causal = 0; causal < 2; causal++)
+            for (int pad = 0; pad < 2; pad++)
+                for (int shape = 0; shape < 2; shape++, n++)
+                    check_vs_reference((feat){.B = 3, .Tq = shape ? 3 : 7, .Tk = 7, .H = 4, .Hkv = 2, .d = 4, .dv = 3,
+                                              .causal = causal, .left = -1, .right = -1, .kv_len = pad ? kvl : NULL,
+                                              .dropout = drops[dp], .dseed = 77 + (uint64_t)n, .with_hs = 1,
+                                              .scale = 0.6f},
+                                       seed++);
+    for (int bm = 1; bm <= 4; bm++)
+        for (int sk = 0; sk < 2; sk++)
+            for (int w = 0; w < 2; w++)
+                for (int causal = 0; causal < 2; causal++, n++)
+                    check_vs_reference((feat){.B = 2, .Tq = 4, .Tk = 6, .H = 4, .Hkv = 2, .d = 4, .dv = 3,
+                                              .causal = causal, .left = windows[w][0], .right = windows[w][1],
+                                              .bias_mode = bm, .sinks = sk, .with_hs = 1, .scale = 0.5f},
+                                       seed++);
+    for (int causal = 0; causal < 2; causal++, n++)   /* everything at once */
+        check_vs_reference((feat){.B = 3, .Tq = 4, .Tk = 7, .H = 4, .Hkv = 2, .d = 4, .dv = 3, .causal = causal,
+                                  .left = 3, .right = 1, .kv_len = kvl, .bias_mode = 2, .alibi = 1, .softcap = 2,
+                                  .sinks = 1, .dropout = 0.25f, .dseed = 5, .with_hs = 1, .scale = 0.6f},
+                           seed++);
+    print_message("%d configurations with bias, ALiBi, softcap, sinks, dropout; worst error in kappa (limit 2): out "
+                  "%.2f dq %.2f dk %.2f dv %.2f dhs %.2f entropy %.2f dbias %.2f dsink %.2f\n", n, worst[0], worst[1],
+                  worst[2], worst[3], worst[4], worst[5], worst[6], worst[7]);
 }
 
 /* Finite differences for every input (q, k, v, head_scale) under each feature
@@ -321,6 +439,17 @@ static void test_gradcheck_features(void **s) {
         {.B = 2, .Tq = 4, .Tk = 6, .H = 4, .Hkv = 2, .d = 3, .dv = 2, .causal = 1, .left = 2, .right = -1, .kv_len = kvl},
         {.B = 2, .Tq = 6, .Tk = 4, .H = 2, .Hkv = 1, .d = 3, .dv = 2, .causal = 1, .left = -1, .right = -1},   /* rows that see nothing */
         {.B = 2, .Tq = 1, .Tk = 6, .H = 4, .Hkv = 1, .d = 3, .dv = 2, .causal = 1, .left = 3, .right = -1, .kv_len = kvl},
+        /* part 2: the logits' features, with part 1's */
+        {.B = 2, .Tq = 5, .Tk = 5, .H = 4, .Hkv = 2, .d = 3, .dv = 2, .causal = 1, .left = 2, .right = -1,
+         .softcap = 1.5f, .alibi = 1},
+        {.B = 2, .Tq = 4, .Tk = 6, .H = 2, .Hkv = 2, .d = 3, .dv = 2, .causal = 1, .left = -1, .right = -1,
+         .kv_len = kvl, .dropout = 0.3f, .dseed = 11},
+        {.B = 2, .Tq = 4, .Tk = 5, .H = 2, .Hkv = 1, .d = 3, .dv = 2, .causal = 1, .left = -1, .right = -1,
+         .bias_mode = 2, .sinks = 1},
+        {.B = 2, .Tq = 3, .Tk = 5, .H = 2, .Hkv = 2, .d = 3, .dv = 2, .causal = 0, .left = 1, .right = 1,
+         .bias_mode = 1, .softcap = 2, .sinks = 1, .alibi = 1, .dropout = 0.2f, .dseed = 3},
+        {.B = 2, .Tq = 4, .Tk = 6, .H = 2, .Hkv = 1, .d = 3, .dv = 2, .causal = 1, .left = -1, .right = -1,
+         .bias_mode = 4, .kv_len = kvl},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         for (int hs = 0; hs < 2; hs++)
@@ -556,14 +685,17 @@ static void test_uniform_entropy(void **s) {
 }
 
 /* The same bytes at 1 and 2 threads, both ops, GQA with a window (dK, dV of a
- * shared head are summed by one thread in a fixed order). */
+ * shared head are summed by one thread in a fixed order), and with dropout, a
+ * learned bias broadcast over the batch (summed by one thread) and sinks. */
 static void test_threads(void **s) {
     (void)s;
 #ifdef _OPENMP
     int kvl[3] = {70, 33, 0};
-    for (int op = 0; op < 2; op++) {
+    for (int c = 0; c < 4; c++) {
+        const int op = c % 2, more = c / 2;
         feat f = {.B = 3, .Tq = 50, .Tk = 70, .H = 4, .Hkv = 2, .d = 16, .dv = 8, .causal = 1, .left = 20,
                   .right = -1, .kv_len = kvl, .with_hs = 1, .scale = 0.25f, .fused = op};
+        if (more) f.dropout = 0.2f, f.dseed = 99, f.bias_mode = 2, f.sinks = 1, f.softcap = 3;
         tg_params P;
         make(&P, &f, 77, 1.0f);
         const int64_t no = (int64_t)f.B * f.Tq * f.H * f.dv;
@@ -632,7 +764,148 @@ static void test_bad_args(void **s) {
         snprintf(want, sizeof want, "%s: args.size is %zu and sets fields this tapegrad", ops[op], sizeof newer);
         EXPECT_TG_ERROR(&e, fn(&ctx, &newer.a), want);
         EXPECT_TG_ERROR(&e, fn(&ctx, NULL), "args is NULL");
+        /* part 2 */
+        tg_tensor *bad_bias = tg_zeros(&ctx, 4, (int[]){2, 6, 5, 6}), *h5 = tg_zeros(&ctx, 1, (int[]){5});
+        tg_tensor *b2 = tg_zeros(&ctx, 4, (int[]){1, 2, 5, 7});
+        a = tg_attn_args_make(q, k2, k2, 1);
+        a.bias = bad_bias;
+        snprintf(want, sizeof want, "%s: bias [2,6,5,6] does not broadcast to [B,H,Tq,Tk] = [2,6,5,7]", ops[op]);
+        EXPECT_TG_ERROR(&e, fn(&ctx, &a), want);
+        a.bias = b2;
+        EXPECT_TG_ERROR(&e, fn(&ctx, &a), "bias [1,2,5,7] does not broadcast");
+        a.bias = NULL, a.alibi = h5;
+        snprintf(want, sizeof want, "%s: alibi slopes must be [H] = [6], got [5]", ops[op]);
+        EXPECT_TG_ERROR(&e, fn(&ctx, &a), want);
+        a.alibi = NULL, a.sinks = h5;
+        snprintf(want, sizeof want, "%s: sinks must be [H] = [6], got [5]", ops[op]);
+        EXPECT_TG_ERROR(&e, fn(&ctx, &a), want);
+        a.sinks = NULL, a.softcap = -1;
+        snprintf(want, sizeof want, "%s: softcap -1: the cap must be > 0", ops[op]);
+        EXPECT_TG_ERROR(&e, fn(&ctx, &a), want);
+        a.softcap = NAN;
+        EXPECT_TG_ERROR(&e, fn(&ctx, &a), "softcap nan");
+        a.softcap = 0, a.dropout = 1;
+        snprintf(want, sizeof want, "%s: dropout 1 is outside [0, 1)", ops[op]);
+        EXPECT_TG_ERROR(&e, fn(&ctx, &a), want);
+        a.dropout = -0.1f;
+        EXPECT_TG_ERROR(&e, fn(&ctx, &a), "dropout -0.1 is outside [0, 1)");
+        a.dropout = NAN;
+        EXPECT_TG_ERROR(&e, fn(&ctx, &a), "dropout nan is outside [0, 1)");
         tg_ctx_free(&ctx);
+    }
+}
+
+/* A boolean mask is a bias of 0 and −inf: the same output and gradients as
+ * the padding it spells, both ops; a row masked whole gives 0, never NaN. */
+static void test_bias_mask(void **s) {
+    (void)s;
+    int kvl[2] = {4, 2};
+    for (int op = 0; op < 2; op++) {
+        feat f = {.B = 2, .Tq = 5, .Tk = 6, .H = 2, .Hkv = 1, .d = 3, .dv = 2, .causal = 0, .left = -1, .right = -1,
+                  .scale = 0.7f, .fused = op, .sinks = op};
+        tg_params P;
+        make(&P, &f, 21, 1.0f);
+        float *R = out_seed(&f, 2, 2);
+        run_t o[2];
+        f.kv_len = kvl;
+        run_op(&f, &P, R, &o[0]);
+        /* the same keys hidden by a [B, 1, Tq, Tk] bias of 0 / −inf */
+        tg_ctx ctx, mctx;   /* the mask lives on a context of its own: ctx is reset below */
+        tg_ctx_init(&ctx, 0);
+        tg_ctx_init(&mctx, 0);
+        tg_tensor *mask = tg_zeros(&mctx, 4, (int[]){2, 1, 5, 6});
+        for (int b = 0; b < 2; b++)
+            for (int i = 0; i < 5; i++)
+                for (int j = kvl[b]; j < 6; j++) mask->data[(b * 5 + i) * 6 + j] = -INFINITY;
+        f.kv_len = NULL, f.bias = mask;
+        tg_attn_args a = args_of(&f, NULL);
+        tg_tensor *out = f.fused ? tg_flash_attend(&ctx, &a) : tg_attend(&ctx, &a);
+        tg_params_zero_grad(&P);
+        tg_backward_seed(&ctx, out, R);
+        for (int64_t i = 0; i < out->numel; i++) assert_float_equal(out->data[i], o[0].out[i], 2e-6);
+        for (size_t i = 0; i < P.numel; i++) assert_float_equal(P.grad[i], o[0].grad[i], 2e-6);
+        /* batch row 1, query 0 masked whole: 0 out, no NaN anywhere */
+        for (int j = 0; j < 6; j++) mask->data[(1 * 5 + 0) * 6 + j] = -INFINITY;
+        tg_ctx_reset(&ctx);
+        out = f.fused ? tg_flash_attend(&ctx, &a) : tg_attend(&ctx, &a);
+        tg_params_zero_grad(&P);
+        tg_backward_seed(&ctx, out, R);
+        for (int h = 0; h < 2; h++)
+            for (int c = 0; c < 2; c++) assert_float_equal(out->data[((1 * 5 + 0) * 2 + h) * 2 + c], 0, 0);
+        for (int64_t i = 0; i < out->numel; i++) assert_true(isfinite(out->data[i]));
+        for (size_t i = 0; i < P.numel; i++) assert_true(isfinite(P.grad[i]));
+        free(o[0].out), free(o[0].grad), free(R);
+        tg_ctx_free(&ctx);
+        tg_ctx_free(&mctx);
+        tg_params_free(&P);
+    }
+}
+
+/* Dropout keeps 1 − p of the weights, a different set for another seed, the
+ * same for the same seed; a huge cap is no cap; a sink of −inf is no sink. */
+static void test_dropout_cap_sink(void **s) {
+    (void)s;
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    tg_tensor *q = tg_zeros(&ctx, 4, (int[]){4, 64, 4, 2}), *k = tg_zeros(&ctx, 4, (int[]){4, 64, 4, 2});
+    tg_attn_args a = tg_attn_args_make(q, k, k, 1), b = a;
+    a.dropout = b.dropout = 0.3f, a.dropout_seed = 1, b.dropout_seed = 2;
+    int64_t n = 0, kept = 0, same = 0, again = 0;
+    for (int bb = 0; bb < 4; bb++)
+        for (int h = 0; h < 4; h++)
+            for (int i = 0; i < 64; i++)
+                for (int j = 0; j < 64; j++, n++) {
+                    int x = tg_attn_kept(&a, bb, h, i, j);
+                    kept += x, same += x == tg_attn_kept(&b, bb, h, i, j), again += x == tg_attn_kept(&a, bb, h, i, j);
+                }
+    /* 65536 draws: 1 − p within 5 standard deviations (0.0018) */
+    assert_true(fabs((double)kept / n - 0.7) < 0.01);
+    assert_int_equal(again, n);
+    assert_true(same < n * 0.7);   /* two seeds agree about 0.7² + 0.3² = 58% of the time */
+    tg_ctx_free(&ctx);
+    for (int op = 0; op < 2; op++) {
+        feat f = {.B = 2, .Tq = 5, .Tk = 6, .H = 2, .Hkv = 2, .d = 3, .dv = 2, .causal = 1, .left = -1, .right = -1,
+                  .scale = 0.7f, .fused = op, .sinks = 1};
+        tg_params P;
+        make(&P, &f, 31, 1.0f);
+        float *R = out_seed(&f, 4, 4);
+        run_t o[3];
+        for (int h = 0; h < 2; h++) f.sk->data[h] = -INFINITY;
+        run_op(&f, &P, R, &o[0]);   /* sinks of −inf */
+        tg_tensor *sk = f.sk;
+        f.sk = NULL;
+        run_op(&f, &P, R, &o[1]);   /* none */
+        f.softcap = 1e7f;
+        run_op(&f, &P, R, &o[2]);   /* a cap far above every logit */
+        f.sk = sk;
+        for (int64_t i = 0; i < 2 * 5 * 2 * 2; i++) {
+            assert_float_equal(o[0].out[i], o[1].out[i], 1e-6);
+            assert_float_equal(o[2].out[i], o[1].out[i], 1e-6);
+        }
+        for (int t = 0; t < 3; t++) free(o[t].out), free(o[t].grad);
+        free(R);
+        tg_params_free(&P);
+    }
+}
+
+/* A NaN input is never hidden as an empty row: a query of NaN (every logit
+ * NaN, which a max skips) gives NaN out, in both ops, with and without sinks. */
+static void test_nan_propagates(void **s) {
+    (void)s;
+    for (int c = 0; c < 4; c++) {
+        feat f = {.B = 1, .Tq = 4, .Tk = 4, .H = 1, .Hkv = 1, .d = 2, .dv = 2, .causal = 1, .left = -1, .right = -1,
+                  .scale = 1, .fused = c % 2, .sinks = c / 2};
+        tg_params P;
+        make(&P, &f, 5, 1.0f);
+        f.q->data[2 * 2] = f.q->data[2 * 2 + 1] = NAN;   /* query 2 */
+        tg_ctx ctx;
+        tg_ctx_init(&ctx, 0);
+        tg_attn_args a = args_of(&f, NULL);
+        tg_tensor *out = f.fused ? tg_flash_attend(&ctx, &a) : tg_attend(&ctx, &a);
+        assert_true(isnan(out->data[2 * 2]));
+        assert_true(isfinite(out->data[1 * 2]));
+        tg_ctx_free(&ctx);
+        tg_params_free(&P);
     }
 }
 
@@ -641,6 +914,7 @@ int main(void) {
         cmocka_unit_test(test_visible_spans),
         cmocka_unit_test(test_gqa_mapping),
         cmocka_unit_test(test_against_reference),
+        cmocka_unit_test(test_logits_against_reference),
         cmocka_unit_test(test_gradcheck_features),
         cmocka_unit_test(test_fused_tile_edges),
         cmocka_unit_test(test_saturated_rows),
@@ -648,6 +922,9 @@ int main(void) {
         cmocka_unit_test(test_uniform_entropy),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_bad_args),
+        cmocka_unit_test(test_bias_mask),
+        cmocka_unit_test(test_dropout_cap_sink),
+        cmocka_unit_test(test_nan_propagates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
