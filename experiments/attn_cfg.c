@@ -14,7 +14,8 @@ const char *const attn_run_options[] = {"steps", "threads", "log", "log-every", 
                                         "resume", "stop-at", "attn", "sample", "sample-len", "temperature", "on-nan", "debug-nan", "dump-attn", "dump-attn-file",
                                         "overwrite", "check", "profile", NULL};
 
-const char *const attn_added_flags[] = {"kv-heads=0", "window=0", NULL};
+const char *const attn_added_flags[] = {"kv-heads=0", "window=0", "bias=none", "alibi=0", "softcap=0", "sinks=0",
+                                        "attn-dropout=0", NULL};
 
 void attn_cfg_defaults(attn_cfg *c) {
     *c = (attn_cfg){
@@ -45,6 +46,11 @@ int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts) {
         {"layers", TG_CLI_INT, &c->layers, 1, 64, NULL, "transformer blocks"},
         {"kv-heads", TG_CLI_INT, &c->kv_heads, 0, 256, NULL, "key/value heads Hkv dividing --heads: grouped-query attention (query head h reads k,v head h/(H/Hkv)); 1 is multi-query; 0: as --heads"},
         {"window", TG_CLI_INT, &c->window, 0, 1000000, NULL, "sliding window: each query sees its W latest keys, its own included (window (W-1, 0), Mistral's W); 0: every earlier key"},
+        {"bias", TG_CLI_CHOICE, &c->bias, 0, 0, tg_bias_names, "a learned additive bias on the logits: table = a plain [H, T, T] table per layer (init 0, not decayed)"},
+        {"alibi", TG_CLI_SWITCH, &c->alibi, 0, 0, NULL, "ALiBi: logit -= slope_h * |j - i|, slopes 2^(-8(h+1)/H), fixed"},
+        {"softcap", TG_CLI_FLOAT, &c->softcap, 0, 1e6, NULL, "logit soft-capping (Gemma 2): x = C tanh(x/C) on the scaled logits, before bias and ALiBi; 0: none"},
+        {"sinks", TG_CLI_SWITCH, &c->sinks, 0, 0, NULL, "attention sinks: a learned logit per head in each row's softmax denominator (init 0)"},
+        {"attn-dropout", TG_CLI_FLOAT, &c->attn_dropout, 0, 0.99, NULL, "dropout of the attention weights in training steps (its mask from --seed and the step: a resumed run draws the same)"},
         {"scale", TG_CLI_CHOICE, &c->scale, 0, 0, tg_scale_names, "attention scale: 1/sqrt(dh), 1, 1/dh, QK-norm + 1/sqrt(dh), learned per head, c/sqrt(dh) (--scale-mult c)"},
         {"scale-mult", TG_CLI_FLOAT, &c->scale_mult, 0, 1e6, NULL, "--scale mult: c > 0 in softmax(c/sqrt(dh) q.k); 1 is sqrt, sqrt(dh) is none"},
         {"learned-init", TG_CLI_CHOICE, &c->learned_init, 0, 0, tg_learned_init_names, "--scale learned: start at s_h = 1 (as sqrt) or s_h = sqrt(d_head) (as none)"},
@@ -91,7 +97,8 @@ tg_model_cfg attn_cfg_model(const attn_cfg *c) {
     return (tg_model_cfg){.vocab = c->vocab, .seq_len = c->seq_len, .d_model = c->d_model, .heads = c->heads,
                        .d_head = c->d_head, .layers = c->layers, .scale_mode = c->scale, .init = c->init,
                        .attn = c->attn, .learned_init = c->learned_init, .learned_param = c->learned_param,
-                       .mult = c->scale_mult, .kv_heads = c->kv_heads, .window = c->window,
+                       .mult = c->scale_mult, .kv_heads = c->kv_heads, .window = c->window, .bias = c->bias,
+                       .alibi = c->alibi, .sinks = c->sinks, .softcap = c->softcap, .attn_dropout = c->attn_dropout,
                        /* --scale-lr: lr(step) · scale_lr/lr, the model's schedule in proportion */
                        .scale_lr_mult = c->scale_lr > 0 ? c->scale_lr / c->lr : 0.0f};
 }
@@ -161,10 +168,15 @@ int attn_cfg_check(attn_cfg *c, const tg_cli_opt *opts, int n, const int *seen, 
                  "query heads)", c->kv_heads, c->heads);
         return 1;
     }
-    if (c->attn == ATTN_PLUGIN && ((c->kv_heads && c->kv_heads != c->heads) || c->window)) {
-        snprintf(err, errlen, "--attn plugin: a plugin kernel (tg_attention_fn) takes the textbook contract only; "
-                 "--%s needs --attn composed or fused", c->window ? "window" : "kv-heads");
-        return 1;
+    if (c->attn == ATTN_PLUGIN) {   /* the plugin ABI (1) has no arguments for these yet */
+        const char *f = c->window ? "window" : c->kv_heads && c->kv_heads != c->heads ? "kv-heads" : c->bias ? "bias"
+                        : c->alibi ? "alibi" : c->softcap > 0 ? "softcap" : c->sinks ? "sinks"
+                        : c->attn_dropout > 0 ? "attn-dropout" : NULL;
+        if (f) {
+            snprintf(err, errlen, "--attn plugin: a plugin kernel (tg_attention_fn) takes the textbook contract only; "
+                     "--%s needs --attn composed or fused", f);
+            return 1;
+        }
     }
     tg_task_cfg tc = attn_cfg_task(c);
     if (tg_task_check(&tc, err, errlen)) return 1;

@@ -20,6 +20,8 @@ typedef struct {
     int scale, init, optim, warmup, seed, threads, log_every, attn, learned_init, learned_param;
     int alphabet, keys, values;
     int kv_heads, window;   /* grouped-query heads (0: --heads), a sliding window of keys (0: none) */
+    int bias, alibi, sinks; /* TG_BIAS_*, switches */
+    float softcap, attn_dropout;
     float lr, lr_min, clip, momentum, weight_decay, scale_mult, scale_lr;
     const char *log;
     /* --attn: "composed", "fused" or "plugin:FILE.so[:SYMBOL]"; attn_cfg_check sets
@@ -46,7 +48,7 @@ void attn_cfg_defaults(attn_cfg *c);
 
 /* Fills opts (room for ATTN_MAX_OPTS) with the flags bound to c's fields;
  * returns how many. */
-#define ATTN_MAX_OPTS 48
+#define ATTN_MAX_OPTS 56
 int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts);
 
 /* The flags a resumed run may change (NULL-terminated): how long it runs,

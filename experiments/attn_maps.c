@@ -9,7 +9,10 @@
  * and with config.window W those before query − W + 1) as NaN; blocks
  * end with two blank lines (gnuplot's `index`). With grouped heads
  * (config.kv-heads N) a block line also names the key/value head, h / (H/N).
- * Files from before --window and --kv-heads have neither key: 0 and H. Exit 2 with a message when the
+ * Files from before --window and --kv-heads have neither key: 0 and H. With
+ * sinks (config.sinks 1) a block line also gives sink_weight, the mean over
+ * query rows of the weight the sink took (1 − the row's sum), and --summary a
+ * column sink. Exit 2 with a message when the
  * file is not such a dump or lacks a map its metadata promises.
  * --summary: one line per layer, head and step: the mean largest weight of a
  * row, and where each query row (positions 1..T-1) puts its largest weight,
@@ -33,7 +36,18 @@ static int meta_int(const tg_st_file *f, const char *key, int lo, int hi, int *v
 }
 
 /* where row i of a T×T map puts its largest weight; see the header */
-static void summarise(const float *w, const int64_t *tok, int T, int l, int h, int step) {
+/* The mean over query rows of 1 − Σ_j w_ij: what a sink took. */
+static double sink_weight(const float *w, int T) {
+    double s = 0;
+    for (int i = 0; i < T; i++) {
+        double r = 0;
+        for (int j = 0; j < T; j++) r += w[(size_t)i * T + j];
+        s += 1 - r;
+    }
+    return s / T;
+}
+
+static void summarise(const float *w, const int64_t *tok, int T, int l, int h, int step, int sinks) {
     int n[5] = {0};   /* self, bos, same, prev, other */
     double top = 0;
     for (int i = 1; i < T; i++) {
@@ -44,8 +58,10 @@ static void summarise(const float *w, const int64_t *tok, int T, int l, int h, i
         n[a == i ? 0 : a == 0 ? 1 : tok[a] == tok[i] ? 2 : a == i - 1 ? 3 : 4]++;
     }
     double rows = T - 1;
-    printf("%d\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\n", l, h, step, top / rows, n[0] / rows, n[1] / rows,
+    printf("%d\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f", l, h, step, top / rows, n[0] / rows, n[1] / rows,
            n[2] / rows, n[3] / rows, n[4] / rows);
+    if (sinks) printf("\t%.3f", sink_weight(w, T));
+    printf("\n");
 }
 
 int main(int argc, char **argv) {
@@ -62,7 +78,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "attn_maps: %s\n", err);
         return 2;
     }
-    int rc = 2, L, H, steps[256], n = 0, W = 0, Hkv = 0;
+    int rc = 2, L, H, steps[256], n = 0, W = 0, Hkv = 0, sinks = 0;
     const char *fmt = tg_st_meta(&f, "format"), *list = tg_st_meta(&f, "steps");
     const tg_st_entry *tok = tg_st_find(&f, "probe.tokens");
     float *w = NULL;
@@ -77,6 +93,10 @@ int main(int argc, char **argv) {
     if ((tg_st_meta(&f, "config.window") && meta_int(&f, "config.window", 0, 1000000, &W)) ||
         (tg_st_meta(&f, "config.kv-heads") && (meta_int(&f, "config.kv-heads", 0, 256, &Hkv) || (Hkv && H % Hkv)))) {
         fprintf(stderr, "attn_maps: %s: config.window or config.kv-heads is not a valid value\n", path);
+        goto out;
+    }
+    if (tg_st_meta(&f, "config.sinks") && meta_int(&f, "config.sinks", 0, 1, &sinks)) {
+        fprintf(stderr, "attn_maps: %s: config.sinks is not 0 or 1\n", path);
         goto out;
     }
     for (const char *p = list; *p && n < 256;) {
@@ -102,7 +122,7 @@ int main(int argc, char **argv) {
     printf("# seq_len=%d\n# tokens=", T);
     for (int i = 0; i < T; i++) printf("%s%lld", i ? " " : "", (long long)tokens[i]);
     printf("\n");
-    if (summary) printf("layer\thead\tstep\ttop_weight\tself\tbos\tsame\tprev\tother\n");
+    if (summary) printf("layer\thead\tstep\ttop_weight\tself\tbos\tsame\tprev\tother%s\n", sinks ? "\tsink" : "");
     for (int l = 0, k = 0; l < L; l++)
         for (int h = 0; h < H; h++)
             for (int s = 0; s < n; s++, k++) {
@@ -115,11 +135,12 @@ int main(int argc, char **argv) {
                 }
                 tg_st_get_f32(e, w);
                 if (summary) {
-                    summarise(w, tokens, T, l, h, steps[s]);
+                    summarise(w, tokens, T, l, h, steps[s], sinks);
                     continue;
                 }
                 printf("# block=%d layer=%d head=%d step=%d", k, l, h, steps[s]);
                 if (Hkv) printf(" kv_head=%d", h / (H / Hkv));
+                if (sinks) printf(" sink_weight=%.6f", sink_weight(w, T));
                 printf("\n");
                 for (int i = 0; i < T; i++)
                     for (int j = 0; j < T; j++) {

@@ -52,7 +52,8 @@ typedef struct {
 
 static void batch(void *u, tg_rng *rng, int step) {
     run *r = u;
-    (void)step;
+    /* --attn-dropout's masks: from the run's seed and the step, so a resumed run draws the same */
+    r->m.dropout_seed = ((uint64_t)r->c->seed << 32 | (uint32_t)step) * 0xd1342543de82ef95ULL + 0x5d0;
     tg_task_batch(&r->tc, rng, r->c->batch, r->tokens, r->targets);
 }
 

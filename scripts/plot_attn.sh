@@ -57,6 +57,10 @@ for k in "${!files[@]}"; do
     w=$(meta "$tmp/$k.txt" config.window); kvh=$(meta "$tmp/$k.txt" config.kv-heads)   # set only when used
     [ -n "$w" ] && label+=" window=$w"
     [ -n "$kvh" ] && label+=" kv_heads=$kvh"
+    for key in bias alibi softcap sinks attn-dropout; do   # also set only when used
+        val=$(meta "$tmp/$k.txt" config.$key)
+        [ -n "$val" ] && label+=" $key=$val"
+    done
     kvs+=("${kvh:-0}")
     shown=0
     for s in "${!st[@]}"; do
@@ -89,6 +93,9 @@ top=$(awk "BEGIN { print 1 - 75 / $Hpx }"); vspace=$(awk "BEGIN { print 40 / $Hp
         for c in "${cols[@]}"; do
             IFS='|' read -r k s n step label <<<"$c"
             kv=""; [ "${kvs[$k]}" -gt 0 ] && kv=" (kv $(( (r % H) / (H / kvs[$k]) )))"
+            # with sinks: the mean weight the sink took in this map (attn_maps' block line)
+            sw=$(sed -n "s/^# block=$((r * n + s)) .*sink_weight=\([0-9.]*\).*/\1/p" "$tmp/$k.txt")
+            [ -n "$sw" ] && kv+=", sink $(printf '%.2f' "$sw")"
             echo "set title \"$label\\nl$((r / H)) h$((r % H))$kv, step $step\" font ',8'"
             echo "plot '$tmp/$k.txt' index $((r * n + s)) using 1:2:(sqrt(\$3)) with image notitle"
         done

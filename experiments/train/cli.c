@@ -62,6 +62,7 @@ static int set_value(const tg_cli_opt *o, const char *val, char *err, size_t err
         }
         return TG_CLI_ERROR;
     case TG_CLI_FLAG:
+    case TG_CLI_SWITCH:
         break;
     }
     snprintf(err, errlen, "--%s takes no value", o->name);
@@ -86,7 +87,7 @@ int tg_cli_parse(const tg_cli_opt *opts, int n, int argc, char **argv, char *err
             return TG_CLI_ERROR;
         }
         if (seen) seen[o - opts] = 1;
-        if (o->kind == TG_CLI_FLAG) {
+        if (o->kind == TG_CLI_FLAG || o->kind == TG_CLI_SWITCH) {
             if (eq) {
                 snprintf(err, errlen, "--%s takes no value", o->name);
                 return TG_CLI_ERROR;
@@ -129,7 +130,8 @@ void tg_cli_usage(FILE *f, const char *prog, const char *summary, const tg_cli_o
                 snprintf(arg + k, sizeof arg - (size_t)k, " (default %s)", o->choices[*(int *)o->ptr]);
             break;
         }
-        case TG_CLI_FLAG: break;
+        case TG_CLI_FLAG:
+        case TG_CLI_SWITCH: break;
         }
         fprintf(f, "  --%s%s\n      %s\n", o->name, arg, o->help);
     }
@@ -142,7 +144,8 @@ void tg_cli_value(const tg_cli_opt *o, char *buf, size_t len) {
     case TG_CLI_FLOAT: snprintf(buf, len, "%.9g", *(float *)o->ptr); return;
     case TG_CLI_STR: snprintf(buf, len, "%s", *(const char **)o->ptr ? *(const char **)o->ptr : ""); return;
     case TG_CLI_CHOICE: snprintf(buf, len, "%s", o->choices[*(int *)o->ptr]); return;
-    case TG_CLI_FLAG: snprintf(buf, len, "%d", *(int *)o->ptr); return;
+    case TG_CLI_FLAG:
+    case TG_CLI_SWITCH: snprintf(buf, len, "%d", *(int *)o->ptr); return;
     }
 }
 

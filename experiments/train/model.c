@@ -12,6 +12,7 @@ const char *const tg_learned_init_names[] = {"sqrt", "none", NULL};
 const char *const tg_learned_param_names[] = {"linear", "log", NULL};
 const char *const tg_init_names[] = {"fanin", "gpt2", NULL};
 const char *const tg_attn_names[] = {"composed", "fused", NULL};
+const char *const tg_bias_names[] = {"none", "table", NULL};
 
 /* A parameter of layer l (or of the model, l < 0); weight decay applies when
  * `decayed` (the matrices and embeddings). */
@@ -78,6 +79,8 @@ void tg_model_init(tg_model *m, const tg_model_cfg *c, uint64_t seed) {
             L->kn_g = declare(m, "kn_g", l, 0, 2, (int[]){Hkv, dh});
         }
         if (c->scale_mode == TG_SCALE_LEARNED) L->hscale = vec(m, log_scale ? "hscale_log" : "hscale", l, H);
+        if (c->bias == TG_BIAS_TABLE) L->attn_bias = declare(m, "attn_bias", l, 0, 4, (int[]){1, H, T, T});
+        if (c->sinks) L->sinks = vec(m, "sinks", l, H);
         L->ln2_g = vec(m, "ln2_g", l, D);
         L->ln2_b = vec(m, "ln2_b", l, D);
         L->w1 = mat(m, "w1", l, D, 4 * D);
@@ -120,6 +123,13 @@ void tg_model_init(tg_model *m, const tg_model_cfg *c, uint64_t seed) {
 
     m->pos_idx = malloc((size_t)T * sizeof *m->pos_idx);
     for (int t = 0; t < T; t++) m->pos_idx[t] = t;
+    m->alibi_slopes = NULL;
+    if (c->alibi) {   /* the paper's geometric slopes, 2^(−8/H) to 2^−8 (any H, not only powers of 2) */
+        m->alibi_slopes = malloc((size_t)H * sizeof *m->alibi_slopes);
+        for (int h = 0; h < H; h++) m->alibi_slopes[h] = powf(2.0f, -8.0f * (float)(h + 1) / (float)H);
+        m->alibi_t = (tg_tensor){.ndim = 1, .shape = {H}, .numel = H, .data = m->alibi_slopes, .name = "alibi"};
+    }
+    m->dropout_seed = seed;
     size_t nh = (size_t)c->layers * H;
     m->ent = calloc(nh, sizeof(float));
     m->maxlogit = calloc(nh, sizeof(float));
@@ -131,6 +141,7 @@ void tg_model_free(tg_model *m) {
     tg_params_free(&m->P);
     free(m->layer);
     free(m->pos_idx);
+    free(m->alibi_slopes);
     free(m->ent);
     free(m->maxlogit);
     free(m->sat);
@@ -167,9 +178,10 @@ static tg_tensor *forward(tg_model *m, tg_ctx *ctx, const int *tokens, const int
         tg_attn_stats st = {H, m->ent + l * H, m->maxlogit + l * H, m->sat + l * H};
         size_t n = (size_t)B * H * T * T;
         tg_tensor *a;
-        if (c->attn_fn && (c->window > 0 || tg_model_kv_heads(c) != H))
-            tg_fail(ctx, "tg_model: a tg_attention_fn kernel takes the textbook contract only (Hkv = H, no window): "
-                    "kv_heads %d, window %d need a built-in op", tg_model_kv_heads(c), c->window);
+        if (c->attn_fn && (c->window > 0 || tg_model_kv_heads(c) != H || c->bias || c->alibi || c->sinks ||
+                           c->softcap > 0 || c->attn_dropout > 0))
+            tg_fail(ctx, "tg_model: a tg_attention_fn kernel takes the textbook contract only: kv_heads, window, "
+                    "bias, alibi, softcap, sinks and attn_dropout need a built-in op");
         if (c->attn_measure || (maps && c->attn_fn)) {   /* a kernel we did not write: its word on its weights is not taken */
             a = maps ? NULL : fn(ctx, q, k, v, hs, scale, 1, NULL);
             if (stats || maps) {
@@ -197,6 +209,10 @@ static tg_tensor *forward(tg_model *m, tg_ctx *ctx, const int *tokens, const int
             tg_attn_args aa = tg_attn_args_make(q, k, v, scale);
             aa.head_scale = hs, aa.causal = 1, aa.stats = stats ? &st : NULL;
             if (c->window > 0) aa.window_left = c->window - 1, aa.window_right = 0;
+            aa.bias = L->attn_bias, aa.sinks = L->sinks, aa.softcap = c->softcap;
+            if (c->alibi) aa.alibi = &m->alibi_t;
+            if (c->attn_dropout > 0 && ctx->grad_enabled && !maps)   /* training steps only; a mask per layer */
+                aa.dropout = c->attn_dropout, aa.dropout_seed = m->dropout_seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(l + 1));
             a = (maps || !fused ? tg_attend : tg_flash_attend)(ctx, &aa);
             if (maps) {
                 const float *P = tg_attention_probs(ctx, a);

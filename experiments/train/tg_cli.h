@@ -7,7 +7,10 @@
 #include <stddef.h>
 #include <stdio.h>
 
-typedef enum { TG_CLI_INT, TG_CLI_FLOAT, TG_CLI_STR, TG_CLI_CHOICE, TG_CLI_FLAG } tg_cli_kind;
+/* TG_CLI_FLAG: a switch of the invocation (--overwrite), not recorded;
+ * TG_CLI_SWITCH: a switch that is a setting of the run (--alibi): no value, 1
+ * when given, recorded (log header, checkpoint) as 0 or 1 like a number. */
+typedef enum { TG_CLI_INT, TG_CLI_FLOAT, TG_CLI_STR, TG_CLI_CHOICE, TG_CLI_FLAG, TG_CLI_SWITCH } tg_cli_kind;
 
 typedef struct {
     const char *name;             /* without the leading "--" */

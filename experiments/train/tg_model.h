@@ -7,7 +7,14 @@
  *   a = attention(q, k, v; scale, causal, window)                 [B,T,H,dh]
  *     kv_heads = Hkv < H: grouped-query heads (query head h reads k, v head
  *     h / (H / Hkv); 1 is multi-query); window W > 0: each query sees its W
- *     latest keys, its own included (tg_attn_args window (W − 1, 0) with causal)
+ *     latest keys, its own included (tg_attn_args window (W − 1, 0) with causal);
+ *     what changes the logits (tg_attn_args): bias = TG_BIAS_TABLE, a learned
+ *     [H, T, T] table per layer "l*.attn_bias" (stored [1, H, T, T], init 0, not
+ *     decayed: any relative or absolute pattern, no buckets); alibi: ALiBi's fixed
+ *     slopes 2^(−8(h+1)/H); softcap C: Gemma 2's cap; sinks: a learned logit per
+ *     head "l*.sinks" (init 0: the "off-by-one" softmax); attn_dropout p: dropout of
+ *     the weights in training steps only (a context with grad enabled), its mask
+ *     from dropout_seed (set by the program each step) and the layer
  *   x += a·Wo                                                     Wo [H·dh, D]
  *   x += GELU(LN2(x)·W1 + b1)·W2 + b2                            W1 [D,4D]
  * logits = LN_f(x)·W_out                                          [B,T,V]
@@ -36,6 +43,8 @@ extern const char *const tg_init_names[];
 /* composed: tg_attention (saves P [B,H,T,T]); fused: tg_flash_attention (tiled,
  * saves one float a row). The same function and stats to float tolerance. */
 enum { TG_ATTN_COMPOSED, TG_ATTN_FUSED };
+enum { TG_BIAS_NONE, TG_BIAS_TABLE };
+extern const char *const tg_bias_names[];
 extern const char *const tg_attn_names[];
 /* where a learned scale starts: s_h = 1 (the 1/√dh of sqrt) or s_h = √dh (the unscaled kernel) */
 enum { TG_LEARNED_FROM_SQRT, TG_LEARNED_FROM_NONE };
@@ -61,12 +70,17 @@ typedef struct {
     int attn_measure;
     int kv_heads;                /* key/value heads Hkv, dividing heads (0: heads, the textbook model) */
     int window;                  /* a sliding window of this many keys (0: none); built-in ops only */
+    int bias, alibi, sinks;      /* TG_BIAS_*, 0/1, 0/1; built-in ops only */
+    float softcap;               /* 0: none */
+    float attn_dropout;          /* in [0, 1) */
 } tg_model_cfg;
 
 typedef struct {
     tg_tensor *ln1_g, *ln1_b, *wq, *wk, *wv, *wo;
     tg_tensor *qn_g, *kn_g;      /* qknorm only */
     tg_tensor *hscale;           /* learned only: s_h [H] (linear) or θ_h = ln s_h (log) */
+    tg_tensor *attn_bias;        /* bias table only: [1, H, T, T] */
+    tg_tensor *sinks;            /* sinks only: [H] */
     tg_tensor *ln2_g, *ln2_b, *w1, *b1, *w2, *b2;
 } tg_model_layer;
 
@@ -76,6 +90,9 @@ typedef struct {
     tg_tensor *tok_emb, *pos_emb, *lnf_g, *lnf_b, *w_out;
     tg_model_layer *layer;
     int *pos_idx;                /* 0..T-1 */
+    float *alibi_slopes;         /* alibi only: [H], and alibi_t viewing them (no gradient) */
+    tg_tensor alibi_t;
+    uint64_t dropout_seed;       /* attn_dropout: the program sets it before each training step */
     /* attention health of the last forward run with stats, [layers * heads];
      * logit_scale: the multiplier of q·k each head used (scale · s_h) */
     float *ent, *maxlogit, *sat, *logit_scale;
