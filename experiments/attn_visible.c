@@ -1,9 +1,11 @@
 /* attn_visible: which keys each query row sees under tg_attn_args, as text.
  *   attn_visible                         the worked examples of docs/ops.md
+ *   attn_visible --logits                what bias, ALiBi, a cap, a sink and dropout do to one row
  *   attn_visible --tq 3 --tk 8 --causal 1 --left 2 --right 0 --kv-len 6
  * One line per query row: its position p = i + Tk − Tq, the span of keys it
  * sees, and the row drawn over the keys ('x' visible, '.' not). Computed by
  * tg_attn_visible, the function both attention ops use. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,8 +37,55 @@ static void show(const char *title, int Tq, int Tk, int causal, int left, int ri
     tg_ctx_free(&ctx);
 }
 
+/* One query at position 3 against 4 keys, causal, s = 1, q·k = 2, 1, 0, −1: the
+ * weights tg_attend gives under each feature (computed by the op itself). */
+static void logits_row(const char *title, float softcap, const float *bias, float slope, float sink, float dropout) {
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 1 << 16);
+    tg_params P;
+    tg_params_init(&P);
+    tg_tensor *q = tg_param(&P, "q", 4, (int[]){1, 1, 1, 1}), *k = tg_param(&P, "k", 4, (int[]){1, 4, 1, 1});
+    tg_tensor *v = tg_param(&P, "v", 4, (int[]){1, 4, 1, 4});
+    tg_params_alloc(&P);
+    q->data[0] = 1;
+    for (int j = 0; j < 4; j++) k->data[j] = (float)(2 - j), v->data[j * 4 + j] = 1;   /* v_j = e_j: out shows P̃ */
+    tg_tensor *bt = bias ? tg_new(&ctx, 4, (int[]){1, 1, 1, 4}) : NULL, *st = tg_new(&ctx, 1, (int[]){1});
+    tg_tensor *al = tg_new(&ctx, 1, (int[]){1});
+    if (bt) memcpy(bt->data, bias, 4 * sizeof(float));
+    st->data[0] = sink, al->data[0] = slope;
+    tg_attn_args a = tg_attn_args_make(q, k, v, 1);
+    a.causal = 1, a.softcap = softcap, a.bias = bt, a.dropout = dropout, a.dropout_seed = 1;
+    if (slope > 0) a.alibi = al;
+    if (sink > -INFINITY) a.sinks = st;
+    tg_tensor *out = tg_attend(&ctx, &a);
+    const float *w = tg_attention_probs(&ctx, out);
+    double sum = 0;
+    printf("%s\n  weights ", title);
+    for (int j = 0; j < 4; j++) printf(" %.4f", w[j]), sum += w[j];
+    if (a.sinks) printf("   sink %.4f", 1 - sum);
+    if (dropout > 0) {
+        printf("\n  after dropout %g (seed 1), out = ", dropout);
+        for (int j = 0; j < 4; j++) printf(" %.4f", out->data[j]);
+    }
+    printf("\n\n");
+    tg_ctx_free(&ctx);
+    tg_params_free(&P);
+}
+
 int main(int argc, char **argv) {
     if (tg_runtime_init("attn_visible", argc, argv)) return 1;
+    if (argc == 2 && strcmp(argv[1], "--logits") == 0) {
+        printf("one query at p = 3, causal, s = 1, raw logits q.k = 2, 1, 0, -1 for keys 0..3\n\n");
+        logits_row("plain softmax", 0, NULL, 0, -INFINITY, 0);
+        logits_row("softcap 1.5: logits 1.5 tanh(x/1.5) = 1.3052, 0.8742, 0, -0.8742", 1.5f, NULL, 0, -INFINITY, 0);
+        logits_row("bias 0, 0, -inf, 0.5 (a -inf entry hides key 2)", 0, (const float[]){0, 0, -INFINITY, 0.5f}, 0,
+                   -INFINITY, 0);
+        logits_row("ALiBi slope 0.5: logits - 0.5 |j - 3| = 0.5, 0, -0.5, -1", 0, NULL, 0.5f, -INFINITY, 0);
+        logits_row("a sink of logit 1 joins the denominator and takes weight", 0, NULL, 0, 1, 0);
+        logits_row("dropout 0.5: kept weights doubled (the weights above are before dropout)", 0, NULL, 0, -INFINITY,
+                   0.5f);
+        return 0;
+    }
     int Tq = 0, Tk = 0, causal = 0, left = -1, right = -1, kv_len = -1;
     const tg_cli_opt opts[] = {
         {"tq", TG_CLI_INT, &Tq, 1, 60, NULL, "queries (0 with --tk 0: the worked examples)"},

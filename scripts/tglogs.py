@@ -53,7 +53,8 @@ SWEEP_FIXED_KEYS = ["task", "optim", "scale", "d_head", "seed", "steps"]
 SEED_KEY = "seed"
 # attn_scale's flags added after logs were recorded (experiments/attn_cfg.c, attn_added_flags):
 # a log names them only when set; without the line, a log has the value every earlier run had.
-ADDED_KEYS = {"kv_heads": "0", "window": "0"}
+ADDED_KEYS = {"kv_heads": "0", "window": "0", "bias": "none", "alibi": "0", "softcap": "0", "sinks": "0",
+              "attn_dropout": "0"}
 
 
 class LogError(Exception):

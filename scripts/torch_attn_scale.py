@@ -20,7 +20,12 @@ heads of the share of rows whose top weight is > 0.99. --kv-heads N: k and v
 with N heads, query head h reading head h // (H/N) (repeat_interleave, as
 tg_attn_args); --window W: each query sees its W latest keys, its own included
 (tg_attn_args window (W - 1, 0)); both named in the header only when set, as
-attn_scale does. Parameters come from
+attn_scale does. So are --bias table (a learned [H, T, T] table per layer, init
+0, not decayed), --alibi (slopes 2^(-8(h+1)/H)), --softcap C (on the scaled
+logits, before bias and ALiBi), --sinks (a learned logit per head in the
+softmax denominator, init 0) and --attn-dropout P (in training steps, with
+PyTorch's own dropout: masks differ from tapegrad's, in distribution the same).
+Parameters come from
 torch.manual_seed(--seed), batches from a torch.Generator seeded --seed + 0xda7a:
 runs match tapegrad's in distribution, not step by step."""
 import argparse
@@ -63,6 +68,7 @@ class Model(BenchModel):
     def __init__(self, a):
         super().__init__(a.vocab, a.seq_len, a.d_model, a.heads, a.d_head, a.layers)
         self.a, self.scale = a, scale_float(a)
+        self.training_step = False   # --attn-dropout: set around the training steps' forward
         if a.init == "gpt2":  # every weight and embedding N(0, 0.02²); gains 1, biases 0
             with torch.no_grad():
                 for m in [self] + list(self.layers):
@@ -81,6 +87,14 @@ class Model(BenchModel):
         if a.window:
             hide |= torch.ones(T, T, dtype=torch.bool).tril(-a.window)
         self.register_buffer("hide", hide)
+        pos = torch.arange(T)
+        self.register_buffer("dist", (pos.view(T, 1) - pos.view(1, T)).abs().float())   # |j − i|
+        self.register_buffer("slopes", torch.tensor([f32(2.0 ** (-8.0 * (h + 1) / H)) for h in range(H)]))
+        for m in self.layers:
+            if a.bias == "table":
+                m.attn_bias = torch.nn.Parameter(torch.zeros(H, T, T))
+            if a.sinks:
+                m.sinks = torch.nn.Parameter(torch.zeros(H))
         start = math.sqrt(dh) if a.learned_init == "none" else 1.0
         for m in self.layers:
             if a.scale == "qknorm":
@@ -111,10 +125,23 @@ class Model(BenchModel):
             hs = self.head_scales(m)
             s = self.scale * (hs.view(1, H, 1, 1) if hs is not None else 1.0)
             logits = (q @ k.transpose(-1, -2)) * s
-            p = logits.masked_fill(self.hide[:T, :T], float("-inf")).softmax(-1)
+            if self.a.softcap > 0:   # Gemma 2: the cap first, then bias and ALiBi
+                logits = self.a.softcap * torch.tanh(logits / self.a.softcap)
+            if self.a.bias == "table":
+                logits = logits + m.attn_bias[:, :T, :T]
+            if self.a.alibi:
+                logits = logits - self.slopes.view(1, H, 1, 1) * self.dist[:T, :T]
+            masked = logits.masked_fill(self.hide[:T, :T], float("-inf"))
+            if self.a.sinks:   # the sink joins each row's denominator, then leaves
+                sk = m.sinks.view(1, H, 1, 1).expand(B, H, T, 1)
+                p = torch.cat([masked, sk], -1).softmax(-1)[..., :T]
+            else:
+                p = masked.softmax(-1)
             if stats is not None:
                 stats.append(head_stats(logits.detach(), p.detach(), self.hide[:T, :T],
                                         self.scale * (hs.detach() if hs is not None else torch.ones(H))))
+            if self.a.attn_dropout > 0 and self.training_step:
+                p = F.dropout(p, self.a.attn_dropout)
             a = p @ v
             x = x + a.transpose(1, 2).reshape(B, T, H * dh) @ m.wo
             x = x + F.gelu(m.ln2(x) @ m.w1 + m.b1, approximate="tanh") @ m.w2 + m.b2
@@ -274,7 +301,8 @@ def header(a, model, refs, uniform):
     """attn_scale's '# key=value' lines, as far as they apply, and its columns."""
     out = ["# torch attn_scale", "# framework=torch", f"# torch_version={torch.__version__}"]
     for k, v in vars(a).items():
-        if k == "corpus" or (k in ("kv_heads", "window") and not v):   # as attn_scale: named only when set
+        if k == "corpus" or (k in ("kv_heads", "window", "alibi", "softcap", "sinks", "attn_dropout") and not v) or \
+                (k == "bias" and v == "none"):   # as attn_scale: named only when set
             continue
         if k in ("log", "data"):
             v = v or ""
@@ -322,6 +350,11 @@ def main():
         ap.add_argument("--" + name, type=int, default=default)
     ap.add_argument("--kv-heads", type=int, default=0, help="key/value heads dividing --heads (0: --heads)")
     ap.add_argument("--window", type=int, default=0, help="each query sees its W latest keys (0: all earlier)")
+    ap.add_argument("--bias", choices=["none", "table"], default="none")
+    ap.add_argument("--alibi", type=int, nargs="?", const=1, default=0, choices=[0, 1])
+    ap.add_argument("--softcap", type=float, default=0.0)
+    ap.add_argument("--sinks", type=int, nargs="?", const=1, default=0, choices=[0, 1])
+    ap.add_argument("--attn-dropout", type=float, default=0.0)
     ap.add_argument("--scale", choices=SCALES, default="sqrt")
     ap.add_argument("--scale-mult", type=float, default=1.0)
     ap.add_argument("--learned-init", choices=["sqrt", "none"], default="sqrt")
@@ -348,6 +381,8 @@ def main():
                             a.task != "recall" or (a.keys * a.values + a.keys <= a.vocab and a.seq_len % 2 == 0)),
                            ("--kv-heads must divide --heads", a.kv_heads >= 0 and (a.kv_heads == 0 or a.heads % a.kv_heads == 0)),
                            ("--window must be >= 0", a.window >= 0),
+                           ("--softcap must be >= 0", a.softcap >= 0),
+                           ("--attn-dropout must be in [0, 1)", 0 <= a.attn_dropout < 1),
                            ("sizes and --steps, --log-every must be positive",
                             min(a.steps, a.batch, a.seq_len, a.d_model, a.heads, a.d_head, a.layers, a.log_every) > 0))
            if not ok]
@@ -383,7 +418,9 @@ def main():
                     val = sum(model(vx[i:i + 16], vy[i:i + 16]).item() for i in range(0, Corpus.VAL, 16)) / (Corpus.VAL // 16)
         x, y = batch(a, gen)
         stats = [] if logging else None
+        model.training_step = True
         loss = model(x, y, stats)
+        model.training_step = False
         lv, gnorm, lr = loss.item(), 0.0, 0.0
         if not math.isfinite(lv):
             print(f"torch_attn_scale: step {step}: non-finite loss {lv}", file=sys.stderr)

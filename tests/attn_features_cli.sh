@@ -1,5 +1,6 @@
 #!/bin/sh
-# attn_scale's --kv-heads and --window end to end, at a tiny size.
+# attn_scale's --kv-heads, --window and what changes the logits (--bias table,
+# --alibi, --softcap, --sinks, --attn-dropout) end to end, at a tiny size.
 #   tests/attn_features_cli.sh ATTN_SCALE ATTN_MAPS
 # - both flags train with either op (composed and fused log the same losses
 #   to 1e-4) and are named in the log header; at their earlier value (0) they
@@ -56,6 +57,31 @@ run 0 code --task code --data corpus.c --batch 4 --seq-len 16 --d-model 16 --hea
     --warmup 5 --steps 20 --log-every 10 --eval-every 10 --log code.tsv
 grep -q '^# window=5$' code.tsv && grep -q '^# kv_heads=1$' code.tsv || no "the code model's header lacks window=5 or kv_heads=1"
 [ "$(rows code.tsv | tail -1 | awk -F'\t' '{ print ($2 > 0 && $2 < 10) ? "ok" : "bad" }')" = ok ] || no "the code model's last loss is not a number in (0, 10)"
+
+# the logits' features: named in the header when set, not at all otherwise; a resume with another
+# value refused; dropout's masks follow the step, so a resumed run logs the rows of a straight one
+X="--bias table --alibi --softcap 4 --sinks --attn-dropout 0.2"
+run 0 logits $T $X --log lg.tsv
+for kv in bias=table alibi=1 softcap=4 sinks=1 attn_dropout=0.200000003; do
+    grep -q "^# $kv\$" lg.tsv || no "the header lacks $kv: $(grep -E '^# (bias|alibi|softcap|sinks|attn_dropout)=' lg.tsv | tr '\n' ' ')"
+done
+grep -qE '^# (bias|alibi|softcap|sinks|attn_dropout)=' plain.tsv && no "a run without the logits' flags names them"
+run 0 lgstop $T $X --log lgr.tsv --save lgr.st --stop-at 15
+run 0 lgres $T $X --log lgr.tsv --save lgr.st --resume lgr.st
+[ "$(rows lg.tsv)" = "$(rows lgr.tsv)" ] || no "--attn-dropout: a resumed run's rows differ from a straight run's"
+run 0 lgres2 $T $X --attn-dropout 0.3 --log lgr2.tsv --save lgr2.st --stop-at 15
+guard lgr2.tsv lgr2.st
+bad otherdrop "setting differs: --attn-dropout is 0.300000012 in the checkpoint, 0.200000003 in this run" $T $X --log keep.tsv --save keep.st --resume keep.st
+bad nosinks "setting differs: --sinks is 1 in the checkpoint, 0 in this run" $T --bias table --alibi --softcap 4 --attn-dropout 0.3 --log keep.tsv --save keep.st --resume keep.st
+# the switches also take an explicit 0 or 1 (as a sweep writes them)
+run 0 sw1 $T --sinks 1 --alibi 0 --check
+run 2 sw2 $T --sinks=2 --check
+grep -q -- "--sinks: '2' is not 0 or 1" sw2.err || no "--sinks=2: $(cat sw2.err)"
+for f in "--bias table" --alibi "--softcap 3" --sinks "--attn-dropout 0.1"; do
+    run 2 plug $T $f --attn plugin:nothing.so --check
+    grep -q "takes the textbook contract only" plug.err || no "$f with a plugin: $(cat plug.err)"
+done
+run 2 dropone $T --attn-dropout 1 --check
 
 # bad values
 run 2 nodiv $T --kv-heads 3 --check

@@ -87,7 +87,16 @@ int tg_cli_parse(const tg_cli_opt *opts, int n, int argc, char **argv, char *err
             return TG_CLI_ERROR;
         }
         if (seen) seen[o - opts] = 1;
-        if (o->kind == TG_CLI_FLAG || o->kind == TG_CLI_SWITCH) {
+        if (o->kind == TG_CLI_SWITCH) {   /* 1, or an explicit 0 or 1 after it */
+            const char *v = eq ? eq + 1 : i + 1 < argc && (!strcmp(argv[i + 1], "0") || !strcmp(argv[i + 1], "1")) ? argv[++i] : "1";
+            if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+                snprintf(err, errlen, "--%s: '%s' is not 0 or 1 (the switch alone means 1)", o->name, v);
+                return TG_CLI_ERROR;
+            }
+            *(int *)o->ptr = v[0] == '1';
+            continue;
+        }
+        if (o->kind == TG_CLI_FLAG) {
             if (eq) {
                 snprintf(err, errlen, "--%s takes no value", o->name);
                 return TG_CLI_ERROR;

@@ -8,8 +8,9 @@
 #include <stdio.h>
 
 /* TG_CLI_FLAG: a switch of the invocation (--overwrite), not recorded;
- * TG_CLI_SWITCH: a switch that is a setting of the run (--alibi): no value, 1
- * when given, recorded (log header, checkpoint) as 0 or 1 like a number. */
+ * TG_CLI_SWITCH: a switch that is a setting of the run (--alibi): 1 when given;
+ * "--alibi 0", "--alibi 1" and "--alibi=0|1" say it explicitly (a sweep writes
+ * every setting as a value); recorded (log header, checkpoint) as 0 or 1. */
 typedef enum { TG_CLI_INT, TG_CLI_FLOAT, TG_CLI_STR, TG_CLI_CHOICE, TG_CLI_FLAG, TG_CLI_SWITCH } tg_cli_kind;
 
 typedef struct {
