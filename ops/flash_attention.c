@@ -295,9 +295,9 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, bwd_sc
                 if (M[i0 + a] == -INFINITY) ja = jb = 0;
                 if (g->dropout > 0)
                     for (int c = ja; c < jb; c++) gr[c] = tg_attn_keep(g, b, h, i0 + a, j0 + c) ? gr[c] * g->drop_scale : 0.0f;
+                double gs = 0, g1 = 0, ps = 0;
                 if (g->extras || g->sinks) {   /* the general row: bias grad, the softcap's derivative, no centring */
                     float *gb = dbias ? dbias + (tg_attn_bias_row(g, b, h, i0 + a) - g->bias) + j0 : NULL;
-                    double gs = 0, g1 = 0, ps = 0;
                     for (int c = ja; c < jb; c++) {
                         float ds = p[c] * (gr[c] - D);
                         if (gb) gb[c] += ds;   /* x += bias  =>  d bias = dx */
@@ -308,11 +308,7 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, bwd_sc
                         ps += (double)p[c] * x[c];
                         gr[c] = s * ds;
                     }
-                    w->gs[a] += gs;
-                    w->g1[a] += g1;
-                    w->ps[a] += ps;
                 } else if (want_hs) {
-                    double gs = 0, g1 = 0, ps = 0;
 #pragma omp simd reduction(+ : gs, g1, ps)
                     for (int c = ja; c < jb; c++) {
                         float ds = p[c] * (gr[c] - D);
@@ -321,13 +317,13 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, bwd_sc
                         ps += (double)p[c] * x[c];
                         gr[c] = s * ds;
                     }
-                    w->gs[a] += gs;
-                    w->g1[a] += g1;
-                    w->ps[a] += ps;
                 } else {
 #pragma omp simd
                     for (int c = ja; c < jb; c++) gr[c] = s * (p[c] * (gr[c] - D));
                 }
+                w->gs[a] += gs;
+                w->g1[a] += g1;
+                w->ps[a] += ps;
                 if (ja > 0) memset(gr, 0, (size_t)ja * sizeof(float));
                 if (jb < nk) memset(gr + jb, 0, (size_t)(nk - jb) * sizeof(float));
             }

@@ -61,6 +61,10 @@ check attn_scale_fused 0 "$bin" --batch 2 --seq-len 300 --vocab 16 --alphabet 4 
 check attn_scale_gqa_window 0 "$bin" --batch 2 --seq-len 300 --vocab 16 --alphabet 4 --d-model 16 --heads 4 \
     --kv-heads 2 --window 70 --d-head 8 --log-every 2 --warmup 1 --steps 4 --attn fused --scale learned
 check attn_scale_gqa_window_composed 0 "$bin" "${T[@]}" --heads 4 --kv-heads 1 --window 3 --steps 6
+# what changes the logits, both ops: a learned bias table, ALiBi, a cap, sinks, dropout
+check attn_scale_logits 0 "$bin" "${T[@]}" --bias table --alibi --softcap 3 --sinks --attn-dropout 0.2 --steps 6
+check attn_scale_logits_fused 0 "$bin" --batch 2 --seq-len 300 --vocab 16 --alphabet 4 --d-model 16 --heads 2 \
+    --d-head 8 --log-every 2 --warmup 1 --steps 4 --attn fused --bias table --alibi --softcap 3 --sinks --attn-dropout 0.2
 # attention maps (through the composed op from a fused run, the log-form scale), kept across a resume, and read
 D=(--dump-attn 0,5,20 --dump-attn-file "$tmp/maps.st" --attn fused --scale learned --learned-param log)
 check attn_scale_dump 0 "$bin" "${T[@]}" "${D[@]}" --steps 20 --stop-at 10 --save "$tmp/d.st"
