@@ -470,7 +470,7 @@ static void test_fused_tile_edges(void **s) {
     (void)s;
     const int Ts[] = {63, 64, 65, 127, 129, 1000};
     for (int ti = 0; ti < 7; ti++)
-        for (int mode = 0; mode < 3; mode++) {
+        for (int mode = 0; mode < 4; mode++) {
             int kvl[2];
             feat f = {.B = 2, .Tq = ti < 6 ? Ts[ti] : 1, .Tk = ti < 6 ? Ts[ti] : 1000, .H = 4, .Hkv = 2, .d = 8,
                       .dv = 6, .left = -1, .right = -1, .with_hs = 1, .scale = 0.35f};
@@ -480,8 +480,10 @@ static void test_fused_tile_edges(void **s) {
                 kvl[0] = f.Tk, kvl[1] = f.Tk - f.Tk / 3;
                 f.kv_len = kvl;
             }
+            if (mode == 3)   /* what changes the logits, all at once, dropout included */
+                f.causal = 1, f.bias_mode = 2, f.alibi = 1, f.softcap = 3, f.sinks = 1, f.dropout = 0.2f, f.dseed = 8;
             tg_params P;
-            make(&P, &f, 500 + ti * 3 + mode, 1.0f);
+            make(&P, &f, 500 + ti * 4 + mode, 1.0f);
             const int64_t no = (int64_t)f.B * f.Tq * f.H * f.dv;
             float *R = out_seed(&f, 7, 1);
             run_t o[2];
