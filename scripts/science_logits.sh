@@ -77,10 +77,11 @@ gnuplot <<GP
 set terminal pngcairo size 1100,460 font ",9" noenhanced
 set output '$out/logits.png'
 set multiplot layout 1,2 title "d_head 128: none vs sqrt with what real kernels do to the logits and heads (final loss, mean and min..max over seeds $seeds)"
-set logscale y; set grid ytics; set key top left; set xtics rotate by 35 right; set ylabel "final training loss (nats)"
+set grid ytics; set key below horizontal; set xtics rotate by 35 right; set ylabel "final training loss (nats)"
 set offsets 0.5, 0.5, 0, 0
 do for [t in "hist code"] {
-    set title (t eq "hist" ? "counting task (600 steps)" : "code model (400 steps)")
+    set title (t eq "hist" ? "counting task (600 steps; log scale)" : "code model (400 steps)")
+    if (t eq "hist") { set logscale y } else { unset logscale y }
     plot '$out/logits-plot-'.t.'.dat' using (\$2-0.12):4:5:6:xtic(3) with yerrorbars pt 7 lc rgb "#d7301f" title "none (1)", \
          '' using (\$2+0.12):7:8:9 with yerrorbars pt 5 lc rgb "#2166ac" title "sqrt (1/sqrt(d))"
 }
