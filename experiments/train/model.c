@@ -157,7 +157,7 @@ static tg_tensor *forward(tg_model *m, tg_ctx *ctx, const int *tokens, const int
     int T = c->seq_len, D = c->d_model, H = c->heads, dh = c->d_head;
     float scale = tg_model_scale(c);
     const int fused = c->attn == TG_ATTN_FUSED && !maps;
-    tg_attention_fn fn = c->attn_fn ? c->attn_fn : fused ? tg_flash_attention : tg_attention;
+    tg_attention_fn fn = c->attn_fn;   /* a plugin; the built-in ops are called with tg_attn_args below */
     if (stats || maps) m->measure_note[0] = 0;
 
     tg_tensor *pos = tg_reshape(ctx, tg_embedding(ctx, m->pos_emb, m->pos_idx, 1, T), 2, (int[]){T, D});
