@@ -18,6 +18,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus   /* the headers compile as C++ too (a plugin in C++) */
+#define TG_NORETURN [[noreturn]]
+#else
+#define TG_NORETURN _Noreturn
+#endif
+
 #define TG_MAX_DIMS 4
 #define TG_MAX_IN 6   /* the attention ops: q, k, v, head_scale, bias, sinks */
 
@@ -32,7 +38,7 @@ typedef struct tg_profile tg_profile;   /* tg_profile.h */
  * handler that longjmps out. */
 typedef void (*tg_error_fn)(const char *msg, void *user);
 typedef struct tg_errh { tg_error_fn fn; void *user; } tg_errh;
-_Noreturn void tg_fail_h(const tg_errh *h, const char *fmt, ...)
+TG_NORETURN void tg_fail_h(const tg_errh *h, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Bad *input* (a file, a flag) is not misuse: it is reported to the caller.
  * Writes the message into err (errlen bytes) and returns -1. */
@@ -82,7 +88,7 @@ void tg_ctx_init(tg_ctx *ctx, size_t block_bytes);  /* 0: default 16 MiB */
 void tg_ctx_free(tg_ctx *ctx);
 void tg_ctx_reset(tg_ctx *ctx);      /* drop the tape and all activations */
 void tg_set_error_handler(tg_ctx *ctx, tg_error_fn fn, void *user);
-_Noreturn void tg_fail(tg_ctx *ctx, const char *fmt, ...)
+TG_NORETURN void tg_fail(tg_ctx *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 void *tg_arena_alloc(tg_ctx *ctx, size_t bytes);     /* 64-byte aligned */

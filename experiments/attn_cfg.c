@@ -69,7 +69,7 @@ int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts) {
         {"values", TG_CLI_INT, &c->values, 2, 4096, NULL, "recall: number of values"},
         {"seed", TG_CLI_INT, &c->seed, 0, 2147483647, NULL, "seed of the init and the data"},
         {"threads", TG_CLI_INT, &c->threads, 1, 256, NULL, "threads (OpenMP: the ops split their own work; OpenBLAS runs single-threaded)"},
-        {"attn", TG_CLI_STR, &c->attn_spec, 0, 0, NULL, "attention op: composed (saves the TxT weights), fused (tiled, online softmax), or plugin:FILE.so[:SYMBOL] (your own tg_attention_fn; docs/plugins.md)"},
+        {"attn", TG_CLI_STR, &c->attn_spec, 0, 0, NULL, "attention op: composed (saves the TxT weights), fused (tiled, online softmax), or plugin:FILE.so[:SYMBOL] (your own kernel; docs/plugins.md)"},
         {"log", TG_CLI_STR, &c->log, 0, 0, NULL, "TSV log file (default: none)"},
         {"log-every", TG_CLI_INT, &c->log_every, 1, 10000000, NULL, "log every N steps (and the last)"},
         {"save", TG_CLI_STR, &c->save, 0, 0, NULL, "checkpoint file (safetensors), written atomically every --save-every steps, at the end and on SIGINT/SIGTERM/SIGHUP"},
@@ -80,6 +80,7 @@ int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts) {
         {"debug-nan", TG_CLI_INT, &c->debug_nan, -1, 10000000, NULL, "testing aid: poison a gradient with NaN at this step (-1: never)"},
         {"dump-attn", TG_CLI_STR, &c->dump_attn, 0, 0, NULL, "STEP[,STEP...]: save every head's attention weights on the probe sequence at these steps (needs --dump-attn-file)"},
         {"dump-attn-file", TG_CLI_STR, &c->dump_attn_file, 0, 0, NULL, "safetensors file of --dump-attn, rewritten atomically at each of its steps"},
+        {"allow-noncausal", TG_CLI_FLAG, &c->allow_noncausal, 0, 0, NULL, "--attn plugin: train on even when the kernel's measured weights reach keys the causal mask hides (without it such a run fails, exit 5)"},
         {"overwrite", TG_CLI_FLAG, &c->overwrite, 0, 0, NULL, "a fresh run may replace an existing --log or --save file (of another run); without it such a run is refused"},
         {"sample", TG_CLI_STR, &c->sample, 0, 0, NULL, "--task code: print what the model of --resume writes after this prompt, then exit"},
         {"sample-len", TG_CLI_INT, &c->sample_len, 1, 1000000, NULL, "--sample: bytes to write"},
@@ -167,16 +168,6 @@ int attn_cfg_check(attn_cfg *c, const tg_cli_opt *opts, int n, const int *seen, 
         snprintf(err, errlen, "--kv-heads %d does not divide --heads %d (each key/value head serves --heads/--kv-heads "
                  "query heads)", c->kv_heads, c->heads);
         return 1;
-    }
-    if (c->attn == ATTN_PLUGIN) {   /* the plugin ABI (1) has no arguments for these yet */
-        const char *f = c->window ? "window" : c->kv_heads && c->kv_heads != c->heads ? "kv-heads" : c->bias ? "bias"
-                        : c->alibi ? "alibi" : c->softcap > 0 ? "softcap" : c->sinks ? "sinks"
-                        : c->attn_dropout > 0 ? "attn-dropout" : NULL;
-        if (f) {
-            snprintf(err, errlen, "--attn plugin: a plugin kernel (tg_attention_fn) takes the textbook contract only; "
-                     "--%s needs --attn composed or fused", f);
-            return 1;
-        }
     }
     tg_task_cfg tc = attn_cfg_task(c);
     if (tg_task_check(&tc, err, errlen)) return 1;

@@ -34,6 +34,7 @@ typedef struct {
     const char *save, *resume;
     int save_every, stop_at, on_nan, debug_nan;
     int overwrite, check, profile;   /* switches of the invocation, not settings of the run */
+    int allow_noncausal;             /* plugins: a leaking kernel trains on (a switch of the invocation) */
     /* task code: the corpus (tg_corpus.h; NULL: libc6-dev's headers), validation loss every N steps */
     const char *data;
     int eval_every;
@@ -48,7 +49,7 @@ void attn_cfg_defaults(attn_cfg *c);
 
 /* Fills opts (room for ATTN_MAX_OPTS) with the flags bound to c's fields;
  * returns how many. */
-#define ATTN_MAX_OPTS 56
+#define ATTN_MAX_OPTS 60
 int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts);
 
 /* The flags a resumed run may change (NULL-terminated): how long it runs,

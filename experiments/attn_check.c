@@ -1,5 +1,5 @@
 /* attn_check: tell what is wrong with an attention kernel before training it.
- *   attn_check plugin:mykernel.so[:SYMBOL]      your kernel (a tg_attention_fn in a shared object)
+ *   attn_check plugin:mykernel.so[:SYMBOL]      your kernel (a plugin, ABI 2 or 1: tg_attn_plugin.h)
  *   attn_check builtin:composed|fused           tapegrad's own ops
  *   attn_check ... --d-head 128 --tsv --train 300
  * The checks, their tolerances and the words of the report: tg_attn_check.h
@@ -56,15 +56,15 @@ static tg_tensor *tr_forward(tg_ctx *ctx, void *u, int logging) {
 
 /* Trains attn_scale's default model (its defaults: attn_cfg.c; d_head as given) for `steps`; fn NULL:
  * tg_attention. */
-static int train_one(tg_attention_fn fn, int d_head, int steps, trainer *t) {
+static int train_one(const tg_attn_kernel *K, int d_head, int window, int kv_heads, int steps, trainer *t) {
     attn_cfg a;
     attn_cfg_defaults(&a);
-    a.d_head = d_head;
+    a.d_head = d_head, a.window = window, a.kv_heads = kv_heads;
     tg_model_cfg mc = attn_cfg_model(&a);
-    mc.attn_fn = fn, mc.attn_measure = fn != NULL;
+    mc.attn_kernel = K, mc.attn_measure = K != NULL;
     *t = (trainer){.B = a.batch, .tc = attn_cfg_task(&a)};
     tg_model_init(&t->m, &mc, (uint64_t)a.seed);
-    t->uniform = tg_attn_uniform_entropy(a.seq_len, 1);
+    t->uniform = tg_model_uniform_entropy(&mc);
     t->tokens = malloc(sizeof(int) * (size_t)a.batch * a.seq_len);
     t->targets = malloc(sizeof(int) * (size_t)a.batch * a.seq_len);
     tg_train_cfg c;
@@ -87,11 +87,14 @@ static double tail_mean(const trainer *t, const double *x) {   /* the last 10% o
     return s / k;
 }
 
-static int train_compare(tg_attention_fn fn, const char *name, int d_head, int steps) {
+static int train_compare(const tg_attn_kernel *K, const char *name, int d_head, int window, int kv_heads, int steps) {
     static trainer a, b;
-    if (train_one(NULL, d_head, steps, &a) || train_one(fn, d_head, steps, &b)) return 1;
-    printf("\n--train %d: attn_scale's default model (hist, d_head %d, seed 1), tg_attention vs %s\n", steps, d_head,
-           name);
+    if (train_one(NULL, d_head, window, kv_heads, steps, &a) || train_one(K, d_head, window, kv_heads, steps, &b)) return 1;
+    char extra[80] = "";
+    if (window) snprintf(extra, sizeof extra, ", --window %d", window);
+    if (kv_heads) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", --kv-heads %d", kv_heads);
+    printf("\n--train %d: attn_scale's default model (hist, d_head %d, seed 1%s), tg_attention vs %s\n", steps, d_head,
+           extra, name);
     printf("%6s  %10s %10s  %12s %12s\n", "step", "loss ref", "loss", "ent/unif ref", "ent/unif");
     for (int i = 0; i < a.n && i < b.n; i++)
         printf("%6d  %10.4f %10.4f  %12.3f %12.3f\n", a.step[i], a.loss[i], b.loss[i], a.ent[i], b.ent[i]);
@@ -105,7 +108,7 @@ static int train_compare(tg_attention_fn fn, const char *name, int d_head, int s
 
 int main(int argc, char **argv) {
     if (tg_runtime_init("attn_check", argc, argv)) return 1;   /* first: it may restart the program; threads */
-    int d_head = 0, tsv = 0, train = 0;
+    int d_head = 0, tsv = 0, train = 0, window = 0, kv_heads = 0;
     float timeout = 60;
     const char *spec = NULL;
     tg_cli_opt opts[] = {
@@ -114,6 +117,10 @@ int main(int argc, char **argv) {
         {"timeout", TG_CLI_FLOAT, &timeout, 1, 3600, NULL, "seconds a probe may take before the kernel counts as hung"},
         {"train", TG_CLI_INT, &train, 0, 1000000, NULL, "also train the toy model N steps with the kernel and with "
          "tg_attention, side by side (0: no)"},
+        {"window", TG_CLI_INT, &window, 0, 1000000, NULL, "--train: with a sliding window of W keys (as attn_scale "
+         "--window; the kernel must declare windows)"},
+        {"kv-heads", TG_CLI_INT, &kv_heads, 0, 256, NULL, "--train: with this many key/value heads (as attn_scale "
+         "--kv-heads; the kernel must declare grouped heads)"},
     };
     const int nopt = (int)(sizeof opts / sizeof opts[0]);
     /* the one positional argument, KERNEL, anywhere among the flags */
@@ -124,7 +131,9 @@ int main(int argc, char **argv) {
         else args[n++] = argv[i];
     }
     args[n] = NULL;
-    const char *summary = "Check an attention kernel against tapegrad's: forward, temperature, mask, gradient, health. "
+    const char *summary = "Check an attention kernel against tapegrad's: forward, temperature, mask, every feature it "
+                          "declares (grouped heads, alignment, window, padding, bias, ALiBi, softcap, sinks, dropout), "
+                          "gradient, health. "
                           "KERNEL: plugin:FILE.so[:SYMBOL] or builtin:composed|fused.";
     char err[1024];
     int rc = tg_cli_parse(opts, nopt, n, args, err, sizeof err, NULL);
@@ -137,29 +146,42 @@ int main(int argc, char **argv) {
         tg_cli_usage(stderr, "attn_check KERNEL", summary, opts, nopt);
         return 2;
     }
-    tg_attention_fn fn = NULL;
+    const tg_attn_kernel *K = NULL;
     tg_attn_plugin plugin = {0};
-    if (strcmp(spec, "builtin:composed") == 0) fn = tg_attention;
-    else if (strcmp(spec, "builtin:fused") == 0) fn = tg_flash_attention;
+    if (strcmp(spec, "builtin:composed") == 0) K = &tg_attn_kernel_composed;
+    else if (strcmp(spec, "builtin:fused") == 0) K = &tg_attn_kernel_fused;
     else if (strncmp(spec, "builtin:", 8) == 0) {
         fprintf(stderr, "attn_check: '%s': the built-in ops are builtin:composed and builtin:fused\n", spec);
         return 2;
     } else if (tg_attn_plugin_open(&plugin, spec + 7, err, sizeof err)) {
         fprintf(stderr, "attn_check: %s\n", err);
         return 2;
-    } else fn = plugin.fn;
+    } else K = &plugin.kernel;
+    if ((window && !(K->features & TG_ATTN_F_WINDOW)) || (kv_heads && !(K->features & TG_ATTN_F_GQA))) {
+        char has[300];
+        fprintf(stderr, "attn_check: --%s for --train needs a kernel that declares %s; %s declares: %s\n",
+                window && !(K->features & TG_ATTN_F_WINDOW) ? "window" : "kv-heads",
+                window && !(K->features & TG_ATTN_F_WINDOW) ? "windows" : "grouped heads", spec,
+                tg_attn_features_str(K->features, has, sizeof has));
+        tg_attn_plugin_close(&plugin);
+        return 2;
+    }
 
     tg_attn_check_opts o = {.d_head = d_head, .timeout = timeout};
     tg_attn_check_report r;
-    int status = tg_attn_check(fn, &o, &r);
-    if (!tsv) printf("attn_check %s%s%s\n", spec, plugin.sha256[0] ? " sha256=" : "", plugin.sha256);
+    int status = tg_attn_check(K, &o, &r);
+    char abi[400] = "";
+    if (plugin.handle) tg_attn_plugin_describe(&plugin, abi, sizeof abi);
+    if (!tsv) printf("attn_check %s%s%s%s%s\n", spec, plugin.sha256[0] ? " sha256=" : "", plugin.sha256,
+                     abi[0] ? " " : "", abi);
     tg_attn_check_print(stdout, &r, tsv);
     tg_attn_check_free(&r);
     if (train > 0) {   /* in a child: a kernel that crashes while training is a finding, not our crash */
         fflush(stdout);
         pid_t pid = fork();
         if (pid == 0) {
-            int bad = train_compare(fn, spec, d_head > 0 ? d_head : 128, train);
+            int bad = train_compare(K, spec,
+                                    d_head > 0 ? d_head : 128, window, kv_heads, train);
             fflush(stdout);
             _exit(bad);
         }

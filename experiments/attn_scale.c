@@ -42,6 +42,7 @@ typedef struct {
     const tg_setting *settings;   /* the run's identity beyond its flags */
     int n_settings;
     const char *plugin_file;  /* plugins: the file loaded, absolute */
+    const tg_attn_plugin *plugin;
     const tg_corpus *corpus;  /* task code */
     tg_ctx eval_ctx;          /* the validation loss's own context and batch (made once: no allocation */
     int *eval_x, *eval_y;     /* in a step after the first) */
@@ -69,6 +70,15 @@ static tg_tensor *forward(tg_ctx *ctx, void *u, int logging) {
         r->noted = 1;
     }
     return loss;
+}
+
+/* a kernel whose measured weights reach hidden keys: the run fails unless allowed */
+static int after_row(void *u, int step, char *err, size_t errlen) {
+    run *r = u;
+    (void)step;
+    if (!r->m.measure_leak || r->c->allow_noncausal) return 0;
+    return tg_errf(err, errlen, "the attention plugin's weights reach keys the causal mask hides (%s); the loss of such "
+                   "a run is not the task's (--allow-noncausal trains on anyway)", r->m.measure_note) ? 1 : 1;
 }
 
 static tg_attn_stats stats_of(run *r) {
@@ -99,7 +109,9 @@ static void header(void *u, FILE *f) {
     fprintf(f, "# attn_scale_value=%.9g\n", tg_model_scale(&r->m.cfg));
     if (r->m.cfg.attn_measure) {
         /* a plugin: the scale above is what it was passed; the scale_* columns what it applied */
+        char abi[400];
         fprintf(f, "# attn_plugin_file=%s\n", r->plugin_file);
+        fprintf(f, "# attn_plugin_abi=%s\n", tg_attn_plugin_describe(r->plugin, abi, sizeof abi));
         fprintf(f, "# attn_scale_columns=measured\n");
         fprintf(f, "# attn_measured=%s\n", r->unmeasured ? "no" : "yes");
         if (r->unmeasured) fprintf(f, "# attn_measure_note=%s\n", r->unmeasured);
@@ -233,38 +245,37 @@ int main(int argc, char **argv) {
         return 2;
     }
     tg_attn_plugin plugin = {0};
-    if (c.attn_plugin && c.check) {   /* --check reads no file: that the plugin is there is all it says */
-        char file[4096], symbol[128];
-        struct stat st;
-        if (tg_attn_plugin_spec(c.attn_plugin, file, sizeof file, symbol, sizeof symbol, err, sizeof err)) {
-            fprintf(stderr, "attn_scale: --attn %s\n", err);
-            return 2;
-        }
-        if (stat(file, &st) != 0 || !S_ISREG(st.st_mode)) {
-            fprintf(stderr, "attn_scale: --attn plugin %s: no such regular file\n", file);
-            return 2;
-        }
-    }
-    if (c.check) return 0;   /* --check: these flags would start; no file read or written */
-
-    const char *unmeasured = NULL;
-    char why[600] = "";
     tg_model_cfg mc = attn_cfg_model(&c);
-    if (c.attn_plugin) {
+    if (c.attn_plugin) {   /* loaded for --check too: what the kernel declares decides whether the run can start */
         if (tg_attn_plugin_open(&plugin, c.attn_plugin, err, sizeof err)) {
             fprintf(stderr, "attn_scale: --attn %s\n", err);
             return 2;
         }
-        mc.attn_fn = plugin.fn;
-        mc.attn_measure = 1;
-        /* before any parallel region: the probe runs in a forked child */
-        if (tg_attn_measure_preflight(plugin.fn, 2, c.seq_len, c.heads, c.d_head, 1, tg_model_scale(&mc), 60, why,
-                                      sizeof why)) {
-            one_line(why);
-            unmeasured = why;
-            fprintf(stderr, "attn_scale: note: the plugin's attention weights cannot be measured from the outside: "
-                    "%s; entropy, max-logit, saturation and scale columns will be nan\n", why);
+        const unsigned missing = tg_model_attn_features(&mc) & ~plugin.kernel.features;
+        if (missing) {
+            static const struct { unsigned f; const char *flag; } flags[] = {
+                {TG_ATTN_F_WINDOW, "--window"}, {TG_ATTN_F_GQA, "--kv-heads"}, {TG_ATTN_F_BIAS, "--bias"},
+                {TG_ATTN_F_ALIBI, "--alibi"}, {TG_ATTN_F_SOFTCAP, "--softcap"}, {TG_ATTN_F_SINKS, "--sinks"},
+                {TG_ATTN_F_DROPOUT, "--attn-dropout"}};
+            char names[300], abi[400], flag[40] = "";
+            for (size_t i = 0; i < sizeof flags / sizeof flags[0] && !flag[0]; i++)
+                if (missing & flags[i].f) snprintf(flag, sizeof flag, "%s", flags[i].flag);
+            fprintf(stderr, "attn_scale: %s needs %s, which the plugin %s does not declare (%s); nothing was written\n",
+                    flag, tg_attn_features_str(missing, names, sizeof names), c.attn_plugin,
+                    tg_attn_plugin_describe(&plugin, abi, sizeof abi));
+            tg_attn_plugin_close(&plugin);
+            return 2;
         }
+    }
+    if (c.check) {   /* --check: these flags would start; no file written */
+        tg_attn_plugin_close(&plugin);
+        return 0;
+    }
+
+    char why[600] = "";
+    if (c.attn_plugin) {
+        mc.attn_kernel = &plugin.kernel;
+        mc.attn_measure = 1;
     }
     tg_corpus corpus = {0};
     if (c.task == TG_TASK_CODE && tg_corpus_load(&corpus, c.data, c.seq_len, err, sizeof err)) {
@@ -276,7 +287,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "attn_scale: note: the corpus has %zu bytes that are not text (of %zu)\n", corpus.non_text,
                 corpus.n);
     if (c.task == TG_TASK_CODE) c.corpus = &corpus;
-    run r = {.c = &c, .opts = opts, .n_opts = nopt, .unmeasured = unmeasured, .plugin_file = plugin.path,
+    run r = {.c = &c, .opts = opts, .n_opts = nopt, .plugin_file = plugin.path, .plugin = &plugin,
              .corpus = c.task == TG_TASK_CODE ? &corpus : NULL, .val_loss = NAN};
     tg_model_init(&r.m, &mc, (uint64_t)c.seed);
     r.tc = attn_cfg_task(&c);
@@ -287,6 +298,29 @@ int main(int argc, char **argv) {
     if (!r.tokens || !r.targets) {
         fprintf(stderr, "attn_scale: out of memory for the batch\n");
         return 1;
+    }
+    if (c.attn_plugin && !c.sample) {
+        /* before any parallel region (the pre-flight forks): the kernel called as training will call it */
+        tg_rng prng;
+        tg_rng_seed(&prng, (uint64_t)c.seed, 0xf1);
+        tg_task_batch(&r.tc, &prng, c.batch, r.tokens, r.targets);
+        int pf = tg_model_preflight(&r.m, r.tokens, r.targets, c.batch, 60, why, sizeof why);
+        one_line(why);
+        if (pf == 3 || (pf == 2 && !c.allow_noncausal)) {
+            fprintf(stderr, "attn_scale: --attn %s: %s%s; nothing was written\n", c.attn_plugin, why,
+                    pf == 2 ? " (the kernel is not causal: --allow-noncausal trains on anyway)" : "");
+            free(r.tokens), free(r.targets);
+            tg_model_free(&r.m);
+            tg_corpus_free(&corpus);
+            tg_attn_plugin_close(&plugin);
+            return pf == 2 ? TG_EXIT_CONTRACT : 2;
+        }
+        if (pf == 1) {
+            r.unmeasured = why;
+            fprintf(stderr, "attn_scale: note: the plugin's attention weights cannot be measured from the outside: "
+                    "%s; entropy, max-logit, saturation and scale columns will be nan\n", why);
+        } else if (pf == 2)
+            fprintf(stderr, "attn_scale: note: --allow-noncausal: %s\n", why);
     }
 
     /* the attention op is part of the run's identity: for a plugin, its bytes */
@@ -309,7 +343,7 @@ int main(int argc, char **argv) {
     tc.on_nan = c.on_nan == ONNAN_STOP ? TG_ONNAN_STOP : TG_ONNAN_SKIP, tc.debug_nan = c.debug_nan;
     tc.log = c.log, tc.save = c.save, tc.resume = c.resume, tc.overwrite = c.overwrite;
     tc.opts = opts, tc.n_opts = nopt, tc.may_differ = attn_run_options, tc.added = attn_added_flags;
-    static const char *const moved[] = {"attn_plugin_file", NULL};   /* the bytes count, not where they are */
+    static const char *const moved[] = {"attn_plugin_file", "attn_plugin_abi", NULL};   /* the bytes count, not where they are */
     tc.header_may_differ = moved;
     tc.settings = settings, tc.n_settings = ns;
     tc.files = (const char *const(*)[2])files, tc.n_files = 1;
@@ -325,7 +359,13 @@ int main(int argc, char **argv) {
     }
     tg_train_model tm = {.P = &r.m.P, .user = &r, .batch = batch, .forward = forward, .columns = columns,
                          .values = values, .metric = metric, .header = header, .start = start,
-                         .before_step = before_step};
+                         .before_step = before_step, .after_row = after_row};
+    char crash_what[4400];
+    if (c.attn_plugin) {
+        snprintf(crash_what, sizeof crash_what, "while training with the attention plugin %s:%s (sha256 %.12s)", plugin.path,
+                 plugin.symbol, plugin.sha256);
+        tc.crash_what = crash_what;
+    }
     tg_train_result res;
     tg_profile prof;
     tg_profile_init(&prof, 1);

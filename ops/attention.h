@@ -125,6 +125,73 @@ void tg_attn_visible(const tg_attn_args *args, int b, int i, int *lo, int *hi);
  * definition both ops use; a twin of this mask in another framework needs it. */
 int tg_attn_kept(const tg_attn_args *args, int b, int h, int i, int j);
 
+/* ---- attention kernels: the plugin ABI ------------------------------------------
+ * A kernel is any function that takes the args above (tg_attend_fn), described by
+ * what it implements beyond the textbook call (one q/k/v length T, Hkv = H, scale,
+ * head_scale, causal, stats): the features below. tg_attn_kernel_call never hands a
+ * kernel args that use a feature it did not declare. */
+enum {
+    TG_ATTN_F_DV = 1u << 0,      /* dv != d */
+    TG_ATTN_F_GQA = 1u << 1,     /* grouped heads: Hkv < H */
+    TG_ATTN_F_TQ_TK = 1u << 2,   /* Tq != Tk, bottom-right aligned */
+    TG_ATTN_F_WINDOW = 1u << 3,  /* window_left / window_right */
+    TG_ATTN_F_PADDING = 1u << 4, /* kv_len */
+    TG_ATTN_F_BIAS = 1u << 5,
+    TG_ATTN_F_ALIBI = 1u << 6,
+    TG_ATTN_F_SOFTCAP = 1u << 7,
+    TG_ATTN_F_SINKS = 1u << 8,
+    TG_ATTN_F_DROPOUT = 1u << 9,
+    TG_ATTN_F_ALL = (1u << 10) - 1
+};
+#define TG_ATTN_N_FEATURES 10
+
+/* The plugin ABI this tapegrad takes: 2 = tg_attend_fn on tg_attn_args, and the
+ * tg_ctx / tg_node / tg_tensor of tapegrad 0.12. 1 = tg_attention_fn (textbook
+ * only), loaded through an adapter. Changed on purpose only, with the version. */
+#define TG_ATTENTION_PLUGIN_ABI 2
+
+/* A kernel and what it implements. A plugin exports one per kernel with
+ * TG_ATTENTION_PLUGIN; the programs make one for an ABI 1 function (attend NULL,
+ * textbook set). `size` is sizeof(tg_attn_kernel) as the plugin was built. */
+typedef struct tg_attn_kernel {
+    size_t size;
+    int abi;                  /* TG_ATTENTION_PLUGIN_ABI when built */
+    unsigned features;        /* TG_ATTN_F_* */
+    const char *name;
+    tg_attend_fn attend;      /* ABI 2 */
+    tg_attention_fn textbook; /* ABI 1 (attend NULL): called with the textbook arguments */
+} tg_attn_kernel;
+
+#ifdef __cplusplus
+#define TG_ATTN_EXTERN_C extern "C"
+#else
+#define TG_ATTN_EXTERN_C
+#endif
+/* In a plugin, after the kernel `fn` (a tg_attend_fn):
+ *   TG_ATTENTION_PLUGIN(fn, TG_ATTN_F_GQA | TG_ATTN_F_WINDOW)
+ * exports tg_attn_plugin_<fn>, a descriptor loading reads (attn_scale --attn
+ * plugin:FILE.so:fn). Exported with default visibility and C linkage, so it
+ * survives -fvisibility=hidden and C++. */
+#define TG_ATTENTION_PLUGIN(fn, feats) TG_ATTENTION_PLUGIN_(fn, feats)   /* fn may be a macro: expanded first */
+#define TG_ATTENTION_PLUGIN_(fn, feats)                                                                \
+    TG_ATTN_EXTERN_C __attribute__((visibility("default"), used)) const tg_attn_kernel tg_attn_plugin_##fn = \
+        {sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, (feats), #fn, fn, 0};
+/* An ABI 1 plugin (a tg_attention_fn): declares ABI 1, exported alike. */
+#define TG_ATTENTION_PLUGIN_DECLARE \
+    TG_ATTN_EXTERN_C __attribute__((visibility("default"), used)) const int tg_attention_plugin_abi = 1;
+
+/* The features args use (TG_ATTN_F_*); args as tg_attend takes them. */
+unsigned tg_attn_args_features(const tg_attn_args *args);
+/* The name of one feature bit ("grouped heads", "window", ...); "?" for others. */
+const char *tg_attn_feature_name(unsigned bit);
+/* The names of a set, comma-separated, into buf ("none" for 0). */
+const char *tg_attn_features_str(unsigned features, char *buf, size_t len);
+/* kernel on args: tg_fail naming the kernel and the feature when args use one it
+ * did not declare; an ABI 1 kernel gets the textbook arguments. */
+tg_tensor *tg_attn_kernel_call(tg_ctx *ctx, const tg_attn_kernel *kernel, const tg_attn_args *args);
+/* The built-in ops as kernels (every feature). */
+extern const tg_attn_kernel tg_attn_kernel_composed, tg_attn_kernel_fused;
+
 /* The weights P [B, H, Tq, Tk] (invisible entries 0) that the tg_attend call
  * which made `out` saved on ctx's tape; NULL when that call recorded no node
  * (no input needed a gradient, or grad was disabled). Valid until the reset. */

@@ -3,9 +3,12 @@
 # (exit 0); every kernel of tests/plugins/bad_kernels.c and the example's
 # forgetful one is refused (exit 1) with its bug named; bad usage and a file that
 # will not load exit 2; a hang and a crash are reported, not suffered.
-#   tests/attn_check_cli.sh ATTN_CHECK OK.so NOSCALE.so BAD.so BAND.tsv
+# The catalogue (tests/plugins/catalogue.c, ABI 2): one wrong kernel per bug class
+# of every feature, each named in its words; its `right` kernel passes every check
+# of every feature; a kernel at c = d_head gets a right mask verdict.
+#   tests/attn_check_cli.sh ATTN_CHECK OK.so NOSCALE.so BAD.so BAND.tsv CATALOGUE.so WINDOW1.so
 set -u
-bin=$1 ok=$2 noscale=$3 badso=$4 band=$5
+bin=$1 ok=$2 noscale=$3 badso=$4 band=$5 cat=$6 win1=$7
 . "$(dirname "$0")/cli_util.sh"
 check() {   # check NAME WANT_RC PHRASE KERNEL [FLAGS...]: the exit status and a phrase of the report
     local name=$1 want=$2 phrase=$3
@@ -24,12 +27,17 @@ check example_noscale 1 'c = 11.31 = √128: the kernel ignores `scale`' "plugin
 grep -qF "outside the band 1/16 .. 1" example_noscale.out || no "example_noscale: no health forecast outside the band"
 grep -qF "expect the collapse of docs/results.md#the-main-result" example_noscale.out || no "example_noscale: no collapse forecast"
 check forgets_scale 1 'c = 11.31 = √128: the kernel ignores `scale`' "plugin:$badso:forgets_scale"
-check divides_by_d 1 "c = 0.0884 = 1/√128: it divides by d_head" "plugin:$badso:divides_by_d"
-check twice_too_warm 1 "c = 2.00: 2.00 times too warm" "plugin:$badso:twice_too_warm"
-check own_sqrt 1 'c does not follow `scale`: the kernel computes its own 1/√d_head' "plugin:$badso:own_sqrt"
-check no_causal_mask 1 "leak: row 0 depends on position 11, 11 later: no causal mask" "plugin:$badso:no_causal_mask"
-check mask_off_by_one 1 "the mask is off by one (each row sees the next position)" "plugin:$badso:mask_off_by_one"
-check mask_hides_diagonal 1 "row 0 does not see its own position" "plugin:$badso:mask_hides_diagonal"
+check divides_by_d 1 "to q·k (the same at twice the scale): its own 1/d_head; possibly c = 1/√d_head: divided by d_head, or the scale applied twice" "plugin:$badso:divides_by_d"
+grep -qF 'c = 0.08839: the kernel ignores `scale`' divides_by_d.out || no "divides_by_d: c at d_head 128 is not 0.08839"
+check twice_too_warm 1 "c = 2: it follows \`scale\` but 2.00 times too warm" "plugin:$badso:twice_too_warm"
+check own_sqrt 1 'the kernel ignores `scale` and applies its own multiplier 0.08839 to q·k (the same at twice the scale): its own 1/√d_head, right at this scale only' "plugin:$badso:own_sqrt"
+check no_causal_mask 1 "row 0 of head 0 sees keys 0..11, not key 0: no causal mask" "plugin:$badso:no_causal_mask"
+check mask_off_by_one 1 "sees keys 0..1, not key 0: the mask is off by one (each row sees the next position)" "plugin:$badso:mask_off_by_one"
+check mask_hides_diagonal 1 "the mask hides the diagonal (off by one): row 0 does not see its own position" "plugin:$badso:mask_hides_diagonal"
+for k in no_causal_mask mask_off_by_one mask_hides_diagonal; do   # a mask's bug is named by the mask probe, not the temperature's
+    grep -q '^FAIL  temperature' $k.out && no "$k: the temperature probe fails too: $(grep -m1 '^FAIL  temperature' $k.out)"
+done
+grep -qF "ABI 1: textbook features only" forgets_scale.out || no "an ABI 1 plugin is not reported as 'ABI 1: textbook features only'"
 check ignores_head_scale 1 "the kernel ignores head_scale" "plugin:$badso:ignores_head_scale"
 check wrong_backward 1 "the backward is not the gradient of the forward for v" "plugin:$badso:wrong_backward"
 grep -c '^FAIL' wrong_backward.out | grep -qx 1 || no "wrong_backward: more than the gradient of v failed: $(grep '^FAIL' wrong_backward.out)"
@@ -37,10 +45,51 @@ check nan_long_rows 1 "at T=256, not causal, without head_scale: a non-finite ou
 check needs_dv_eq_d 1 "it refused: needs_dv_eq_d: dv" "plugin:$badso:needs_dv_eq_d"
 check crashes_dv 1 "the kernel crashed (Segmentation fault) in the forward probe" "plugin:$badso:crashes_dv"
 check hangs_long 1 "the kernel hung: the forward probe got no answer within 2 s" "plugin:$badso:hangs_long" --d-head 8 --timeout 2
+# ---- the catalogue: every feature's bugs, by name ----------------------------------------------
+for k in composed fused; do grep -q "^info  features    declared    dv != d, grouped heads, Tq != Tk, window, padding, bias, alibi, softcap, sinks, dropout; not declared (not checked, and never called with them): none" $k.out ||
+    no "builtin:$k: the features line does not list every feature"; done
+check right 0 "verdict: the kernel conforms (48 checks)" "plugin:$cat:right"
+check example_window1 1 "row 128 sees keys 0..128, not keys 1..128: sees 129 keys, the window asks for 128 (left = 127): off by one" "plugin:$win1"
+grep -c '^FAIL' example_window1.out | grep -qx 3 || no "example_window1: more than the window failed: $(grep '^FAIL' example_window1.out)"
+c() { check "$1" 1 "$2" "plugin:$cat:$1"; }
+c sqrt_inverse 'c = 128: the kernel follows `scale` inversely (half the multiplier at twice the scale): it divides by `scale` instead of multiplying; possibly c = d_head: multiplied by √d_head instead of divided (the exponent'"'"'s sign flipped)'
+grep -q "^ok    mask        causal " sqrt_inverse.out || no "sqrt_inverse (c = d_head, saturated rows): the mask verdict is not right: $(grep ' mask ' sqrt_inverse.out)"
+grep -q "^ok    mask        not causal " sqrt_inverse.out || no "sqrt_inverse: the non-causal mask verdict is not right"
+c width_scale 'c = 0.5774: the kernel ignores `scale` and applies its own multiplier 0.05103 to q·k (the same at twice the scale); possibly c = 1/√H: scaled by the model width H·d_head, not the head'"'"'s d_head'
+c scale_twice 'c = 0.08839: the multiplier grows as scale² (4 times at twice the scale): the scale is applied twice; possibly c = 1/√d_head: divided by d_head, or the scale applied twice'
+c gqa_tile "query head 1 reads kv head 1, not 0: tile order (h mod Hkv) instead of repeat_interleave (h / group) (reads 0 1 0 1)"
+c top_left "query 0 sees key 0, not keys 0..7: causal mask aligned top-left: a decoding step with a KV cache sees only the first key"
+c window_plus_one "sees 129 keys, the window asks for 128 (left = 127): off by one"
+c window_two_sided "row 0 sees keys 0..127, not key 0: also sees up to 127 keys ahead: a two-sided window"
+c window_ignored "sees every key up to its own: the window is ignored"
+c padding_leak "row 0 of batch 0 (kv_len 5) sees keys 0..7: keys past kv_len leak"
+c padding_nan "a row that sees no key (kv_len 0) gives NaN instead of 0"
+c bias_scaled "the bias enters the logits times 0.25 = the softmax scale: it is added before the scale, not after"
+c bias_head0 "head 1 gets head 0's bias"
+c alibi_flipped "slopes measured -0.5 -0.25 -0.125, given 0.5 0.25 0.125: the sign is flipped"
+c alibi_reversed "the heads' slopes in reverse order"
+c alibi_scaled "the slopes are multiplied by the softmax scale"
+c cap_before_scale "the cap is applied before the scale: logits capped to ±2.5 = scale · cap, not ±5"
+c cap_ignored "no cap: logits from −20 to 20 pass unchanged"
+c sinks_ignored "the rows sum to 1, the sink is ignored"
+c dropout_no_rescale "kept weights are scaled by 1, not 1/(1 − p) = 1.33: no rescale"
+c dropout_fresh_mask "two calls with one dropout_seed drop different weights"
+grep -q "^FAIL  gradient    with dropout .*does the backward use the forward's mask" dropout_fresh_mask.out ||
+    no "dropout_fresh_mask: the gradient at a fixed seed does not fail"
+c dropout_seed_ignored "dropout_seed 7 and 8 drop the same weights"
+c no_softmax "every row weighs its keys 0 with equal logits: not a softmax"
+# each feature's bug fails its own probe and not another feature's (the forward line of the feature aside)
+for k in top_left:alignment window_plus_one:window padding_leak:padding bias_scaled:bias alibi_flipped:alibi cap_before_scale:softcap sinks_ignored:sinks dropout_no_rescale:dropout; do
+    name=${k%%:*} probe=${k#*:}
+    other=$(grep '^FAIL' $name.out | grep -v "^FAIL  $probe \|^FAIL  forward \|^FAIL  gradient    with " | head -1)
+    [ -z "$other" ] || no "$name: a probe other than $probe fails: $other"
+done
+
 # one head size alone, and the TSV with a header row
 check one_dhead 0 "" builtin:composed --d-head 32 --tsv
 head -1 one_dhead.out | grep -qx "check	what	status	value	limit	text" || no "--tsv: no header row"
 [ "$(grep -c 'd_head=' one_dhead.out)" -eq 3 ] || no "--d-head 32: want one forward, one temperature and the health line"
+
 # the fused op stays under a tenth of the forward tolerance (the claim of tg_attn_check.h)
 "$bin" builtin:fused --tsv >fused.tsv 2>/dev/null
 awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["check"] == "forward" && !($c["value"] < $c["limit"] / 10) { bad = 1 }
@@ -51,6 +100,11 @@ awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["check"] ==
 # --train: the toy model side by side (tiny: d_head 16, 20 steps)
 check train_ok 0 "ok, it trains like tg_attention" "plugin:$ok" --d-head 16 --train 20
 grep -q "^--train 20: attn_scale's default model (hist, d_head 16, seed 1)" train_ok.out || no "--train: no side-by-side table"
+# --train with the features the kernel declares; refused for one it does not
+check train_win 0 "ok, it trains like tg_attention" "plugin:$ok" --d-head 16 --train 20 --window 8 --kv-heads 1
+grep -q "^--train 20: attn_scale's default model (hist, d_head 16, seed 1, --window 8, --kv-heads 1)" train_win.out ||
+    no "--train --window 8 --kv-heads 1: the table does not say so"
+check train_nowin 2 "--window for --train needs a kernel that declares windows" "plugin:$cat:textbook_only" --train 20 --window 8
 # usage and loading
 check nokernel 2 "no KERNEL" --d-head 8
 check badbuiltin 2 "the built-in ops are builtin:composed and builtin:fused" builtin:flash

@@ -9,10 +9,14 @@
 #   and a checkpoint without them (a run from before) refuses a resume that sets them;
 # - the code model (--task code) takes both;
 # - --window W: the dumped maps are 0 outside the window, and attn_maps prints NaN there;
-# - bad values: --kv-heads not dividing --heads, either flag with a plugin kernel.
+# - bad values: --kv-heads not dividing --heads; a flag whose feature the plugin
+#   kernel does not declare (its descriptor, plugin ABI 2) is refused before anything
+#   is written, naming the flag, the feature and what the kernel declares.
+#   tests/attn_features_cli.sh ATTN_SCALE ATTN_MAPS CATALOGUE.so
 set -u
 bin=$1
 maps=$2
+cat=$3
 . "$(dirname "$0")/cli_util.sh"
 T="--batch 4 --seq-len 12 --vocab 16 --alphabet 4 --d-model 16 --heads 4 --d-head 8 --log-every 5 --warmup 5 --steps 30"
 
@@ -77,19 +81,21 @@ bad nosinks "setting differs: --sinks is 1 in the checkpoint, 0 in this run" $T 
 run 0 sw1 $T --sinks 1 --alibi 0 --check
 run 2 sw2 $T --sinks=2 --check
 grep -q -- "--sinks: '2' is not 0 or 1" sw2.err || no "--sinks=2: $(cat sw2.err)"
-for f in "--bias table" --alibi "--softcap 3" --sinks "--attn-dropout 0.1"; do
-    run 2 plug $T $f --attn plugin:nothing.so --check
-    grep -q "takes the textbook contract only" plug.err || no "$f with a plugin: $(cat plug.err)"
+for f in "--bias table:bias" "--alibi:alibi" "--softcap 3:softcap" "--sinks:sinks" "--attn-dropout 0.1:dropout" \
+         "--window 4:window" "--kv-heads 2:grouped heads"; do
+    flag=${f%%:*} feat=${f#*:}
+    run 2 plug $T $flag --attn "plugin:$cat:textbook_only" --check
+    grep -qF -- "${flag%% *} needs $feat, which the plugin $cat:textbook_only does not declare (ABI 2: dv != d)" plug.err ||
+        no "$flag with a plugin that does not declare it: $(cat plug.err)"
+    run 2 plugrun $T $flag --attn "plugin:$cat:textbook_only" --log plugrun.tsv --save plugrun.st
+    [ ! -e plugrun.tsv ] && [ ! -e plugrun.st ] || no "$flag with a plugin that does not declare it: files written"
+    run 0 plugall $T $flag --attn "plugin:$cat:right" --check   # declares every feature
 done
 run 2 dropone $T --attn-dropout 1 --check
 
 # bad values
 run 2 nodiv $T --kv-heads 3 --check
 grep -q -- "--kv-heads 3 does not divide --heads 4" nodiv.err || no "--kv-heads 3: $(cat nodiv.err)"
-run 2 plugwin $T --window 4 --attn plugin:nothing.so --check
-grep -q -- "--window needs --attn composed or fused" plugwin.err || no "--window with a plugin: $(cat plugwin.err)"
-run 2 plugkv $T --kv-heads 2 --attn plugin:nothing.so --check
-grep -q -- "--kv-heads needs --attn composed or fused" plugkv.err || no "--kv-heads with a plugin: $(cat plugkv.err)"
 run 2 negwin $T --window -1 --check
 
 [ "$fails" -eq 0 ] && echo "attn_features_cli: all checks passed"

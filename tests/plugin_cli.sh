@@ -1,9 +1,20 @@
 #!/bin/bash
 # attn_scale with attention plugins (--attn plugin:FILE.so[:SYMBOL]), end to end:
-#   tests/plugin_cli.sh ATTN_SCALE ATTN_MAPS OK.so NOSCALE.so BAD.so SWEEP
+#   tests/plugin_cli.sh ATTN_SCALE ATTN_MAPS OK.so NOSCALE.so BAD.so SWEEP PLUGIN_DIR CXX.so|none ATTN_CHECK
 # - loading: a missing file, a file that is not ELF, another machine's ELF, a
-#   missing symbol, a control character: exit 2, a message naming the file and
-#   the problem, no log or checkpoint written;
+#   missing symbol, a control character, a plugin that declares no ABI or
+#   another ABI: exit 2, a message naming the file and the problem, no log or
+#   checkpoint written; an ABI 2 plugin built -fvisibility=hidden and one built
+#   as C++ load (and pass attn_check); an ABI 1 plugin (the adapter) is named
+#   "ABI 1: textbook features only" in the header; a 127-byte kernel name
+#   survives a checkpoint's round trip;
+# - features: a run whose flags use a feature the kernel declares trains with it
+#   (grouped heads and a window: the same losses as the built-in op);
+# - guards: a kernel whose weights leak past the causal mask is refused before
+#   anything is written (exit 5), or trains with --allow-noncausal; one that
+#   starts leaking mid-run ends the run with "# failed:" (exit 5); one that
+#   crashes in-process leaves "# crashed: SIGSEGV at step N: ..." as the log's
+#   last line, and the next run on the same files starts and resumes;
 # - training: the right kernel logs the multiplier 1/sqrt(d_head) it applied,
 #   the forgetful one 1 (measured from the outside: neither fills stats), and the
 #   log header names the plugin's file, SHA-256 and symbol;
@@ -17,7 +28,8 @@
 #   run trains, the health columns are nan, the header and stderr say why;
 # - the sweep tool plans plugin runs (--plugin NAME=FILE).
 set -u
-bin=$1 maps=$2 ok=$3 noscale=$4 badso=$5 sweep=$6
+bin=$1 maps=$2 ok=$3 noscale=$4 badso=$5 sweep=$6 pdir=$7 cxx=$8 check=$9
+cat=$pdir/plugin_catalogue.so
 . "$(dirname "$0")/cli_util.sh"
 T="--batch 4 --seq-len 8 --vocab 16 --alphabet 4 --d-model 16 --heads 2 --d-head 16 --log-every 5 --warmup 5"
 col() {   # col LOG NAME ROW: a column's value by name in data row ROW (1 = first; -1 = last)
@@ -39,14 +51,39 @@ loadfail text "plugin text.so: not a shared object (no ELF header" text.so
 # a 64-byte ELF header of an aarch64 shared object (ET_DYN = 3, EM_AARCH64 = 183)
 { printf '\177ELF\002\001\001'; head -c 9 /dev/zero; printf '\003\000\267\000'; head -c 44 /dev/zero; } >arm.so
 loadfail arm "plugin arm.so: built for aarch64 (64-bit), this program is x86-64" arm.so
-loadfail nosym "no symbol 'nosuch'" "$ok:nosuch"
+loadfail nosym "no kernel descriptor tg_attn_plugin_nosuch" "$ok:nosuch"
+loadfail abi_none "no kernel descriptor tg_attn_plugin_attention (ABI 2: TG_ATTENTION_PLUGIN(attention, features) after the kernel) and no ABI declaration (ABI 1: TG_ATTENTION_PLUGIN_DECLARE), though it has a symbol of that name" "$pdir/plugin_none.so"
+loadfail abi3 "its descriptor tg_attn_plugin_attention says plugin ABI 3; this program takes ABI 2 (and ABI 1)" "$pdir/plugin_abi3.so"
+run 0 hidden $T --steps 5 --attn "plugin:$pdir/plugin_hidden.so" --log hidden.tsv
+[ "$(hdr hidden.tsv attn_plugin_abi)" = "ABI 2: dv != d, grouped heads, Tq != Tk, window, padding, bias, alibi, softcap, sinks, dropout" ] ||
+    no "-fvisibility=hidden plugin: header says '$(hdr hidden.tsv attn_plugin_abi)'"
+run 0 abi1 $T --steps 5 --attn "plugin:$pdir/plugin_abi1_hidden.so" --log abi1.tsv
+[ "$(hdr abi1.tsv attn_plugin_abi)" = "ABI 1: textbook features only" ] || no "ABI 1 plugin: header says '$(hdr abi1.tsv attn_plugin_abi)'"
+run 2 abi1win $T --steps 5 --window 4 --attn "plugin:$pdir/plugin_abi1_hidden.so" --log abi1win.tsv
+grep -qF -- "--window needs window, which the plugin $pdir/plugin_abi1_hidden.so does not declare (ABI 1: textbook features only)" abi1win.err ||
+    no "ABI 1 plugin with --window: $(cat abi1win.err)"
+nothing_written abi1win.tsv
+if [ "$cxx" != none ]; then
+    run 0 cxx $T --steps 5 --attn "plugin:$cxx:cxx_attention" --log cxx.tsv
+    "$check" "plugin:$cxx:cxx_attention" >cxx_check.out 2>&1 || no "attn_check refuses the C++ plugin: $(grep -m3 '^FAIL' cxx_check.out)"
+else
+    echo "plugin_cli: no C++ compiler: the C++ plugin was not built (skipped)"
+fi
+# a 127-byte kernel name: the checkpoint keeps it whole, so the run resumes
+long=k123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890abcdef
+[ ${#long} -eq 127 ] || no "the long name is ${#long} bytes, not 127"
+run 0 long_straight $T --steps 20 --attn "plugin:$pdir/plugin_long.so:$long" --log long_s.tsv
+run 0 long_part $T --steps 20 --attn "plugin:$pdir/plugin_long.so:$long" --log long.tsv --save long.st --stop-at 10
+run 0 long_resume $T --steps 20 --attn "plugin:$pdir/plugin_long.so:$long" --log long.tsv --save long.st --resume long.st
+[ "$(hdr long.tsv attn_plugin_symbol)" = "$long" ] || no "127-byte symbol: header has '$(hdr long.tsv attn_plugin_symbol)'"
+[ "$(rows long.tsv)" = "$(rows long_s.tsv)" ] || no "127-byte symbol: the resumed run's rows differ from a straight run's"
 loadfail folder "not a regular file" .
 run 2 ctrl $T --steps 10 --attn "plugin:a$(printf '\t')b.so" --log ctrl.tsv
 grep -q "control character" ctrl.err || no "ctrl: message lacks 'control character'"
 run 2 badspec $T --steps 10 --attn plugn:x.so
 grep -q "expected composed, fused or plugin:FILE.so" badspec.err || no "badspec: message lacks the choices"
 run 2 check_missing $T --attn plugin:nosuch.so --check
-grep -q "no such regular file" check_missing.err || no "--check: a missing plugin not named"
+grep -q "plugin nosuch.so: No such file" check_missing.err || no "--check: a missing plugin not named: $(cat check_missing.err)"
 run 0 check_ok $T --attn "plugin:$ok" --check
 
 # ---- training ----------------------------------------------------------------
@@ -90,8 +127,8 @@ for sym in needs_dv_eq_d crashes_dv; do
     [ "$(hdr "${sym}_m.tsv" attn_measured)" = yes ] || no "$sym at T <= d: not measured"
     [ "$(col "${sym}_m.tsv" scale_l0_h0 1)" = 0.25 ] || no "$sym at T <= d: multiplier $(col "${sym}_m.tsv" scale_l0_h0 1)"
 done
-# T = 8 > d_head 4: dv must be T, which they refuse or crash on; no causal mask: not weights
-for sym in needs_dv_eq_d crashes_dv no_causal_mask; do
+# T = 8 > d_head 4: dv must be T, which they refuse or crash on
+for sym in needs_dv_eq_d crashes_dv; do
     run 0 "$sym" $T --d-head 4 --steps 10 --attn "plugin:$badso:$sym" --log "$sym.tsv"
     [ "$(hdr "$sym.tsv" attn_measured)" = no ] || no "$sym: header lacks attn_measured=no"
     [ "$(col "$sym.tsv" ent_l0_h0 -1)" = nan ] || no "$sym: entropy column '$(col "$sym.tsv" ent_l0_h0 -1)', want nan"
@@ -100,7 +137,35 @@ for sym in needs_dv_eq_d crashes_dv no_causal_mask; do
 done
 grep -q "crashed" crashes_dv.err || no "crashes_dv: the note does not say the kernel crashed"
 grep -q "dv 8 != d 4" needs_dv_eq_d.err || no "needs_dv_eq_d: the note does not give the kernel's message"
-grep -q "not causal weights" no_causal_mask.err || no "no_causal_mask: the note does not say the weights are not causal"
+
+# ---- the guards: weights past the causal mask, a crash -----------------------
+run 5 noncausal $T --steps 10 --attn "plugin:$badso:no_causal_mask" --log noncausal.tsv --save noncausal.st
+grep -q "not causal weights" noncausal.err || no "no_causal_mask: the refusal does not say the weights are not causal: $(cat noncausal.err)"
+grep -q -- "--allow-noncausal" noncausal.err || no "no_causal_mask: the refusal does not name --allow-noncausal"
+nothing_written noncausal.tsv noncausal.st
+run 0 noncausal_ok $T --steps 10 --attn "plugin:$badso:no_causal_mask" --log noncausal_ok.tsv --allow-noncausal
+grep -q "not causal weights" noncausal_ok.err || no "--allow-noncausal: no note"
+# right for 40 calls, then leaking: the run stops at its next logged step
+run 5 late $T --steps 60 --attn "plugin:$cat:leaks_late" --log late.tsv --save late.st --save-every 1000
+tail -1 late.tsv | grep -q '^# failed: step [0-9]*: the attention plugin.s weights reach keys the causal mask hides' ||
+    no "leaks_late: the log does not end with '# failed:': $(tail -1 late.tsv)"
+[ ! -e late.st ] || no "leaks_late: a checkpoint was written after the leak was seen"
+# a crash in the plugin: the log's last line says so; the next run on these files is not stopped by them
+run 139 crash $T --steps 60 --attn "plugin:$cat:crashes_late" --log crash.tsv --save crash.st --save-every 10
+tail -1 crash.tsv | grep -q "^# crashed: SIGSEGV at step [0-9]*: while training with the attention plugin .*plugin_catalogue.so:crashes_late (sha256 " ||
+    no "crashes_late: the log's last line is not '# crashed:': $(tail -1 crash.tsv)"
+[ -e crash.st ] || no "crashes_late: no checkpoint from before the crash"
+ls -a | grep -q '\.tmp\|tmp\.' && no "crashes_late: a temporary file was left: $(ls -a | grep 'tmp')"
+run 0 crash_resume $T --steps 35 --attn "plugin:$cat:crashes_late" --log crash.tsv --save crash.st --save-every 10 --resume crash.st
+grep -q "^# crashed" crash.tsv && no "the resumed log still holds the '# crashed:' line"
+run 0 after_crash $T --steps 20 --attn "plugin:$ok" --log crash.tsv --save crash.st --overwrite
+# a right kernel with grouped heads and a window (it declares both): the built-in op's losses
+run 0 gqa_win $T --steps 10 --kv-heads 1 --window 4 --attn "plugin:$ok" --log gqa_win.tsv
+run 0 gqa_win_ref $T --steps 10 --kv-heads 1 --window 4 --log gqa_win_ref.tsv
+for row in 1 -1; do
+    awk -v a="$(col gqa_win.tsv loss $row)" -v b="$(col gqa_win_ref.tsv loss $row)" 'BEGIN { d = a - b; exit !(d < 1e-3 && d > -1e-3) }' ||
+        no "plugin with --kv-heads 1 --window 4: loss $(col gqa_win.tsv loss $row) vs built-in $(col gqa_win_ref.tsv loss $row)"
+done
 run 0 forgets $T --steps 5 --attn "plugin:$badso:forgets_scale" --log forgets.tsv
 [ "$(col forgets.tsv scale_l0_h0 1)" = 1 ] || no "forgets_scale (tg_attention with scale 1): measured $(col forgets.tsv scale_l0_h0 1), want 1"
 

@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L   /* mkdtemp */
 /* The training kit's view of a kernel it did not write (tg_attn_probe.h): the
  * weights, entropy, saturation, max logit and multiplier measured from the
  * outside must be the built-in ops' own stats, for both ops, causal or not,
@@ -9,14 +10,21 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "testutil.h"
+#include "tg_attn_plugin.h"
 #include "tg_attn_probe.h"
 #include "tg_sha256.h"
 
 enum { B = 2, T = 9, H = 3, D = 6 };
+
+static tg_attn_kernel textbook(tg_attention_fn fn) {   /* an ABI 1 kernel, as the plugin loader makes one */
+    return (tg_attn_kernel){sizeof(tg_attn_kernel), 1, TG_ATTN_F_DV, "test", NULL, fn};
+}
 
 static void compare(tg_attention_fn fn, int causal, int with_hs, float std, float scale) {
     tg_ctx ctx;
@@ -36,7 +44,10 @@ static void compare(tg_attention_fn fn, int causal, int with_hs, float std, floa
     if (fn != tg_attention) fn(&ctx, q, k, v, with_hs ? hs : NULL, scale, causal, &own);
     static float probs[B * H * T * T];
     char err[256] = "";
-    int rc = tg_attn_measure(&ctx, fn, q, k, with_hs ? hs : NULL, scale, causal, &meas, mult, probs, err, sizeof err);
+    tg_attn_kernel K = textbook(fn);
+    tg_attn_args args = tg_attn_args_make(q, k, v, scale);
+    args.head_scale = with_hs ? hs : NULL, args.causal = causal;
+    int rc = tg_attn_measure(&ctx, &K, &args, &meas, mult, probs, err, sizeof err);
     if (rc) fail_msg("measure: %s", err);
     for (int i = 0; i < B * H * T * T; i++) assert_true(fabsf(probs[i] - Pref[i]) <= 1e-6f);
     for (int h = 0; h < H; h++) {
@@ -76,6 +87,12 @@ static tg_tensor *not_weights(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor
     return tg_scale(ctx, o, 2.0f);   /* rows sum to 2 */
 }
 
+static tg_tensor *no_mask(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *hs, float scale,
+                          int causal, tg_attn_stats *st) {
+    (void)causal;
+    return tg_attention(ctx, q, k, v, hs, scale, 0, st);
+}
+
 static void test_measure_refusals(void **s) {
     (void)s;
     tg_ctx ctx;
@@ -88,16 +105,116 @@ static void test_measure_refusals(void **s) {
     float e[H] = {7, 7, 7};
     tg_attn_stats st = {H, e, NULL, NULL};
     char err[512];
-    assert_int_equal(tg_attn_measure(&ctx, refuses, q, k, NULL, 0.5f, 1, &st, NULL, NULL, err, sizeof err), -1);
+    tg_attn_kernel Kr = textbook(refuses), Kn = textbook(not_weights), Kc = textbook(no_mask);
+    tg_attn_args a = tg_attn_args_make(q, k, k, 0.5f);
+    a.causal = 1;
+    assert_int_equal(tg_attn_measure(&ctx, &Kr, &a, &st, NULL, NULL, err, sizeof err), TG_MEASURE_FAILED);
     assert_non_null(strstr(err, "refused V = identity (dv = 9): refuses: dv must be d"));
-    assert_int_equal(tg_attn_measure(&ctx, not_weights, q, k, NULL, 0.5f, 1, &st, NULL, NULL, err, sizeof err), -1);
+    assert_int_equal(tg_attn_measure(&ctx, &Kn, &a, &st, NULL, NULL, err, sizeof err), TG_MEASURE_FAILED);
     assert_non_null(strstr(err, "sums to 2"));
+    assert_int_equal(tg_attn_measure(&ctx, &Kc, &a, &st, NULL, NULL, err, sizeof err), TG_MEASURE_LEAK);
+    assert_non_null(strstr(err, "not causal weights"));
     assert_true(e[0] == 7);   /* untouched on failure */
     assert_true(ctx.grad_enabled == 1);
-    assert_int_equal(tg_attn_measure_preflight(refuses, 2, T, H, D, 1, 0.5f, 30, err, sizeof err), -1);
-    assert_non_null(strstr(err, "dv must be d"));
-    assert_int_equal(tg_attn_measure_preflight(tg_attention, 2, T, H, D, 1, 0.5f, 30, err, sizeof err), 0);
+    /* the gate: a call with a feature the kernel does not declare is refused, naming both */
+    tg_attn_args g = a;
+    g.window_left = 2;
+    tg_tensor *out = tg_attn_call_caught(&ctx, &Kr, &g, 0, err, sizeof err);
+    assert_null(out);
+    assert_non_null(strstr(err, "the call uses window, which the kernel does not declare (it declares: dv != d)"));
     tg_ctx_free(&ctx);
+}
+
+/* Every feature: the weights and stats measured from the outside are the op's own, and the fitted
+ * multiplier is scale · head_scale with the bias and ALiBi taken out. */
+static void test_measure_features(void **s) {
+    (void)s;
+    enum { Hq = 4, Hk = 2, Tq = 5, Tk = 9, d = 6 };
+    for (int feat = 0; feat < 5; feat++) {
+        tg_ctx ctx;
+        tg_ctx_init(&ctx, 0);
+        ctx.grad_enabled = 0;
+        tg_rng r;
+        tg_rng_seed(&r, 3, (uint64_t)feat);
+        tg_tensor *q = tg_new(&ctx, 4, (int[]){2, Tq, Hq, d}), *k = tg_new(&ctx, 4, (int[]){2, Tk, Hk, d});
+        tg_fill_normal(&r, q->data, q->numel, 0, 1);
+        tg_fill_normal(&r, k->data, k->numel, 0, 1);
+        tg_tensor *bias = tg_new(&ctx, 4, (int[]){1, Hq, Tq, Tk}), *alibi = tg_new(&ctx, 1, (int[]){Hq});
+        tg_fill_normal(&r, bias->data, bias->numel, 0, 1);
+        for (int h = 0; h < Hq; h++) alibi->data[h] = 0.1f * (float)(h + 1);
+        int kv_len[2] = {7, 4};
+        tg_attn_args a = tg_attn_args_make(q, k, k, 0.4f);
+        a.causal = 1;
+        if (feat == 1) a.window_left = 2;
+        if (feat == 2) a.bias = bias;
+        if (feat == 3) a.alibi = alibi;
+        if (feat == 4) a.kv_len = kv_len, a.causal = 0;
+        float ent[Hq], mx[Hq], sat[Hq], ment[Hq], mmx[Hq], msat[Hq], mult[Hq];
+        tg_attn_stats own = {Hq, ent, mx, sat}, meas = {Hq, ment, mmx, msat};
+        a.stats = &own;
+        tg_attend(&ctx, &a);
+        a.stats = NULL;
+        char err[300];
+        int rc = tg_attn_measure(&ctx, &tg_attn_kernel_fused, &a, &meas, mult, NULL, err, sizeof err);
+        if (rc) fail_msg("feature case %d: %s", feat, err);
+        for (int h = 0; h < Hq; h++) {
+            if (fabsf(mult[h] - 0.4f) > 1e-3f) fail_msg("case %d head %d: multiplier %g, want 0.4", feat, h, mult[h]);
+            if (fabsf(ment[h] - ent[h]) > 1e-4f) fail_msg("case %d head %d: entropy %g, own %g", feat, h, ment[h], ent[h]);
+            assert_float_equal(msat[h], sat[h], 1e-6);
+        }
+        tg_ctx_free(&ctx);
+    }
+}
+
+static int copy_file(const char *from, const char *to) {   /* in place: the same inode, truncated and rewritten */
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    int ok = a && b;
+    char buf[4096];
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof buf, a)) > 0) ok = fwrite(buf, 1, n, b) == n;
+    if (a) fclose(a);
+    if (b && fclose(b)) ok = 0;
+    return ok ? 0 : -1;
+}
+
+/* The bytes a plugin runs are the bytes its SHA-256 names: loading copies the file once, so
+ * a file rewritten in place after loading (a rebuild) changes neither the code nor the hash. */
+static void test_plugin_bytes(void **s) {
+    (void)s;
+    const char *ok = getenv("TG_TEST_PLUGIN_OK"), *noscale = getenv("TG_TEST_PLUGIN_NOSCALE");
+    if (!ok || !noscale) {
+        printf("test_plugin_bytes: skipped (TG_TEST_PLUGIN_OK and TG_TEST_PLUGIN_NOSCALE not set: run it through ctest)\n");
+        skip();
+    }
+    char dir[] = "/tmp/tg_plugin_XXXXXX", path[64], want[65], err[600];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/k.so", dir);
+    assert_int_equal(copy_file(ok, path), 0);
+    assert_int_equal(tg_sha256_file(path, want, err, sizeof err), 0);
+    tg_attn_plugin p;
+    if (tg_attn_plugin_open(&p, path, err, sizeof err)) fail_msg("open: %s", err);
+    assert_string_equal(p.sha256, want);
+    assert_int_equal(p.abi, 2);
+    assert_int_equal(copy_file(noscale, path), 0);   /* the rebuild: another kernel in the same file */
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    ctx.grad_enabled = 0;
+    tg_rng r;
+    tg_rng_seed(&r, 4, 4);
+    tg_tensor *q = tg_new(&ctx, 4, (int[]){1, 6, 2, 8}), *k = tg_new(&ctx, 4, (int[]){1, 6, 2, 8});
+    tg_fill_normal(&r, q->data, q->numel, 0, 1);
+    tg_fill_normal(&r, k->data, k->numel, 0, 1);
+    tg_attn_args a = tg_attn_args_make(q, k, k, 0.25f);
+    a.causal = 1;
+    tg_tensor *mine = tg_attn_kernel_call(&ctx, &p.kernel, &a), *ref = tg_attend(&ctx, &a);
+    for (int64_t i = 0; i < ref->numel; i++)
+        if (fabsf(mine->data[i] - ref->data[i]) > 1e-5f)
+            fail_msg("after the file was rewritten the loaded kernel changed: %g vs %g at %lld", mine->data[i],
+                     ref->data[i], (long long)i);
+    tg_ctx_free(&ctx);
+    tg_attn_plugin_close(&p);
+    unlink(path);
+    rmdir(dir);
 }
 
 static void test_sha256(void **s) {
@@ -138,6 +255,8 @@ int main(void) {
         cmocka_unit_test(test_measure_composed),
         cmocka_unit_test(test_measure_fused),
         cmocka_unit_test(test_measure_refusals),
+        cmocka_unit_test(test_measure_features),
+        cmocka_unit_test(test_plugin_bytes),
         cmocka_unit_test(test_sha256),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,18 +1,14 @@
-#define _POSIX_C_SOURCE 200809L   /* fork, poll, kill, strsignal */
+#define _POSIX_C_SOURCE 200809L   /* strsignal */
 #include "tg_attn_check.h"
-#include "tg_timing.h"
 
-#include <errno.h>
 #include <math.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "child.h"
 #include "gradcheck.h"
 #include "tg_attn_probe.h"
 
@@ -47,18 +43,17 @@ static void add(tg_attn_check_report *r, const char *check, const char *what, in
 }
 
 /* ---- calling the kernel ------------------------------------------------------------ */
-/* fn on ctx with its tg_fail caught: the output, or NULL with the message in msg. */
-static tg_tensor *call(tg_ctx *ctx, tg_attention_fn fn, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *hs,
-                       float scale, int causal, char *msg, size_t len) {
+/* The kernel on args, its tg_fail caught: the output, or NULL with the message in msg. */
+static tg_tensor *call(tg_ctx *ctx, const tg_attn_kernel *K, const tg_attn_args *a, char *msg, size_t len) {
     char why[300];
-    tg_tensor *out = tg_attn_call_caught(ctx, fn, q, k, v, hs, scale, causal, ctx->grad_enabled, why, sizeof why);
+    tg_tensor *out = tg_attn_call_caught(ctx, K, a, ctx->grad_enabled, why, sizeof why);
     if (!out && why[0]) {
         snprintf(msg, len, "it refused: %.250s", why);
         return NULL;
     }
-    const int B = q->shape[0], T = q->shape[1], H = q->shape[2], dv = v->shape[3];
-    if (!out || out->ndim != 4 || out->shape[0] != B || out->shape[1] != T || out->shape[2] != H || out->shape[3] != dv) {
-        snprintf(msg, len, "it returned %s, not [%d,%d,%d,%d]", out ? TG_SHAPE(out) : "NULL", B, T, H, dv);
+    const int B = a->q->shape[0], Tq = a->q->shape[1], H = a->q->shape[2], dv = a->v->shape[3];
+    if (!out || out->ndim != 4 || out->shape[0] != B || out->shape[1] != Tq || out->shape[2] != H || out->shape[3] != dv) {
+        snprintf(msg, len, "it returned %s, not [%d,%d,%d,%d]", out ? TG_SHAPE(out) : "NULL", B, Tq, H, dv);
         return NULL;
     }
     return out;
@@ -67,6 +62,12 @@ static tg_tensor *call(tg_ctx *ctx, tg_attention_fn fn, tg_tensor *q, tg_tensor 
 static tg_tensor *randn(tg_ctx *ctx, tg_rng *r, int B, int T, int H, int d, float std) {
     tg_tensor *t = tg_new(ctx, 4, (int[]){B, T, H, d});
     tg_fill_normal(r, t->data, t->numel, 0.0f, std);
+    return t;
+}
+
+static tg_tensor *vec(tg_ctx *ctx, int n, const float *x) {
+    tg_tensor *t = tg_new(ctx, 1, (int[]){n});
+    memcpy(t->data, x, sizeof(float) * (size_t)n);
     return t;
 }
 
@@ -85,12 +86,71 @@ static int grid(const tg_attn_check_opts *o, int *d) {
     return 4;
 }
 
+static int near(double a, double b, double rel) { return fabs(a - b) <= rel * fabs(b); }
+
+/* max |out − ref| / max |ref| over a call; -1 with *bad set when out holds a non-finite value */
+static double rel_err(const tg_tensor *out, const tg_tensor *ref, int64_t *bad) {
+    double maxref = 0, err = 0;
+    *bad = -1;
+    for (int64_t i = 0; i < ref->numel; i++) {
+        maxref = fmax(maxref, fabs(ref->data[i]));
+        if (!isfinite(out->data[i]) && *bad < 0) *bad = i;
+        err = fmax(err, fabs((double)out->data[i] - ref->data[i]));
+    }
+    return *bad >= 0 ? -1 : err / (maxref > 0 ? maxref : 1);
+}
+
+/* One call of each declared feature, on random data: the args of feature f (a TG_ATTN_F_* bit). */
+typedef struct {
+    tg_ctx ctx;
+    tg_attn_args a;
+    int kv_len[2];
+    char what[40];
+} feature_case;
+
+static void make_case(feature_case *c, unsigned f, int grad_inputs, tg_params *P, uint64_t seed) {
+    tg_ctx_init(&c->ctx, 0);
+    tg_rng rng;
+    tg_rng_seed(&rng, seed, f);
+    const int B = 2, H = 4, d = 6;
+    int Tq = 5, Tk = 5, Hkv = H, dv = 4;
+    if (f == TG_ATTN_F_GQA) Hkv = 2;
+    if (f == TG_ATTN_F_TQ_TK) Tq = 3, Tk = 7;
+    const int shapes[3][4] = {{B, Tq, H, d}, {B, Tk, Hkv, d}, {B, Tk, Hkv, dv}};
+    static const char *const names[3] = {"q", "k", "v"};
+    tg_tensor *t[3];
+    for (int i = 0; i < 3; i++) {
+        t[i] = grad_inputs ? tg_param(P, names[i], 4, shapes[i]) : tg_new(&c->ctx, 4, shapes[i]);
+    }
+    tg_tensor *bias = NULL, *sinks = NULL;
+    if (f == TG_ATTN_F_BIAS)
+        bias = grad_inputs ? tg_param(P, "bias", 4, (int[]){1, H, Tq, Tk}) : tg_new(&c->ctx, 4, (int[]){1, H, Tq, Tk});
+    if (f == TG_ATTN_F_SINKS) sinks = grad_inputs ? tg_param(P, "sinks", 1, (int[]){H}) : tg_new(&c->ctx, 1, (int[]){H});
+    if (grad_inputs) tg_params_alloc(P);
+    for (int i = 0; i < 3; i++) tg_fill_normal(&rng, t[i]->data, t[i]->numel, 0.0f, 1.0f);
+    if (bias) tg_fill_normal(&rng, bias->data, bias->numel, 0.0f, 1.0f);
+    if (sinks)
+        for (int h = 0; h < H; h++) sinks->data[h] = 0.5f * (float)h - 0.5f;
+    c->a = tg_attn_args_make(t[0], t[1], t[2], 0.5f);
+    c->a.causal = 1;
+    c->a.bias = bias, c->a.sinks = sinks;
+    if (f == TG_ATTN_F_WINDOW) c->a.window_left = 1;
+    if (f == TG_ATTN_F_PADDING) c->kv_len[0] = 3, c->kv_len[1] = 5, c->a.kv_len = c->kv_len, c->a.causal = 0;
+    if (f == TG_ATTN_F_ALIBI) {
+        const float sl[4] = {0.5f, 0.25f, 0.125f, 0.0625f};
+        c->a.alibi = vec(&c->ctx, H, sl);
+    }
+    if (f == TG_ATTN_F_SOFTCAP) c->a.softcap = 1.5f, c->a.scale = 1.2f;
+    if (f == TG_ATTN_F_DROPOUT) c->a.dropout = 0.3f, c->a.dropout_seed = 11;
+    snprintf(c->what, sizeof c->what, "%s", tg_attn_feature_name(f));
+}
+
 /* ---- forward ------------------------------------------------------------------------ */
-static void probe_forward(tg_attention_fn fn, const tg_attn_check_opts *o, tg_attn_check_report *r) {
+static void probe_forward(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
     int ds[4], nd = grid(o, ds);
     const int Ts[4] = {1, 7, 64, 256};
     for (int di = 0; di < nd; di++) {
-        const int d = ds[di], dv = d / 2 + 3, B = 2, H = 2;
+        const int d = ds[di], dv = K->features & TG_ATTN_F_DV ? d / 2 + 3 : d, B = 2, H = 2;
         double worst = 0, worst_rel = 0;
         char where[120] = "", what[24], bad[400] = "";
         snprintf(what, sizeof what, "d_head=%d", d);
@@ -105,112 +165,161 @@ static void probe_forward(tg_attention_fn fn, const tg_attn_check_opts *o, tg_at
                     tg_rng_seed(&rng, 1000u + (uint64_t)(d * 10 + ti), (uint64_t)(causal * 2 + with_hs));
                     tg_tensor *q = randn(&ctx, &rng, B, T, H, d, 1), *k = randn(&ctx, &rng, B, T, H, d, 1);
                     tg_tensor *v = randn(&ctx, &rng, B, T, H, dv, 1);
-                    tg_tensor *hs = with_hs ? head_scales(&ctx, H, 0.5f, 2.0f) : NULL;
-                    const float scale = 1.0f / sqrtf((float)d);
+                    tg_attn_args a = tg_attn_args_make(q, k, v, 1.0f / sqrtf((float)d));
+                    a.head_scale = with_hs ? head_scales(&ctx, H, 0.5f, 2.0f) : NULL, a.causal = causal;
                     char msg[300];
-                    tg_tensor *out = call(&ctx, fn, q, k, v, hs, scale, causal, msg, sizeof msg);
-                    tg_tensor *ref = tg_attention(&ctx, q, k, v, hs, scale, causal, NULL);
+                    tg_tensor *out = call(&ctx, K, &a, msg, sizeof msg);
+                    tg_tensor *ref = tg_attend(&ctx, &a);
                     char at[100];
                     snprintf(at, sizeof at, "T=%d, %s, %s head_scale", T, causal ? "causal" : "not causal",
                              with_hs ? "with" : "without");
-                    if (!out) {
-                        snprintf(bad, sizeof bad, "at %s (dv = %d): %.250s", at, dv, msg);
-                    } else {
-                        double maxref = 0, err = 0;
-                        int64_t nonfinite = -1;
-                        for (int64_t i = 0; i < ref->numel; i++) {
-                            maxref = fmax(maxref, fabs(ref->data[i]));
-                            if (!isfinite(out->data[i]) && nonfinite < 0) nonfinite = i;
-                            err = fmax(err, fabs((double)out->data[i] - ref->data[i]));
-                        }
-                        if (nonfinite >= 0) {
-                            int row = (int)(nonfinite / (H * dv) % T);
+                    int64_t nf;
+                    if (!out) snprintf(bad, sizeof bad, "at %s (dv = %d): %.250s", at, dv, msg);
+                    else {
+                        double rel = rel_err(out, ref, &nf), tol = TG_CHECK_FWD_TOL(d, T);
+                        if (nf >= 0)
                             snprintf(bad, sizeof bad, "at %s: a non-finite output (%g, row %d of %d)", at,
-                                     out->data[nonfinite], row, T);
-                        } else {
-                            double rel = err / (maxref > 0 ? maxref : 1), tol = TG_CHECK_FWD_TOL(d, T);
-                            if (rel / tol > worst_rel) {
-                                worst_rel = rel / tol;
-                                worst = rel;
-                                snprintf(where, sizeof where, "%s", at);
-                            }
+                                     out->data[nf], (int)(nf / (H * dv) % T), T);
+                        else if (rel / tol > worst_rel) {
+                            worst_rel = rel / tol, worst = rel;
+                            snprintf(where, sizeof where, "%s", at);
                         }
                     }
                     tg_ctx_free(&ctx);
                 }
         double tol = TG_CHECK_FWD_TOL(d, 256);
-        if (bad[0])
-            add(r, "forward", what, TG_CHECK_FAIL, NAN, tol, "%s", bad);
+        if (bad[0]) add(r, "forward", what, TG_CHECK_FAIL, NAN, tol, "%s", bad);
         else if (worst_rel > 1)
             add(r, "forward", what, TG_CHECK_FAIL, worst, worst / worst_rel,
-                "differs from tg_attention by %.3g of the output's scale at %s (limit %.2g): not the same function",
-                worst, where, worst / worst_rel);
+                "differs from tg_attend by %.3g of the output's scale at %s (limit %.2g): not the same function", worst,
+                where, worst / worst_rel);
         else
             add(r, "forward", what, TG_CHECK_PASS, worst, tol,
-                "agrees with tg_attention to %.2g of the output's scale (limit %.2g at T = 256) over T 1, 7, 64, 256, "
+                "agrees with tg_attend to %.2g of the output's scale (limit %.2g at T = 256) over T 1, 7, 64, 256, "
                 "causal and not, with and without head_scale, dv = %d", worst, tol, dv);
+    }
+    /* each declared feature alone (dropout's mask is the kernel's own: the dropout probe) */
+    for (int i = 1; i < TG_ATTN_N_FEATURES; i++) {
+        const unsigned f = 1u << i;
+        if (!(K->features & f) || f == TG_ATTN_F_DROPOUT) continue;
+        feature_case c;
+        make_case(&c, f, 0, NULL, 2024);
+        c.ctx.grad_enabled = 0;
+        char msg[300];
+        tg_tensor *out = call(&c.ctx, K, &c.a, msg, sizeof msg), *ref = tg_attend(&c.ctx, &c.a);
+        const double tol = TG_CHECK_FWD_TOL(c.a.q->shape[3], c.a.k->shape[1]);
+        int64_t nf;
+        double rel = out ? rel_err(out, ref, &nf) : NAN;
+        if (!out) add(r, "forward", c.what, TG_CHECK_FAIL, NAN, tol, "with %s: %s", c.what, msg);
+        else if (nf >= 0) add(r, "forward", c.what, TG_CHECK_FAIL, NAN, tol, "with %s: a non-finite output (%g)", c.what, out->data[nf]);
+        else if (rel > tol)
+            add(r, "forward", c.what, TG_CHECK_FAIL, rel, tol, "with %s: differs from tg_attend by %.3g of the output's "
+                "scale (limit %.2g): see the %s probe for what", c.what, rel, tol,
+                f == TG_ATTN_F_GQA ? "gqa" : f == TG_ATTN_F_TQ_TK ? "alignment" : c.what);
+        else
+            add(r, "forward", c.what, TG_CHECK_PASS, rel, tol, "with %s: agrees with tg_attend to %.2g", c.what, rel);
+        tg_ctx_free(&c.ctx);
     }
 }
 
 /* ---- temperature ----------------------------------------------------------------------- */
-/* The multiplier fn applies to q·k, mean over heads; NaN with why when it cannot be measured. */
-static double multiplier(tg_attention_fn fn, int d, float scale, int with_hs, float *per_head, char *why, size_t len) {
-    const int B = 2, T = d < 64 ? d : 64, H = 2;   /* T <= d: V = identity padded to dv = d, which any kernel takes */
-    tg_ctx ctx;
-    tg_ctx_init(&ctx, 0);
-    tg_rng rng;
-    tg_rng_seed(&rng, 77, (uint64_t)d);
-    /* q·k of std 0.5·√d: not saturated at c = 1 nor at c = √d (d ≤ 128), so every row informs the fit */
-    tg_tensor *q = randn(&ctx, &rng, B, T, H, d, 0.5f), *k = randn(&ctx, &rng, B, T, H, d, 0.5f);
-    float mult[2];
-    int rc = tg_attn_measure(&ctx, fn, q, k, with_hs ? head_scales(&ctx, H, 0.5f, 2.0f) : NULL, scale, 1, NULL, mult,
-                             NULL, why, len);
-    tg_ctx_free(&ctx);
-    if (rc) return NAN;
-    if (per_head) per_head[0] = mult[0], per_head[1] = mult[1];
-    return 0.5 * (mult[0] + mult[1]);
+/* The multiplier the kernel applies to q·k at `scale` (mean over heads; per head into ph), measured
+ * where its rows are not saturated: q is shrunk by 8 until fewer than a fifth of the rows are (c does
+ * not depend on q's size in softmax(c·scale·q·k)). NaN with why when it cannot be measured. */
+static double multiplier(const tg_attn_kernel *K, int d, int H, float scale, const float *hs, float *ph, char *why,
+                         size_t len) {
+    const int B = 2, T = d < 64 ? d : 64;   /* T <= d: V = identity padded to dv = d, which any kernel takes */
+    float mult[8], sat[8];
+    double c = NAN;
+    for (int shrink = 0; shrink < 6; shrink++) {
+        tg_ctx ctx;
+        tg_ctx_init(&ctx, 0);
+        tg_rng rng;
+        tg_rng_seed(&rng, 77, (uint64_t)d);
+        const float qs = 0.5f / powf(8.0f, (float)shrink);
+        tg_tensor *q = randn(&ctx, &rng, B, T, H, d, qs), *k = randn(&ctx, &rng, B, T, H, d, 0.5f);
+        tg_attn_args a = tg_attn_args_make(q, k, k, scale);
+        a.head_scale = hs ? vec(&ctx, H, hs) : NULL;   /* not causal: a mask's bug is the mask probe's */
+        tg_attn_stats st = {H, NULL, NULL, sat};
+        int rc = tg_attn_measure(&ctx, K, &a, &st, mult, NULL, why, len);
+        tg_ctx_free(&ctx);
+        if (rc) return NAN;
+        double s = 0, m = 0;
+        int ok = 1;
+        for (int h = 0; h < H; h++) s += sat[h] / H, m += mult[h] / H, ok &= isfinite(mult[h]);
+        c = m;
+        if (ph)
+            for (int h = 0; h < H; h++) ph[h] = mult[h];
+        if (ok && s < 0.2) return c;
+    }
+    if (isnan(c)) snprintf(why, len, "the weights stay saturated (one-hot rows) however small q is");
+    return c;
 }
 
-static int near(double a, double b, double rel) { return fabs(a - b) <= rel * fabs(b); }
+/* c's known signatures at d_head d and H heads: what each would mean, as possibilities. */
+static void signatures(double c, int d, int H, char *out, size_t len) {
+    const double sd = sqrt((double)d);
+    struct { double v; const char *what; } sig[] = {
+        {sd, "√d_head: `scale` ignored, softmax of the raw q·k (the seed's bug)"},
+        {1 / sd, "1/√d_head: divided by d_head, or the scale applied twice"},
+        {(double)d, "d_head: multiplied by √d_head instead of divided (the exponent's sign flipped)"},
+        {1 / sqrt((double)H), "1/√H: scaled by the model width H·d_head, not the head's d_head"}};
+    out[0] = 0;
+    size_t used = 0;
+    for (size_t i = 0; i < sizeof sig / sizeof sig[0]; i++)
+        if (near(c, sig[i].v, 0.01)) {
+            int n = snprintf(out + used, len - used, "%s%s", used ? "; or " : "; possibly c = ", sig[i].what);
+            if (n < 0 || (size_t)n >= len - used) break;
+            used += (size_t)n;
+        }
+}
 
-static void probe_temperature(tg_attention_fn fn, const tg_attn_check_opts *o, tg_attn_check_report *r) {
+static void probe_temperature(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
     int ds[4], nd = grid(o, ds);
+    const int H = 3;
     for (int di = 0; di < nd; di++) {
         const int d = ds[di];
         const float s = 1.0f / sqrtf((float)d);
-        char what[24], why[400];
+        char what[24], why[400], sig[400];
         snprintf(what, sizeof what, "d_head=%d", d);
-        float hm[2];
-        double m1 = multiplier(fn, d, s, 0, NULL, why, sizeof why);
+        double m1 = multiplier(K, d, H, s, NULL, NULL, why, sizeof why);
         if (isnan(m1)) {
-            add(r, "temperature", what, TG_CHECK_INFO, NAN, NAN, "not measured: %s", why);
+            add(r, "temperature", what, TG_CHECK_FAIL, NAN, NAN, "not measured: %s", why);
             continue;
         }
-        double m2 = multiplier(fn, d, 2 * s, 0, NULL, why, sizeof why);
-        double mh = multiplier(fn, d, s, 1, hm, why, sizeof why);
-        const double c = m1 / s, sd = sqrt((double)d);
-        const int follows = near(m2 / (2 * s), c, 0.01);
-        if (follows && near(c, 1, TG_CHECK_C_TOL))
-            add(r, "temperature", what, TG_CHECK_PASS, c, 1, "c = %.4f: softmax(scale · q·k) with the scale passed", c);
-        else if (!follows && near(m1, 1, 0.01))
-            add(r, "temperature", what, TG_CHECK_FAIL, c, 1,
-                "c = %.2f = √%d: the kernel ignores `scale` (softmax of the raw q·k, the seed's bug)", c, d);
-        else if (!follows && near(m1, 1.0 / d, 0.01))
-            add(r, "temperature", what, TG_CHECK_FAIL, c, 1,
-                "c = %.4f = 1/√%d: it divides by d_head instead of using `scale` (too cold by √d_head)", c, d);
-        else if (!follows && near(m1, 1.0 / sd, 0.01))
-            add(r, "temperature", what, TG_CHECK_FAIL, c, 1,
-                "c does not follow `scale`: the kernel computes its own 1/√d_head (c = %.2f at twice the scale)",
-                m2 / (2 * s));
-        else if (!follows)
-            add(r, "temperature", what, TG_CHECK_FAIL, c, 1,
-                "c does not follow `scale`: the kernel computes its own multiplier (%.4g of q·k, whatever the scale)",
-                m1);
+        double m2 = multiplier(K, d, H, 2 * s, NULL, NULL, why, sizeof why);
+        const double c = m1 / s, ratio = m2 / m1;
+        signatures(c, d, H, sig, sizeof sig);
+        const char *rel = near(ratio, 2, 0.01) ? "follows" : near(ratio, 1, 0.01) ? "ignores"
+                          : near(ratio, 0.5, 0.01) ? "inverse" : near(ratio, 4, 0.02) ? "square" : "other";
+        if (rel[0] == 'f' && near(c, 1, TG_CHECK_C_TOL))
+            add(r, "temperature", what, TG_CHECK_PASS, c, 1, "c = %.4f: softmax(scale · q·k) with the scale passed, "
+                "and it follows the scale (c the same at twice the scale)", c);
+        else if (rel[0] == 'f')
+            add(r, "temperature", what, TG_CHECK_FAIL, c, 1, "c = %.4g: it follows `scale` but %.2f times too %s%s", c,
+                c > 1 ? c : 1 / c, c > 1 ? "warm (logits too large)" : "cold (logits too small)", sig);
+        else if (rel[0] == 'i' && rel[1] == 'g' && near(m1, 1, 0.01))
+            add(r, "temperature", what, TG_CHECK_FAIL, c, 1, "c = %.2f = √%d: the kernel ignores `scale` (softmax of "
+                "the raw q·k, the seed's bug)", c, d);
+        else if (rel[0] == 'i' && rel[1] == 'g')
+            add(r, "temperature", what, TG_CHECK_FAIL, c, 1, "c = %.4g: the kernel ignores `scale` and applies its own "
+                "multiplier %.4g to q·k (the same at twice the scale)%s%s", c, m1,
+                near(m1, s, 0.01) ? ": its own 1/√d_head, right at this scale only"
+                : near(m1, 1.0 / d, 0.01) ? ": its own 1/d_head" : "", sig);
+        else if (rel[1] == 'n')
+            add(r, "temperature", what, TG_CHECK_FAIL, c, 1, "c = %.4g: the kernel follows `scale` inversely (half the "
+                "multiplier at twice the scale): it divides by `scale` instead of multiplying%s", c, sig);
+        else if (rel[0] == 's')
+            add(r, "temperature", what, TG_CHECK_FAIL, c, 1, "c = %.4g: the multiplier grows as scale² (4 times at twice "
+                "the scale): the scale is applied twice%s", c, sig);
         else
-            add(r, "temperature", what, TG_CHECK_FAIL, c, 1, "c = %.2f: %.2f times too %s", c, c > 1 ? c : 1 / c,
-                c > 1 ? "warm (logits too large)" : "cold (logits too small)");
+            add(r, "temperature", what, TG_CHECK_FAIL, c, 1, "c = %.4g and %.4g times that at twice the scale: the "
+                "multiplier does not follow `scale` in any simple way%s", c, ratio, sig);
+        /* head scales 0.5, 2, 0.5 must multiply the heads' multipliers */
+        float hm[3];
+        const float hs[3] = {0.5f, 2.0f, 0.5f};
+        double mh = multiplier(K, d, H, s, hs, hm, why, sizeof why);
         if (isnan(mh)) continue;
-        /* head scales 0.5 and 2 must multiply the heads' multipliers */
         double c0 = hm[0] / (0.5 * m1), c1 = hm[1] / (2.0 * m1);
         if (near(c0, 1, 0.01) && near(c1, 1, 0.01))
             add(r, "temperature", "head_scale", TG_CHECK_PASS, c1, 1, "at d_head %d head scales 0.5 and 2 multiply the "
@@ -224,97 +333,619 @@ static void probe_temperature(tg_attention_fn fn, const tg_attn_check_opts *o, t
     }
 }
 
-/* ---- mask ---------------------------------------------------------------------------------- */
-static void probe_mask(tg_attention_fn fn, const tg_attn_check_opts *o, tg_attn_check_report *r) {
+/* ---- equal logits: which keys a row sees, at any temperature --------------------------------- */
+/* q = 0 makes every logit of a row equal whatever the kernel multiplies q·k by, so with V = identity
+ * each visible key weighs 1/n and a hidden one 0. Fills seen[b][h][i] = [lo, hi) when the row's
+ * visible keys are one contiguous run (else lo = -1) and returns 0; -1 with msg when the call
+ * failed or the weights are not those of a softmax of equal logits. */
+typedef struct { int lo, hi; } span;
+
+static int equal_logit_spans(tg_ctx *ctx, const tg_attn_kernel *K, tg_attn_args *a, span *seen, double *sums,
+                             char *msg, size_t len) {
+    const int B = a->q->shape[0], Tq = a->q->shape[1], H = a->q->shape[2], Tk = a->k->shape[1];
+    memset(a->q->data, 0, sizeof(float) * (size_t)a->q->numel);
+    float *P = malloc(sizeof(float) * (size_t)B * H * Tq * Tk);
+    if (!P) return snprintf(msg, len, "out of memory"), -1;
+    char why[400];
+    if (tg_attn_weights(ctx, K, a, P, why, sizeof why)) {
+        snprintf(msg, len, "%s", why);
+        free(P);
+        return -1;
+    }
+    int expected = 0, zero_rows = 0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < Tq; i++) {
+                const float *p = P + (((size_t)b * H + h) * Tq + i) * Tk;
+                int lo = -1, hi = -1, runs = 0, n = 0;
+                double sum = 0, pos = 0;
+                int nan_row = 0;
+                for (int j = 0; j < Tk; j++) nan_row |= !isfinite(p[j]);
+                if (nan_row) {   /* 0/0: a row that sees no key, usually */
+                    if (sums) sums[((size_t)b * H + h) * Tq + i] = NAN;
+                    seen[((size_t)b * H + h) * Tq + i] = (span){-2, -2};
+                    continue;
+                }
+                for (int j = 0; j < Tk; j++) {
+                    if (p[j] < -1e-6f) {
+                        snprintf(msg, len, "row %d of head %d (batch %d) holds weight %g for key %d with equal logits: "
+                                 "not a softmax", i, h, b, p[j], j);
+                        free(P);
+                        return -1;
+                    }
+                    sum += p[j];
+                    if (p[j] > 1e-6f) {
+                        if (hi != j) runs++, lo = j;
+                        hi = j + 1, n++, pos = p[j];
+                    }
+                }
+                for (int j = 0; j < Tk; j++)   /* equal logits: equal weights */
+                    if (p[j] > 1e-6f && !near(p[j], pos, 1e-3)) {
+                        snprintf(msg, len, "row %d of head %d: equal logits give unequal weights (%g and %g): not a "
+                                 "softmax of the logits (or a bias where none was asked)", i, h, p[j], pos);
+                        free(P);
+                        return -1;
+                    }
+                int vlo, vhi;
+                tg_attn_visible(a, b, i, &vlo, &vhi);
+                expected += vhi > vlo, zero_rows += vhi > vlo && sum == 0;
+                if (vhi > vlo && fabs(sum - 1) > 1e-3 && sum != 0 && !a->sinks) {   /* 0: no key seen, the spans say */
+                    snprintf(msg, len, "row %d of head %d (batch %d) sums to %g with equal logits, not 1: not a softmax "
+                             "(attention weights sum to 1)", i, h, b, sum);
+                    free(P);
+                    return -1;
+                }
+                if (sums) sums[((size_t)b * H + h) * Tq + i] = sum;
+                seen[((size_t)b * H + h) * Tq + i] = runs > 1 ? (span){-1, -1} : n ? (span){lo, hi} : (span){0, 0};
+            }
+    free(P);
+    if (expected && zero_rows == expected && !a->sinks)
+        return snprintf(msg, len, "every row weighs its keys 0 with equal logits: not a softmax (attention weights "
+                        "sum to 1)"), -1;
+    return 0;
+}
+
+/* The first row whose span differs from args': *row, its spans; -1 when none does. */
+static int first_wrong(const tg_attn_args *a, const span *seen, int b, int h, span *got, span *want) {
+    const int Tq = a->q->shape[1], H = a->q->shape[2];
+    for (int i = 0; i < Tq; i++) {
+        int lo, hi;
+        tg_attn_visible(a, b, i, &lo, &hi);
+        if (lo == hi) lo = hi = 0;
+        const span s = seen[((size_t)b * H + h) * Tq + i];
+        if (s.lo != lo || s.hi != hi) {
+            *got = s, *want = (span){lo, hi};
+            return i;
+        }
+    }
+    return -1;
+}
+
+static void say_span(char *buf, size_t len, span s) {
+    if (s.lo == -2) snprintf(buf, len, "NaN weights (no key at all: 0/0?)");
+    else if (s.lo < 0) snprintf(buf, len, "a broken set of keys");
+    else if (s.lo == s.hi) snprintf(buf, len, "no key");
+    else if (s.hi - s.lo == 1) snprintf(buf, len, "key %d", s.lo);
+    else snprintf(buf, len, "keys %d..%d", s.lo, s.hi - 1);
+}
+
+static void probe_mask(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
     (void)o;
     const int B = 1, T = 12, H = 2, d = 16;
     for (int causal = 1; causal >= 0; causal--) {
+        const char *what = causal ? "causal" : "not causal";
         tg_ctx ctx;
         tg_ctx_init(&ctx, 0);
-        ctx.grad_enabled = 0;
         tg_rng rng;
         tg_rng_seed(&rng, 5, 5);
         tg_tensor *q = randn(&ctx, &rng, B, T, H, d, 1), *k = randn(&ctx, &rng, B, T, H, d, 1);
-        tg_tensor *v = randn(&ctx, &rng, B, T, H, d, 1);
-        char msg[300];
-        const char *what = causal ? "causal" : "not causal";
-        tg_tensor *base = call(&ctx, fn, q, k, v, NULL, 0.25f, causal, msg, sizeof msg);
-        if (!base) {
+        tg_attn_args a = tg_attn_args_make(q, k, k, 0.25f);
+        a.causal = causal;
+        span seen[B * H * T];
+        char msg[400], g[40], w[40];
+        if (equal_logit_spans(&ctx, K, &a, seen, NULL, msg, sizeof msg)) {
             add(r, "mask", what, TG_CHECK_FAIL, NAN, NAN, "%s", msg);
             tg_ctx_free(&ctx);
             continue;
         }
-        for (int64_t i = 0; i < base->numel; i++)
-            if (!isfinite(base->data[i])) {
-                int row = (int)(i / (H * d) % T);
-                add(r, "mask", what, TG_CHECK_FAIL, NAN, NAN, "row %d of the output is not finite (%g): %s", row,
-                    base->data[i], row == 0 && causal ? "row 0 sees no key? (its own position masked)" : "");
-                tg_ctx_free(&ctx);
-                base = NULL;
-                break;
-            }
-        if (!base) continue;
-        int leak_i = -1, leak_j = -1, blind = -1, unseen_i = -1, unseen_j = -1;
-        float *k0 = malloc(sizeof(float) * (size_t)k->numel), *v0 = malloc(sizeof(float) * (size_t)v->numel);
-        memcpy(k0, k->data, sizeof(float) * (size_t)k->numel);
-        memcpy(v0, v->data, sizeof(float) * (size_t)v->numel);
-        for (int j = causal ? 0 : T - 1; j < T; j++) {
-            memcpy(k->data, k0, sizeof(float) * (size_t)k->numel);
-            memcpy(v->data, v0, sizeof(float) * (size_t)v->numel);
-            for (int e = 0; e < H * d; e++) k->data[(size_t)j * H * d + e] += 1.5f, v->data[(size_t)j * H * d + e] -= 2.0f;
-            tg_tensor *out = call(&ctx, fn, q, k, v, NULL, 0.25f, causal, msg, sizeof msg);
-            if (!out) break;
-            for (int i = 0; i < T; i++) {
-                double diff = 0;
-                for (int e = 0; e < H * d; e++)
-                    diff = fmax(diff, fabs((double)out->data[(size_t)i * H * d + e] - base->data[(size_t)i * H * d + e]));
-                int changed = diff > 1e-5;
-                if (causal && i < j && changed && (leak_i < 0 || j - i > leak_j - leak_i)) leak_i = i, leak_j = j;
-                if (causal && i == j && !changed && blind < 0) blind = i;
-                if (!causal && !changed && unseen_i < 0) unseen_i = i, unseen_j = j;
-            }
+        span got, want;
+        int row = -1, hh = 0;
+        for (int h = 0; h < H && row < 0; h++) row = first_wrong(&a, seen, 0, hh = h, &got, &want);
+        if (row < 0)
+            add(r, "mask", what, TG_CHECK_PASS, 0, 0, "with equal logits (any temperature) every row sees exactly %s "
+                "(T = %d)", causal ? "the keys up to its own position" : "every key", T);
+        else {
+            say_span(g, sizeof g, got), say_span(w, sizeof w, want);
+            const char *kind = !causal ? ": the non-causal call masks"
+                               : got.lo == 0 && got.hi == want.hi + 1 ? ": the mask is off by one (each row sees the next position)"
+                               : got.lo == 0 && got.hi == T ? ": no causal mask"
+                               : (got.lo == 0 && got.hi == want.hi - 1) || (row == 0 && got.lo == -2)
+                                   ? ": the mask hides the diagonal (off by one): row 0 does not see its own position"
+                               : "";
+            add(r, "mask", what, TG_CHECK_FAIL, row, 0, "with equal logits (any temperature) row %d of head %d sees %s, "
+                "not %s%s", row, hh, g, w, kind);
         }
-        free(k0);
-        free(v0);
-        if (causal && leak_i >= 0)   /* the farthest leak says what kind of mask this is */
-            add(r, "mask", what, TG_CHECK_FAIL, leak_j - leak_i, 0, "leak: row %d depends on position %d, %d later%s",
-                leak_i, leak_j, leak_j - leak_i,
-                leak_j == leak_i + 1 ? ": the mask is off by one (each row sees the next position)"
-                : leak_i == 0 && leak_j == T - 1 ? ": no causal mask (row 0 sees the last position)" : "");
-        else if (causal && blind >= 0)
-            add(r, "mask", what, TG_CHECK_FAIL, blind, 0, "row %d does not see its own position: the mask hides the "
-                "diagonal (off by one)", blind);
-        else if (causal)
-            add(r, "mask", what, TG_CHECK_PASS, 0, 0, "no row depends on a later position; every row sees its own "
-                "(T = %d)", T);
-        else if (unseen_i >= 0)
-            add(r, "mask", what, TG_CHECK_FAIL, unseen_i, 0, "row %d does not see position %d: the non-causal call "
-                "masks", unseen_i, unseen_j);
-        else
-            add(r, "mask", what, TG_CHECK_PASS, 0, 0, "every row sees the last position (T = %d)", T);
         tg_ctx_free(&ctx);
     }
 }
 
+/* ---- grouped heads ----------------------------------------------------------------------------- */
+/* q = 0 and v of kv head g all g + 1: each query head's output is the number of the head it reads. */
+static void probe_gqa(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
+    (void)o;
+    const int B = 1, T = 6, H = 4, Hkv = 2, d = 8, group = H / Hkv;
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    ctx.grad_enabled = 0;
+    tg_rng rng;
+    tg_rng_seed(&rng, 3, 3);
+    tg_tensor *q = tg_zeros(&ctx, 4, (int[]){B, T, H, d}), *k = randn(&ctx, &rng, B, T, Hkv, d, 1);
+    tg_tensor *v = tg_new(&ctx, 4, (int[]){B, T, Hkv, d});
+    for (int64_t i = 0; i < v->numel; i++) v->data[i] = (float)((i / d) % Hkv + 1);
+    tg_attn_args a = tg_attn_args_make(q, k, v, 0.3f);
+    char msg[300];
+    tg_tensor *out = call(&ctx, K, &a, msg, sizeof msg);
+    if (!out) {
+        add(r, "gqa", "H=4, Hkv=2", TG_CHECK_FAIL, NAN, NAN, "%s", msg);
+        tg_ctx_free(&ctx);
+        return;
+    }
+    int read[4], tile = 1, right = 1, mixed = -1;
+    for (int h = 0; h < H; h++) {
+        const double x = out->data[(size_t)h * d] - 1;   /* batch 0, row 0 */
+        read[h] = (int)lround(x);
+        if (fabs(x - read[h]) > 1e-3 || read[h] < 0 || read[h] >= Hkv) mixed = h;
+        right &= read[h] == h / group, tile &= read[h] == h % Hkv;
+    }
+    if (mixed >= 0)
+        add(r, "gqa", "H=4, Hkv=2", TG_CHECK_FAIL, NAN, NAN, "query head %d reads a mixture of key/value heads (its "
+            "output is %.3g of a head numbered 0..1): keys repeated along the sequence, or heads mixed", mixed,
+            out->data[(size_t)mixed * d] - 1);
+    else if (right)
+        add(r, "gqa", "H=4, Hkv=2", TG_CHECK_PASS, 0, 0, "query heads 0..3 read kv heads 0 0 1 1 (repeat_interleave: "
+            "h / (H/Hkv))");
+    else {
+        int h = 0;
+        while (read[h] == h / group) h++;
+        add(r, "gqa", "H=4, Hkv=2", TG_CHECK_FAIL, h, 0, "query head %d reads kv head %d, not %d%s (reads %d %d %d %d)",
+            h, read[h], h / group, tile ? ": tile order (h mod Hkv) instead of repeat_interleave (h / group)" : "",
+            read[0], read[1], read[2], read[3]);
+    }
+    tg_ctx_free(&ctx);
+}
+
+/* ---- spans of rows: alignment, window, padding -------------------------------------------------- */
+/* The args' visible keys against the kernel's, with equal logits; the first wrong row in words. */
+static int span_verdict(const tg_attn_kernel *K, tg_attn_args *a, char *text, size_t len, span *got, span *want) {
+    const int B = a->q->shape[0], Tq = a->q->shape[1], H = a->q->shape[2];
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    span *seen = malloc(sizeof(span) * (size_t)B * H * Tq);
+    int row = -1;
+    if (!seen || equal_logit_spans(&ctx, K, a, seen, NULL, text, len)) {
+        if (!seen) snprintf(text, len, "out of memory");
+        free(seen);
+        tg_ctx_free(&ctx);
+        return -2;
+    }
+    for (int b = 0; b < B && row < 0; b++) row = first_wrong(a, seen, b, 0, got, want);
+    free(seen);
+    tg_ctx_free(&ctx);
+    return row;
+}
+
+static tg_attn_args span_args(tg_ctx *ctx, int B, int Tq, int Tk, int d) {
+    tg_rng rng;
+    tg_rng_seed(&rng, 9, (uint64_t)(Tq * 1000 + Tk));
+    tg_tensor *q = tg_zeros(ctx, 4, (int[]){B, Tq, 1, d}), *k = randn(ctx, &rng, B, Tk, 1, d, 1);
+    tg_attn_args a = tg_attn_args_make(q, k, k, 0.3f);
+    return a;
+}
+
+static void probe_alignment(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
+    (void)o;
+    const int cases[2][2] = {{3, 8}, {1, 8}};
+    for (int c = 0; c < 2; c++) {
+        const int Tq = cases[c][0], Tk = cases[c][1];
+        tg_ctx ctx;
+        tg_ctx_init(&ctx, 0);
+        tg_attn_args a = span_args(&ctx, 1, Tq, Tk, 8);
+        a.causal = 1;
+        char what[40], text[400], g[40], w[40];
+        snprintf(what, sizeof what, "Tq=%d, Tk=%d, causal", Tq, Tk);
+        span got, want;
+        int row = span_verdict(K, &a, text, sizeof text, &got, &want);
+        if (row == -2) add(r, "alignment", what, TG_CHECK_FAIL, NAN, NAN, "%s", text);
+        else if (row < 0)
+            add(r, "alignment", what, TG_CHECK_PASS, 0, 0, "query i sees keys 0..i + %d: the queries are the last %d "
+                "position%s (bottom-right, as decoding with a KV cache)", Tk - Tq, Tq, Tq > 1 ? "s" : "");
+        else {
+            say_span(g, sizeof g, got), say_span(w, sizeof w, want);
+            const int top_left = got.lo == 0 && got.hi == row + 1;
+            add(r, "alignment", what, TG_CHECK_FAIL, row, 0, "query %d sees %s, not %s%s", row, g, w,
+                top_left ? (Tq == 1 ? ": causal mask aligned top-left: a decoding step with a KV cache sees only the "
+                                      "first key"
+                                    : ": causal mask aligned top-left (query i at position i, not i + Tk − Tq)")
+                         : "");
+        }
+        tg_ctx_free(&ctx);
+    }
+}
+
+static void probe_window(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
+    (void)o;
+    struct { int causal, left, right, T; } cases[] = {{1, 127, -1, 300}, {0, 3, 2, 12}};
+    for (int c = 0; c < 2; c++) {
+        const int T = cases[c].T;
+        tg_ctx ctx;
+        tg_ctx_init(&ctx, 0);
+        tg_attn_args a = span_args(&ctx, 1, T, T, 8);
+        a.causal = cases[c].causal, a.window_left = cases[c].left, a.window_right = cases[c].right;
+        char what[40], text[400], g[40], w[40];
+        snprintf(what, sizeof what, "%s (%d, %d)", a.causal ? "causal" : "two-sided", a.window_left,
+                 a.causal ? 0 : a.window_right);
+        span *seen = malloc(sizeof(span) * T);
+        if (equal_logit_spans(&ctx, K, &a, seen, NULL, text, sizeof text)) {
+            add(r, "window", what, TG_CHECK_FAIL, NAN, NAN, "%s", text);
+            free(seen);
+            tg_ctx_free(&ctx);
+            continue;
+        }
+        /* over every row: what kind of wrong, if any */
+        int first = -1, ignored = 1, plus_one = 1, ahead = 0, clipped = 0;
+        span got = {0, 0}, want = {0, 0};
+        for (int i = 0; i < T; i++) {
+            int lo, hi;
+            tg_attn_visible(&a, 0, i, &lo, &hi);
+            const span s = seen[i];
+            if (s.lo < 0) {
+                ignored = plus_one = 0;
+                if (first < 0) first = i, got = s, want = (span){lo, hi};
+                continue;
+            }
+            if ((s.lo != lo || s.hi != hi) && first < 0) first = i, got = s, want = (span){lo, hi};
+            if (lo > 0 || hi < T) clipped = 1;
+            if ((lo > 0 && s.lo != 0) || (!a.causal && hi < T && s.hi != T) || (a.causal && s.hi != hi)) ignored = 0;
+            if (s.hi != hi || (lo > 0 && s.lo != lo - 1) || (lo == 0 && s.lo != 0)) plus_one = 0;
+            if (a.causal && s.hi > hi && s.hi - hi > ahead) ahead = s.hi - hi;
+        }
+        if (first < 0)
+            add(r, "window", what, TG_CHECK_PASS, 0, 0, "every row sees the span asked for: its own key and %d back%s "
+                "(T = %d)", a.window_left, a.causal ? ", none ahead" : ", 2 ahead", T);
+        else {
+            say_span(g, sizeof g, got), say_span(w, sizeof w, want);
+            char why[160] = "";
+            if (ahead)
+                snprintf(why, sizeof why, ": also sees up to %d key%s ahead: a two-sided window", ahead, ahead > 1 ? "s" : "");
+            else if (ignored && clipped)
+                snprintf(why, sizeof why, ": sees every key%s: the window is ignored", a.causal ? " up to its own" : "");
+            else if (plus_one)
+                snprintf(why, sizeof why, ": sees %d keys, the window asks for %d (left = %d): off by one",
+                         got.hi - got.lo, want.hi - want.lo, a.window_left);
+            add(r, "window", what, TG_CHECK_FAIL, first, 0, "row %d sees %s, not %s%s", first, g, w, why);
+        }
+        free(seen);
+        tg_ctx_free(&ctx);
+    }
+}
+
+static void probe_padding(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
+    (void)o;
+    const int B = 2, T = 8, d = 8;
+    int kv_len[2] = {5, 0};
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    tg_attn_args a = span_args(&ctx, B, T, T, d);
+    a.kv_len = kv_len;
+    span *seen = malloc(sizeof(span) * B * T);
+    char text[400], g[40];
+    if (equal_logit_spans(&ctx, K, &a, seen, NULL, text, sizeof text)) {
+        add(r, "padding", "kv_len 5, 0", TG_CHECK_FAIL, NAN, NAN, "%s", text);
+    } else {
+        span got, want;
+        int leak = first_wrong(&a, seen, 0, 0, &got, &want);
+        int empty = first_wrong(&a, seen, 1, 0, &got, &want);
+        if (leak >= 0) {
+            span s = seen[leak];
+            say_span(g, sizeof g, s);
+            add(r, "padding", "kv_len 5, 0", TG_CHECK_FAIL, leak, 0, "row %d of batch 0 (kv_len 5) sees %s: %s", leak, g,
+                s.lo >= 0 && s.hi > 5 ? "keys past kv_len leak" : "not keys 0..4");
+        } else if (empty >= 0)
+            add(r, "padding", "kv_len 5, 0", TG_CHECK_FAIL, empty, 0, "a row that sees no key (kv_len 0) gives %s instead "
+                "of 0", seen[T + empty].lo == -2 ? "NaN" : "weights");
+        else
+            add(r, "padding", "kv_len 5, 0", TG_CHECK_PASS, 0, 0, "keys past kv_len get no weight; a row with no key "
+                "(kv_len 0) is 0, not NaN");
+    }
+    free(seen);
+    tg_ctx_free(&ctx);
+}
+
+/* ---- additive logits: bias and ALiBi, with q = 0 the logits are theirs alone ------------------ */
+/* ln p of each visible key of row (b, h, i), centred; from V = identity weights P [B,H,Tq,Tk]. The
+ * least-squares slope of it against x (centred per row) over the rows of head h; NaN if none. */
+static double slope_vs(const float *P, const float *x_of, int B, int H, int Tq, int Tk, int h, int bx, int hx) {
+    double sxy = 0, sxx = 0;
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < Tq; i++) {
+            const float *p = P + (((size_t)b * H + h) * Tq + i) * Tk;
+            const float *x = x_of + (((size_t)(bx ? b : 0) * (hx ? H : 1) + (hx ? h : 0)) * Tq + i) * Tk;
+            double ml = 0, mx = 0;
+            int n = 0;
+            for (int j = 0; j < Tk; j++)
+                if (p[j] > 1e-30f) ml += log(p[j]), mx += x[j], n++;
+            if (n < 2) continue;
+            ml /= n, mx /= n;
+            for (int j = 0; j < Tk; j++)
+                if (p[j] > 1e-30f) sxy += (log(p[j]) - ml) * (x[j] - mx), sxx += (x[j] - mx) * (x[j] - mx);
+        }
+    return sxx > 0 ? sxy / sxx : NAN;
+}
+
+static void probe_bias(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
+    (void)o;
+    const int B = 2, T = 6, H = 2, d = 8;
+    const float scale = 0.25f;
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    tg_rng rng;
+    tg_rng_seed(&rng, 21, 1);
+    tg_tensor *q = tg_zeros(&ctx, 4, (int[]){B, T, H, d}), *k = randn(&ctx, &rng, B, T, H, d, 1);
+    tg_tensor *bias = tg_new(&ctx, 4, (int[]){1, H, T, T});
+    tg_fill_normal(&rng, bias->data, bias->numel, 0.0f, 1.0f);
+    tg_attn_args a = tg_attn_args_make(q, k, k, scale);
+    a.bias = bias;
+    float *P = malloc(sizeof(float) * B * H * T * T);
+    char why[400];
+    if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why)) {
+        add(r, "bias", "[1,H,T,T]", TG_CHECK_FAIL, NAN, NAN, "%s", why);
+        free(P);
+        tg_ctx_free(&ctx);
+        return;
+    }
+    int bad = 0;
+    for (int h = 0; h < H && !bad; h++) {
+        const double own = slope_vs(P, bias->data, B, H, T, T, h, 0, 1);
+        const double other = slope_vs(P, bias->data + (size_t)(1 - h) * T * T, B, H, T, T, h, 0, 0);
+        char what[24];
+        snprintf(what, sizeof what, "head %d", h);
+        if (near(own, 1, 0.01)) continue;
+        bad = 1;
+        if (near(own, scale, 0.02))
+            add(r, "bias", what, TG_CHECK_FAIL, own, 1, "the bias enters the logits times %.3g = the softmax scale: it "
+                "is added before the scale, not after", own);
+        else if (near(other, 1, 0.01))
+            add(r, "bias", what, TG_CHECK_FAIL, own, 1, "head %d gets head %d's bias: %s", h, 1 - h,
+                h == 1 ? "one head's bias for every head (not broadcast per head), or heads swapped" : "heads swapped");
+        else if (isnan(own) || fabs(own) < 0.01)
+            add(r, "bias", what, TG_CHECK_FAIL, own, 1, "the bias has no effect on the weights (ignored)");
+        else
+            add(r, "bias", what, TG_CHECK_FAIL, own, 1, "the bias enters the logits times %.3g, not 1", own);
+    }
+    if (!bad) {
+        /* one bias for every head: [1, 1, T, T] must act as that bias on each head */
+        tg_tensor *b1 = tg_new(&ctx, 4, (int[]){1, 1, T, T});
+        memcpy(b1->data, bias->data, sizeof(float) * T * T);
+        a.bias = b1;
+        if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why))
+            add(r, "bias", "[1,1,T,T]", TG_CHECK_FAIL, NAN, NAN, "a bias [1,1,T,T] (one for every head) is not taken: %s",
+                why), bad = 1;
+        else {
+            const double s1 = slope_vs(P, b1->data, B, H, T, T, 1, 0, 0);
+            if (!near(s1, 1, 0.01))
+                add(r, "bias", "[1,1,T,T]", TG_CHECK_FAIL, s1, 1, "a bias [1,1,T,T] reaches head 1 times %.3g: not "
+                    "broadcast over heads", s1), bad = 1;
+        }
+    }
+    if (!bad)
+        add(r, "bias", "[1,H,T,T]", TG_CHECK_PASS, 1, 1, "each head's logits get its own bias, after the scale (slope 1 "
+            "per head); [1,1,T,T] is broadcast over heads");
+    free(P);
+    tg_ctx_free(&ctx);
+}
+
+static void probe_alibi(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
+    (void)o;
+    const int B = 1, T = 8, H = 3, d = 8;
+    const float scale = 0.25f, sl[3] = {0.5f, 0.25f, 0.125f};
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    tg_rng rng;
+    tg_rng_seed(&rng, 22, 1);
+    tg_tensor *q = tg_zeros(&ctx, 4, (int[]){B, T, H, d}), *k = randn(&ctx, &rng, B, T, H, d, 1);
+    tg_attn_args a = tg_attn_args_make(q, k, k, scale);
+    a.alibi = vec(&ctx, H, sl);
+    float *P = malloc(sizeof(float) * B * H * T * T), *dist = malloc(sizeof(float) * T * T);
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j < T; j++) dist[i * T + j] = -fabsf((float)(j - i));
+    char why[400];
+    if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why))
+        add(r, "alibi", "slopes", TG_CHECK_FAIL, NAN, NAN, "%s", why);
+    else {
+        double m[3];
+        int ok = 1;
+        for (int h = 0; h < H; h++) m[h] = slope_vs(P, dist, B, H, T, T, h, 0, 0), ok &= near(m[h], sl[h], 0.01);
+        if (ok)
+            add(r, "alibi", "slopes", TG_CHECK_PASS, m[0], sl[0], "logit −= slope_h·|j − i| with each head's own slope "
+                "(measured %.4g %.4g %.4g)", m[0], m[1], m[2]);
+        else {
+            const char *why2 = m[0] < 0 ? ": the sign is flipped (farther keys favoured)"
+                               : near(m[0], sl[2], 0.01) && near(m[2], sl[0], 0.01) ? ": the heads' slopes in reverse order"
+                               : near(m[0], sl[0] * scale, 0.01) ? ": the slopes are multiplied by the softmax scale"
+                               : near(m[0], sl[0] / scale, 0.01) ? ": the slopes are divided by the softmax scale"
+                               : fabs(m[0]) < 1e-3 ? ": ALiBi has no effect (ignored)" : "";
+            add(r, "alibi", "slopes", TG_CHECK_FAIL, m[0], sl[0], "slopes measured %.4g %.4g %.4g, given %.4g %.4g %.4g%s",
+                m[0], m[1], m[2], sl[0], sl[1], sl[2], why2);
+        }
+    }
+    free(P), free(dist);
+    tg_ctx_free(&ctx);
+}
+
+/* ---- soft-capping: logits from −4 cap to 4 cap along one row ------------------------------------- */
+static void probe_softcap(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
+    (void)o;
+    const int T = 17, d = 4;
+    const float cap = 5.0f, scale = 0.5f;
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    tg_tensor *q = tg_zeros(&ctx, 4, (int[]){1, 1, 1, d}), *k = tg_zeros(&ctx, 4, (int[]){1, T, 1, d});
+    q->data[0] = 1.0f;
+    double y[17];
+    for (int j = 0; j < T; j++) y[j] = -4.0 * cap + 8.0 * cap * j / (T - 1), k->data[(size_t)j * d] = (float)(y[j] / scale);
+    tg_attn_args a = tg_attn_args_make(q, k, k, scale);
+    a.softcap = cap;
+    float P[17];
+    char why[400];
+    if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why)) {
+        add(r, "softcap", "cap 5", TG_CHECK_FAIL, NAN, NAN, "%s", why);
+        tg_ctx_free(&ctx);
+        return;
+    }
+    double x[17], mx = 0;
+    for (int j = 0; j < T; j++) x[j] = P[j] > 0 ? log(P[j]) : -1e30, mx += x[j] / T;
+    /* each candidate's sum of squares after centring */
+    double best = INFINITY;
+    int pick = -1;
+    const char *names[3] = {"right", "none", "before"};
+    for (int c = 0; c < 3; c++) {
+        double z[17], mz = 0, ss = 0;
+        for (int j = 0; j < T; j++) {
+            z[j] = c == 0 ? cap * tanh(y[j] / cap) : c == 1 ? y[j] : scale * cap * tanh(y[j] / (scale * cap));
+            mz += z[j] / T;
+        }
+        for (int j = 0; j < T; j++) ss += (x[j] - mx - z[j] + mz) * (x[j] - mx - z[j] + mz);
+        if (ss < best) best = ss, pick = c;
+    }
+    double lo = INFINITY, hi = -INFINITY;
+    for (int j = 0; j < T; j++) lo = fmin(lo, x[j]), hi = fmax(hi, x[j]);
+    const double measured = (hi - lo) / 2 / tanh(4.0);
+    if (pick == 0 && best < 1e-3 * T)
+        add(r, "softcap", "cap 5", TG_CHECK_PASS, measured, cap, "logits capped to ±%.3g (measured), after the scale", measured);
+    else if (pick == 1)
+        add(r, "softcap", "cap 5", TG_CHECK_FAIL, measured, cap, "no cap: logits from −20 to 20 pass unchanged (a spread "
+            "of ±%.3g measured, the cap asks ±5)", measured);
+    else if (pick == 2)
+        add(r, "softcap", "cap 5", TG_CHECK_FAIL, measured, cap, "the cap is applied before the scale: logits capped to "
+            "±%.3g = scale · cap, not ±5", measured);
+    else
+        add(r, "softcap", "cap 5", TG_CHECK_FAIL, measured, cap, "the logits are capped to ±%.3g, not ±5 (%s)", measured,
+            names[pick < 0 ? 0 : pick]);
+    tg_ctx_free(&ctx);
+}
+
+/* ---- sinks: with equal logits a row's keys weigh n/(e^σ + n) in all ----------------------------- */
+static void probe_sinks(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
+    (void)o;
+    const int B = 1, T = 4, H = 2, d = 8;
+    const float sk[2] = {0.5f, -1.0f};
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    tg_attn_args a = span_args(&ctx, B, T, T, d);
+    tg_tensor *q = tg_zeros(&ctx, 4, (int[]){B, T, H, d}), *k = tg_zeros(&ctx, 4, (int[]){B, T, H, d});
+    a.q = q, a.k = k, a.v = k, a.sinks = vec(&ctx, H, sk), a.scale = 0.25f;
+    float P[B * H * T * T];
+    char why[400];
+    if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why))
+        add(r, "sinks", "logit", TG_CHECK_FAIL, NAN, NAN, "%s", why);
+    else {
+        double got[2];
+        for (int h = 0; h < H; h++) {
+            double S = 0;
+            for (int j = 0; j < T; j++) S += P[(size_t)h * T * T + j];   /* row 0 of head h */
+            got[h] = S >= 1 - 1e-6 ? -INFINITY : log(T * (1 - S) / S);
+        }
+        if (near(got[0], sk[0], 0.01) && near(got[1], sk[1], 0.01))
+            add(r, "sinks", "logit", TG_CHECK_PASS, got[0], sk[0], "each head's sink takes e^σ of the denominator "
+                "(σ measured %.3g and %.3g)", got[0], got[1]);
+        else
+            add(r, "sinks", "logit", TG_CHECK_FAIL, got[0], sk[0], "sink logits measured %.3g and %.3g, given %.3g and "
+                "%.3g%s", got[0], got[1], sk[0], sk[1],
+                isinf(got[0]) ? ": the rows sum to 1, the sink is ignored"
+                : near(got[0], sk[0] * a.scale, 0.02) ? ": the sink is multiplied by the softmax scale"
+                : near(got[0], sk[1], 0.01) ? ": heads swapped" : "");
+    }
+    tg_ctx_free(&ctx);
+}
+
+/* ---- dropout: its rate, rescale and mask ------------------------------------------------------ */
+static void probe_dropout(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
+    (void)o;
+    const int B = 1, T = 64, H = 2, d = 8, n = B * H * T * T;
+    const float p = 0.25f;
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    tg_attn_args a = span_args(&ctx, B, T, T, d);
+    tg_tensor *q = tg_zeros(&ctx, 4, (int[]){B, T, H, d}), *k = tg_zeros(&ctx, 4, (int[]){B, T, H, d});
+    a.q = q, a.k = k, a.v = k, a.dropout = p, a.dropout_seed = 7;
+    float *P1 = malloc(sizeof(float) * 3 * n), *P2 = P1 + n, *P3 = P2 + n;
+    char why[400];
+    int rc = tg_attn_weights(&ctx, K, &a, P1, why, sizeof why);
+    if (!rc) rc = tg_attn_weights(&ctx, K, &a, P2, why, sizeof why);
+    a.dropout_seed = 8;
+    if (!rc) rc = tg_attn_weights(&ctx, K, &a, P3, why, sizeof why);
+    if (rc) add(r, "dropout", "p=0.25", TG_CHECK_FAIL, NAN, NAN, "%s", why);
+    else {
+        int zeros = 0, kept = 0, same = 1, differ = 0;
+        double kept_sum = 0;
+        for (int i = 0; i < n; i++) {
+            if (P1[i] == 0) zeros++;
+            else kept++, kept_sum += P1[i] * T;   /* a kept weight of equal logits: 1/T, times 1/(1 − p) */
+            same &= (P1[i] == 0) == (P2[i] == 0);
+            differ += (P1[i] == 0) != (P3[i] == 0);
+        }
+        const double rate = (double)zeros / n, resc = kept ? kept_sum / kept : 0;
+        if (!same)
+            add(r, "dropout", "p=0.25", TG_CHECK_FAIL, rate, p, "two calls with one dropout_seed drop different weights: "
+                "the mask does not come from the seed, so a backward (or a recomputation) cannot use the forward's");
+        else if (fabs(rate - p) > 0.03)
+            add(r, "dropout", "p=0.25", TG_CHECK_FAIL, rate, p, "drops %.3f of the weights, asked %.2f%s", rate, p,
+                rate < 1e-6 ? ": dropout ignored" : near(rate, 1 - p, 0.1) ? ": keeps p instead of 1 − p" : "");
+        else if (!near(resc, 1 / (1 - p), 0.01))
+            add(r, "dropout", "p=0.25", TG_CHECK_FAIL, resc, 1 / (1 - p), "kept weights are scaled by %.3g, not 1/(1 − p) "
+                "= %.3g%s", resc, 1 / (1 - p), near(resc, 1, 0.01) ? ": no rescale" : "");
+        else if (differ < n / 10)
+            add(r, "dropout", "p=0.25", TG_CHECK_FAIL, differ, n / 10, "dropout_seed 7 and 8 drop the same weights (%d of "
+                "%d differ): the seed is not used", differ, n);
+        else
+            add(r, "dropout", "p=0.25", TG_CHECK_PASS, rate, p, "drops %.3f of the weights (asked %.2f), kept ones scaled "
+                "by %.3f = 1/(1 − p), the same mask for one seed, another for another (the backward: the gradient probe)",
+                rate, p, resc);
+    }
+    free(P1);
+    tg_ctx_free(&ctx);
+}
+
 /* ---- gradient --------------------------------------------------------------------------------- */
 typedef struct {
-    tg_attention_fn fn;
-    tg_tensor *t[4];   /* q, k, v, head_scale: one a parameter, the others constants */
-    int causal;
+    const tg_attn_kernel *K;
+    tg_attn_args a;
 } gc_case;
 
 static tg_tensor *gc_f(tg_ctx *ctx, void *u) {
     gc_case *c = u;
-    return c->fn(ctx, c->t[0], c->t[1], c->t[2], c->t[3], 0.5f, c->causal, NULL);
+    return tg_attn_kernel_call(ctx, c->K, &c->a);
 }
 
-static void probe_gradient(tg_attention_fn fn, const tg_attn_check_opts *o, tg_attn_check_report *r) {
+/* Whether the kernel takes the call with grad on at all (a refusal would abort the checker). */
+static int gc_can_call(const tg_attn_kernel *K, const tg_attn_args *a, char *msg, size_t len) {
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    tg_tensor *out = call(&ctx, K, a, msg, len);
+    int ok = out != NULL;
+    if (ok && !ctx.n_nodes) snprintf(msg, len, "it recorded no node on the tape (no backward): tg_record it"), ok = 0;
+    tg_ctx_free(&ctx);
+    return ok;
+}
+
+static void probe_gradient(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
     (void)o;
-    const int B = 2, T = 5, H = 2, d = 4, dv = 3;
+    const int B = 2, T = 5, H = 2, d = 4, dv = K->features & TG_ATTN_F_DV ? 3 : 4;
     const char *names[4] = {"q", "k", "v", "head_scale"};
     for (int which = 0; which < 4; which++) {
         double worst = 0;
-        for (int causal = 0; causal <= 1; causal++) {
+        char msg[300] = "";
+        for (int causal = 0; causal <= 1 && !msg[0]; causal++) {
             tg_ctx consts;
             tg_ctx_init(&consts, 0);
             tg_params P;
@@ -322,42 +953,75 @@ static void probe_gradient(tg_attention_fn fn, const tg_attn_check_opts *o, tg_a
             tg_rng rng;
             tg_rng_seed(&rng, 31, (uint64_t)(which * 2 + causal));
             const int shapes[4][4] = {{B, T, H, d}, {B, T, H, d}, {B, T, H, dv}, {H}};
-            gc_case c = {.fn = fn, .causal = causal};
+            tg_tensor *t[4];
             for (int i = 0; i < 4; i++) {
                 const int nd = i == 3 ? 1 : 4;
-                c.t[i] = i == which ? tg_param(&P, names[i], nd, shapes[i]) : tg_new(&consts, nd, shapes[i]);
+                t[i] = i == which ? tg_param(&P, names[i], nd, shapes[i]) : tg_new(&consts, nd, shapes[i]);
             }
             tg_params_alloc(&P);
             for (int i = 0; i < 4; i++) {
-                if (i == 3) for (int h = 0; h < H; h++) c.t[3]->data[h] = 0.7f + 0.6f * (float)h;
-                else tg_fill_normal(&rng, c.t[i]->data, c.t[i]->numel, 0.0f, 1.0f);
+                if (i == 3) for (int h = 0; h < H; h++) t[3]->data[h] = 0.7f + 0.6f * (float)h;
+                else tg_fill_normal(&rng, t[i]->data, t[i]->numel, 0.0f, 1.0f);
             }
-            double w = 0;
-            tg_gradcheck(names[which], &P, gc_f, &c, &(tg_gc_opts){.quiet = 1, .worst = &w});
-            worst = fmax(worst, w);
+            gc_case c = {K, tg_attn_args_make(t[0], t[1], t[2], 0.5f)};
+            c.a.head_scale = t[3], c.a.causal = causal;
+            if (gc_can_call(K, &c.a, msg, sizeof msg)) {
+                double w = 0;
+                tg_gradcheck(names[which], &P, gc_f, &c, &(tg_gc_opts){.quiet = 1, .worst = &w});
+                worst = fmax(worst, w);
+            }
             tg_params_free(&P);
             tg_ctx_free(&consts);
         }
         char what[24];
         snprintf(what, sizeof what, "d/d %s", names[which]);
-        if (worst <= 1)
+        if (msg[0]) add(r, "gradient", what, TG_CHECK_FAIL, NAN, 1, "%s", msg);
+        else if (worst <= 1)
             add(r, "gradient", what, TG_CHECK_PASS, worst, 1, "worst error/limit %.3f against finite differences "
                 "(causal and not)", worst);
         else
             add(r, "gradient", what, TG_CHECK_FAIL, worst, 1, "worst error/limit %.3g: the backward is not the "
                 "gradient of the forward for %s", worst, names[which]);
     }
+    /* every input at once under each declared feature (bias and sinks learned); dropout at a fixed seed:
+     * the finite differences call the forward again, so its mask must come from the seed alone */
+    for (int i = 1; i < TG_ATTN_N_FEATURES; i++) {
+        const unsigned f = 1u << i;
+        if (!(K->features & f)) continue;
+        feature_case fc;
+        tg_params P;
+        tg_params_init(&P);
+        make_case(&fc, f, 1, &P, 77);
+        gc_case c = {K, fc.a};
+        char msg[300], what[48];
+        snprintf(what, sizeof what, "with %s", fc.what);
+        if (!gc_can_call(K, &c.a, msg, sizeof msg)) add(r, "gradient", what, TG_CHECK_FAIL, NAN, 1, "%s", msg);
+        else {
+            double w = 0;
+            tg_gradcheck(what, &P, gc_f, &c, &(tg_gc_opts){.quiet = 1, .worst = &w});
+            if (w <= 1)
+                add(r, "gradient", what, TG_CHECK_PASS, w, 1, "q, k, v%s: worst error/limit %.3f", f == TG_ATTN_F_BIAS ?
+                    ", bias" : f == TG_ATTN_F_SINKS ? ", sinks" : "", w);
+            else
+                add(r, "gradient", what, TG_CHECK_FAIL, w, 1, "worst error/limit %.3g with %s: the backward is not the "
+                    "gradient of the forward%s", w, fc.what, f == TG_ATTN_F_DROPOUT ? " (does the backward use the "
+                    "forward's mask? does the mask come from dropout_seed alone?)" : f == TG_ATTN_F_SINKS ?
+                    " (the sink's gradient?)" : "");
+        }
+        tg_params_free(&P);
+        tg_ctx_free(&fc.ctx);
+    }
 }
 
 /* ---- health ------------------------------------------------------------------------------------- */
 /* The band of c at d_head 128 with AdamW where every seed trained as well as c = 1 (docs/results.md, the
- * temperature map; docs/data/science-map-band.tsv, which tests/test_attn_check.c reads to keep these
+ * temperature map; docs/data/science-map-band.tsv, which tests/attn_check_cli.sh reads to keep these
  * in step). */
 #define TG_BAND_D 128
 #define TG_BAND_LO 0.0625
 #define TG_BAND_HI 1.0
 
-static void probe_health(tg_attention_fn fn, const tg_attn_check_opts *o, tg_attn_check_report *r) {
+static void probe_health(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
     (void)o;
     const int B = 4, T = 32, H = 4, d = TG_BAND_D;
     tg_ctx ctx;
@@ -370,97 +1034,108 @@ static void probe_health(tg_attention_fn fn, const tg_attn_check_opts *o, tg_att
     float e[H], mx[H], sat[H], e0[H], mx0[H], sat0[H], mult[H];
     tg_attn_stats ref = {H, e0, mx0, sat0}, mine = {H, e, mx, sat};
     ctx.grad_enabled = 0;
-    tg_attention(&ctx, q, k, v, NULL, s, 1, &ref);
+    tg_attn_args a = tg_attn_args_make(q, k, v, s);
+    a.causal = 1, a.stats = &ref;
+    tg_attend(&ctx, &a);
+    a.stats = NULL;
     char why[400];
-    if (tg_attn_measure(&ctx, fn, q, k, NULL, s, 1, &mine, mult, NULL, why, sizeof why)) {
-        add(r, "health", "d_head=128", TG_CHECK_INFO, NAN, NAN, "not measured: %s", why);
+    if (tg_attn_measure(&ctx, K, &a, &mine, mult, NULL, why, sizeof why)) {
+        add(r, "health", "d_head=128", TG_CHECK_FAIL, NAN, NAN, "not measured: %s", why);
         tg_ctx_free(&ctx);
         return;
     }
+    /* the multiplier where the rows are not saturated (at initialisation they may be) */
+    double c = multiplier(K, d, H, s, NULL, NULL, why, sizeof why) / s;
     const double u = tg_attn_uniform_entropy(T, 1);
-    double E = 0, E0 = 0, S = 0, S0 = 0, M = -INFINITY, M0 = -INFINITY, c = 0;
+    double E = 0, E0 = 0, S = 0, S0 = 0, M = -INFINITY, M0 = -INFINITY;
     for (int h = 0; h < H; h++) {
         E += e[h] / u / H, E0 += e0[h] / u / H, S += sat[h] / H, S0 += sat0[h] / H;
-        M = fmax(M, mx[h]), M0 = fmax(M0, mx0[h]), c += mult[h] / s / H;
+        M = fmax(M, mx[h]), M0 = fmax(M0, mx0[h]);
     }
+    if (isnan(c)) {
+        add(r, "health", "d_head=128", TG_CHECK_FAIL, NAN, NAN, "its multiplier cannot be measured: %s", why);
+        tg_ctx_free(&ctx);
+        return;
+    }
+    M = c * s * (M0 / s);   /* the largest logit at the kernel's own c */
     const int inside = c >= TG_BAND_LO * (1 - TG_CHECK_C_TOL) && c <= TG_BAND_HI * (1 + TG_CHECK_C_TOL);
     add(r, "health", "d_head=128", inside ? TG_CHECK_PASS : TG_CHECK_FAIL, c, TG_BAND_HI,
-        "at initialisation (q, k ~ N(0, 1), T = %d, causal): entropy/uniform %.3f (tg_attention: %.3f), largest "
+        "at initialisation (q, k ~ N(0, 1), T = %d, causal): entropy/uniform %.3f (tg_attend: %.3f), largest "
         "logit %.1f (%.1f), saturated rows %.0f%% (%.0f%%); c = %.3g is %s the band 1/16 .. 1 that trains as well "
         "as c = 1 (docs/results.md#how-far-off-may-the-scale-be)%s", T, E, E0, M, M0, 100 * S, 100 * S0, c,
         inside ? "inside" : "outside", inside ? "" : ": expect the collapse of docs/results.md#the-main-result");
+    (void)mult;
     tg_ctx_free(&ctx);
 }
 
 /* ---- the probes in child processes ---------------------------------------------------------------- */
-typedef void (*probe_fn)(tg_attention_fn, const tg_attn_check_opts *, tg_attn_check_report *);
+typedef void (*probe_fn)(const tg_attn_kernel *, const tg_attn_check_opts *, tg_attn_check_report *);
 
-static void run_probe(const char *name, probe_fn p, tg_attention_fn fn, const tg_attn_check_opts *o,
-                      tg_attn_check_report *r) {
-    int fds[2];
-    if (pipe(fds)) {
-        add(r, name, "-", TG_CHECK_CRASH, NAN, NAN, "could not run the probe: no pipe (%s)", strerror(errno));
-        return;
-    }
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]), close(fds[1]);
-        add(r, name, "-", TG_CHECK_CRASH, NAN, NAN, "could not run the probe: fork failed (%s)", strerror(errno));
-        return;
-    }
-    if (pid == 0) {
-        close(fds[0]);
-        const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};   /* die of a crash: it is the answer */
-        for (int i = 0; i < 5; i++) signal(fatal[i], SIG_DFL);
-        out_fd = fds[1];
-        p(fn, o, NULL);
-        _exit(0);
-    }
-    close(fds[1]);
-    tg_attn_check_line l;
-    size_t got = 0;
-    int status = 0, done = 0, eof = 0;
-    const double t0 = 1e-3 * tg_timing_now_ms(), limit = o->timeout > 0 ? o->timeout : 60;
-    while (!(done && eof)) {
-        struct pollfd pf = {.fd = fds[0], .events = POLLIN};
-        if (!eof && poll(&pf, 1, 20) > 0) {
-            ssize_t n = read(fds[0], (char *)&l + got, sizeof l - got);
-            if (n <= 0) eof = 1;
-            else if ((got += (size_t)n) == sizeof l) {
-                got = 0;
-                add(r, l.check, l.what, l.status, l.value, l.limit, "%s", l.text);
-            }
-        } else if (eof) {
-            struct timespec nap = {0, 5000000};
-            nanosleep(&nap, NULL);
-        }
-        if (!done && waitpid(pid, &status, WNOHANG) == pid) done = 1;
-        if (!done && 1e-3 * tg_timing_now_ms() - t0 > limit) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            close(fds[0]);
-            add(r, name, "-", TG_CHECK_CRASH, NAN, limit, "the kernel hung: the %s probe got no answer within %.0f s",
-                name, limit);
-            return;
-        }
-    }
-    close(fds[0]);
-    if (WIFSIGNALED(status))
-        add(r, name, "-", TG_CHECK_CRASH, NAN, NAN, "the kernel crashed (%s) in the %s probe%s", strsignal(WTERMSIG(status)),
-            name, WTERMSIG(status) == SIGABRT ? " (an abort: a tg_fail outside a caught call, or no node recorded?)" : "");
-    else if (WEXITSTATUS(status) != 0)
-        add(r, name, "-", TG_CHECK_CRASH, NAN, NAN, "the %s probe exited with status %d", name, WEXITSTATUS(status));
+typedef struct {
+    probe_fn p;
+    const tg_attn_kernel *K;
+    const tg_attn_check_opts *o;
+    tg_attn_check_report *r;
+    tg_attn_check_line l;   /* the parent's partial line */
+    size_t got;
+} probe_job;
+
+static int probe_child(void *u, int fd) {
+    probe_job *j = u;
+    out_fd = fd;
+    j->p(j->K, j->o, NULL);
+    return 0;
 }
 
-int tg_attn_check(tg_attention_fn fn, const tg_attn_check_opts *opts, tg_attn_check_report *r) {
+static void probe_bytes(void *u, const char *b, size_t n) {
+    probe_job *j = u;
+    while (n) {
+        size_t take = sizeof j->l - j->got < n ? sizeof j->l - j->got : n;
+        memcpy((char *)&j->l + j->got, b, take);
+        j->got += take, b += take, n -= take;
+        if (j->got == sizeof j->l) {
+            j->got = 0;
+            add(j->r, j->l.check, j->l.what, j->l.status, j->l.value, j->l.limit, "%s", j->l.text);
+        }
+    }
+}
+
+static void run_probe(const char *name, probe_fn p, const tg_attn_kernel *K, const tg_attn_check_opts *o,
+                      tg_attn_check_report *r) {
+    probe_job j = {.p = p, .K = K, .o = o, .r = r};
+    tg_child_end end;
+    char err[200];
+    const double limit = o->timeout > 0 ? o->timeout : 60;
+    if (tg_child_run(probe_child, &j, limit, probe_bytes, &j, &end, err, sizeof err))
+        add(r, name, "-", TG_CHECK_CRASH, NAN, NAN, "could not run the probe: %s", err);
+    else if (end.timed_out)
+        add(r, name, "-", TG_CHECK_CRASH, NAN, limit, "the kernel hung: the %s probe got no answer within %.0f s", name,
+            limit);
+    else if (end.signal)
+        add(r, name, "-", TG_CHECK_CRASH, NAN, NAN, "the kernel crashed (%s) in the %s probe%s", strsignal(end.signal),
+            name, end.signal == SIGABRT ? " (an abort: a tg_fail outside a caught call, or no node recorded?)" : "");
+    else if (end.status != 0)
+        add(r, name, "-", TG_CHECK_CRASH, NAN, NAN, "the %s probe exited with status %d", name, end.status);
+}
+
+int tg_attn_check(const tg_attn_kernel *K, const tg_attn_check_opts *opts, tg_attn_check_report *r) {
     tg_attn_check_opts o = opts ? *opts : (tg_attn_check_opts){0};
     *r = (tg_attn_check_report){0};
-    run_probe("forward", probe_forward, fn, &o, r);
-    run_probe("temperature", probe_temperature, fn, &o, r);
-    run_probe("mask", probe_mask, fn, &o, r);
-    run_probe("gradient", probe_gradient, fn, &o, r);
-    run_probe("health", probe_health, fn, &o, r);
+    char has[300], not_declared[300];
+    add(r, "features", K->abi == 1 ? "ABI 1" : "declared", TG_CHECK_INFO, NAN, NAN, "%s%s; not declared (not checked, "
+        "and never called with them): %s", K->abi == 1 ? "ABI 1: textbook features only, and " : "",
+        tg_attn_features_str(K->features, has, sizeof has),
+        tg_attn_features_str(TG_ATTN_F_ALL & ~K->features, not_declared, sizeof not_declared));
+    static const struct { const char *name; probe_fn p; unsigned f; } probes[] = {
+        {"forward", probe_forward, 0},          {"temperature", probe_temperature, 0},
+        {"mask", probe_mask, 0},                {"gqa", probe_gqa, TG_ATTN_F_GQA},
+        {"alignment", probe_alignment, TG_ATTN_F_TQ_TK}, {"window", probe_window, TG_ATTN_F_WINDOW},
+        {"padding", probe_padding, TG_ATTN_F_PADDING},   {"bias", probe_bias, TG_ATTN_F_BIAS},
+        {"alibi", probe_alibi, TG_ATTN_F_ALIBI},         {"softcap", probe_softcap, TG_ATTN_F_SOFTCAP},
+        {"sinks", probe_sinks, TG_ATTN_F_SINKS},         {"dropout", probe_dropout, TG_ATTN_F_DROPOUT},
+        {"gradient", probe_gradient, 0},        {"health", probe_health, 0}};
+    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++)
+        if (!probes[i].f || (K->features & probes[i].f)) run_probe(probes[i].name, probes[i].p, K, &o, r);
     return r->failed ? 1 : 0;
 }
 

@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "tg_sha256.h"
 
@@ -33,16 +36,14 @@ static const char *machine_name(unsigned m) {
 }
 
 /* The ELF header says whether dlopen can take the file, in words dlopen does not use. */
-static int check_elf(const char *path, const char *name, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return tg_errf(err, errlen, "plugin %s: %s", name, strerror(errno));
+static int check_elf(int fd, const char *name, char *err, size_t errlen) {
     Elf64_Ehdr h;
-    size_t n = fread(&h, 1, sizeof h, f);
-    fclose(f);
+    ssize_t got = pread(fd, &h, sizeof h, 0);
+    size_t n = got > 0 ? (size_t)got : 0;
     if (n < EI_NIDENT || memcmp(h.e_ident, ELFMAG, SELFMAG) != 0)
         return tg_errf(err, errlen, "plugin %s: not a shared object (no ELF header; build it with cc -shared -fPIC)", name);
     Elf64_Ehdr self_h;
-    f = fopen("/proc/self/exe", "rb");
+    FILE *f = fopen("/proc/self/exe", "rb");
     int have_self = f && fread(&self_h, 1, sizeof self_h, f) == sizeof self_h;
     if (f) fclose(f);
     unsigned self_machine = have_self ? self_h.e_machine : EM_X86_64;
@@ -64,6 +65,43 @@ static int check_elf(const char *path, const char *name, char *err, size_t errle
     return 0;
 }
 
+/* The file's bytes into a sealed memory file, hashed on the way: what dlopen maps
+ * is what the hash says. Returns the memory file's descriptor, or -1 (err). */
+static int copy_sealed(int fd, const char *name, char hex[65], char *err, size_t errlen) {
+    int mfd = memfd_create("tapegrad-plugin", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (mfd < 0) return tg_errf(err, errlen, "plugin %s: memfd_create: %s", name, strerror(errno));
+    tg_sha256 s;
+    tg_sha256_init(&s);
+    unsigned char buf[1 << 14];
+    for (off_t at = 0;;) {
+        ssize_t n = pread(fd, buf, sizeof buf, at);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            tg_errf(err, errlen, "plugin %s: read: %s", name, strerror(errno));
+            close(mfd);
+            return -1;
+        }
+        if (n == 0) break;
+        tg_sha256_update(&s, buf, (size_t)n);
+        for (ssize_t w = 0; w < n;) {
+            ssize_t k = write(mfd, buf + w, (size_t)(n - w));
+            if (k < 0 && errno == EINTR) continue;
+            if (k <= 0) {
+                tg_errf(err, errlen, "plugin %s: copying it to memory: %s", name, strerror(errno));
+                close(mfd);
+                return -1;
+            }
+            w += k;
+        }
+        at += n;
+    }
+    unsigned char d[32];
+    tg_sha256_final(&s, d);
+    tg_sha256_hex(d, hex);
+    fcntl(mfd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL);
+    return mfd;
+}
+
 int tg_attn_plugin_spec(const char *spec, char *file, size_t flen, char *symbol, size_t slen, char *err,
                         size_t errlen) {
     const char *colon = strrchr(spec, ':');
@@ -78,43 +116,105 @@ int tg_attn_plugin_spec(const char *spec, char *file, size_t flen, char *symbol,
     return 0;
 }
 
+/* The descriptor or the ABI 1 declaration into p->kernel. */
+static int read_descriptor(tg_attn_plugin *p, const char *file, char *err, size_t errlen) {
+    char dname[160];
+    snprintf(dname, sizeof dname, "tg_attn_plugin_%s", p->symbol);
+    const tg_attn_kernel *desc = dlsym(p->handle, dname);
+    const int *abi1 = dlsym(p->handle, "tg_attention_plugin_abi");
+    if (desc) {
+        /* the fields of ABI 2's first descriptor: size, abi, features, name, attend */
+        const size_t least = offsetof(tg_attn_kernel, attend) + sizeof(tg_attend_fn);
+        if (desc->abi != TG_ATTENTION_PLUGIN_ABI)
+            return tg_errf(err, errlen, "plugin %s: its descriptor %s says plugin ABI %d; this program takes ABI %d "
+                           "(and ABI 1): rebuild it against this tapegrad", file, dname, desc->abi,
+                           TG_ATTENTION_PLUGIN_ABI);
+        if (desc->size < least)
+            return tg_errf(err, errlen, "plugin %s: its descriptor %s has size %zu, less than ABI %d's %zu: not made "
+                           "with TG_ATTENTION_PLUGIN", file, dname, desc->size, TG_ATTENTION_PLUGIN_ABI, least);
+        if (!desc->attend) return tg_errf(err, errlen, "plugin %s: its descriptor %s has no kernel (attend NULL)", file, dname);
+        if (desc->features & ~TG_ATTN_F_ALL)
+            return tg_errf(err, errlen, "plugin %s: its descriptor %s declares features 0x%x this program does not "
+                           "know (it knows 0x%x): built against a newer tapegrad?", file, dname, desc->features,
+                           (unsigned)TG_ATTN_F_ALL);
+        p->abi = TG_ATTENTION_PLUGIN_ABI;
+        p->kernel = (tg_attn_kernel){sizeof(tg_attn_kernel), desc->abi, desc->features, p->symbol, desc->attend, NULL};
+        return 0;
+    }
+    void *fn = dlsym(p->handle, p->symbol);
+    if (abi1 && *abi1 == 1) {
+        if (!fn)
+            return tg_errf(err, errlen, "plugin %s (ABI 1): no symbol '%s' (name another with FILE:SYMBOL; nm -D "
+                           "--defined-only FILE lists them)", file, p->symbol);
+        p->abi = 1;
+        p->kernel = (tg_attn_kernel){sizeof(tg_attn_kernel), 1, TG_ATTN_F_DV, p->symbol, NULL, NULL};
+        memcpy(&p->kernel.textbook, &fn, sizeof p->kernel.textbook);   /* POSIX: dlsym's pointer is a function's */
+        return 0;
+    }
+    if (abi1)
+        return tg_errf(err, errlen, "plugin %s: declares plugin ABI %d (tg_attention_plugin_abi) and exports no "
+                       "descriptor %s; this program takes ABI %d (TG_ATTENTION_PLUGIN) or 1", file, *abi1, dname,
+                       TG_ATTENTION_PLUGIN_ABI);
+    return tg_errf(err, errlen, "plugin %s: no kernel descriptor %s (ABI %d: TG_ATTENTION_PLUGIN(%s, features) after "
+                   "the kernel) and no ABI declaration (ABI 1: TG_ATTENTION_PLUGIN_DECLARE)%s; a plugin must say which "
+                   "ABI it was built for and what it supports", file, dname, TG_ATTENTION_PLUGIN_ABI, p->symbol,
+                   fn ? ", though it has a symbol of that name" : "");
+}
+
 int tg_attn_plugin_open(tg_attn_plugin *p, const char *spec, char *err, size_t errlen) {
     memset(p, 0, sizeof *p);
     char file[4096];
     if (tg_attn_plugin_spec(spec, file, sizeof file, p->symbol, sizeof p->symbol, err, errlen)) return -1;
+    /* one open: every check, the hash and the load read this descriptor's file */
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return tg_errf(err, errlen, "plugin %s: %s", file, strerror(errno));
     struct stat st;
-    if (stat(file, &st) != 0) return tg_errf(err, errlen, "plugin %s: %s", file, strerror(errno));
-    if (!S_ISREG(st.st_mode)) return tg_errf(err, errlen, "plugin %s: not a regular file", file);
-    /* dlopen searches the library path for a name without '/': always give it the file itself */
-    if (!realpath(file, p->path)) return tg_errf(err, errlen, "plugin %s: %s", file, strerror(errno));
-    if (check_elf(p->path, file, err, errlen)) return -1;
-    if (tg_sha256_file(p->path, p->sha256, err, errlen)) return -1;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return tg_errf(err, errlen, "plugin %s: not a regular file", file);
+    }
+    if (!realpath(file, p->path)) snprintf(p->path, sizeof p->path, "%s", file);   /* for the log only */
+    if (check_elf(fd, file, err, errlen)) {
+        close(fd);
+        return -1;
+    }
+    int mfd = copy_sealed(fd, file, p->sha256, err, errlen);
+    close(fd);
+    if (mfd < 0) return -1;
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", mfd);
     dlerror();
-    p->handle = dlopen(p->path, RTLD_NOW | RTLD_LOCAL);
+    p->handle = dlopen(self, RTLD_NOW | RTLD_LOCAL);
+    close(mfd);   /* the mapping stays */
     if (!p->handle) {
         const char *e = dlerror();
-        return tg_errf(err, errlen, "plugin %s: cannot be loaded: %s", file, e ? e : "(no reason given)");
+        char why[600];
+        snprintf(why, sizeof why, "%s", e ? e : "(no reason given)");
+        /* dlopen names the memory file: the reader wants theirs */
+        const char *tail = strstr(why, self);
+        return tg_errf(err, errlen, "plugin %s: cannot be loaded: %s", file,
+                       tail && tail[strlen(self)] == ':' ? tail + strlen(self) + 2 : why);
     }
-    const int *abi = dlsym(p->handle, "tg_attention_plugin_abi");
-    if (abi && *abi != TG_ATTENTION_PLUGIN_ABI) {
+    if (read_descriptor(p, file, err, errlen)) {
         tg_attn_plugin_close(p);
-        return tg_errf(err, errlen, "plugin %s: built for plugin ABI %d, this program has ABI %d (rebuild it against "
-                       "this tapegrad)", file, *abi, TG_ATTENTION_PLUGIN_ABI);
+        return -1;
     }
-    dlerror();
-    void *sym = dlsym(p->handle, p->symbol);
-    if (!sym) {
-        tg_attn_plugin_close(p);
-        return tg_errf(err, errlen, "plugin %s: no symbol '%s' (name another with FILE:SYMBOL; nm -D --defined-only "
-                       "FILE lists them)", file, p->symbol);
-    }
-    /* POSIX: a data pointer from dlsym converts to a function pointer */
-    memcpy(&p->fn, &sym, sizeof p->fn);
     return 0;
 }
 
 void tg_attn_plugin_close(tg_attn_plugin *p) {
     if (p->handle) dlclose(p->handle);
     p->handle = NULL;
-    p->fn = NULL;
+    p->kernel.attend = NULL;
+    p->kernel.textbook = NULL;
+}
+
+const char *tg_attn_plugin_describe(const tg_attn_plugin *p, char *buf, size_t len) {
+    if (p->abi == 1) {
+        snprintf(buf, len, "ABI 1: textbook features only");
+        return buf;
+    }
+    char f[300];
+    snprintf(buf, len, "ABI %d: %s", p->abi, tg_attn_features_str(p->kernel.features, f, sizeof f));
+    return buf;
 }

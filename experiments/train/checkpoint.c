@@ -30,7 +30,22 @@ void tg_train_state_free_logged(tg_train_state *s) {
 }
 
 /* ---- saving ----------------------------------------------------------------- */
-typedef struct { char key[96], value[96]; } kv_store;
+/* Keys and values of any length the program accepts (a plugin's symbol of 127 bytes, a path). */
+typedef struct { char *key, *value; } kv_store;
+
+static char *dupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *dupf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *p = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!p) return NULL;
+    va_start(ap, fmt);
+    vsnprintf(p, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return p;
+}
 
 int tg_ckpt_save(const char *path, const tg_train_state *s, const tg_cli_opt *opts, int n_opts, char *err, size_t errlen) {
     const tg_params *P = s->P;
@@ -61,8 +76,8 @@ int tg_ckpt_save(const char *path, const tg_train_state *s, const tg_cli_opt *op
 
 #define META(k, ...)                                                    \
     do {                                                                \
-        snprintf(kv[nm].key, sizeof kv[nm].key, "%s", k);               \
-        snprintf(kv[nm].value, sizeof kv[nm].value, __VA_ARGS__);       \
+        kv[nm].key = dupf("%s", k);                                     \
+        kv[nm].value = dupf(__VA_ARGS__);                               \
         nm++;                                                           \
     } while (0)
     META("format", "%s", TG_CKPT_FORMAT);
@@ -77,17 +92,24 @@ int tg_ckpt_save(const char *path, const tg_train_state *s, const tg_cli_opt *op
     for (int i = 0; i < n_opts; i++) {
         if (opts[i].kind == TG_CLI_STR || opts[i].kind == TG_CLI_FLAG) continue;   /* paths and switches are not the run's identity */
         if (tg_cli_unrecorded(&opts[i], s->added)) continue;   /* as every checkpoint before the flag existed */
-        snprintf(kv[nm].key, sizeof kv[nm].key, "config.%s", opts[i].name);
-        tg_cli_value(&opts[i], kv[nm].value, sizeof kv[nm].value);
+        char val[4200];
+        tg_cli_value(&opts[i], val, sizeof val);
+        kv[nm].key = dupf("config.%s", opts[i].name);
+        kv[nm].value = dupf("%s", val);
         nm++;
     }
     for (int i = 0; i < s->n_settings; i++) {
-        snprintf(kv[nm].key, sizeof kv[nm].key, "config.%s", s->settings[i].key);
-        snprintf(kv[nm].value, sizeof kv[nm].value, "%s", s->settings[i].value);
+        kv[nm].key = dupf("config.%s", s->settings[i].key);
+        kv[nm].value = dupf("%s", s->settings[i].value);
         nm++;
     }
-    for (int i = 0; i < nm; i++) meta[i] = (tg_st_kv){kv[i].key, kv[i].value};
-    int rc = tg_st_write(path, t, nt, meta, nm, err, errlen);
+    int oom = 0;
+    for (int i = 0; i < nm; i++) {
+        meta[i] = (tg_st_kv){kv[i].key, kv[i].value};
+        oom |= !kv[i].key || !kv[i].value;
+    }
+    int rc = oom ? tg_errf(err, errlen, "%s: out of memory", path) : tg_st_write(path, t, nt, meta, nm, err, errlen);
+    for (int i = 0; i < nm; i++) free(kv[i].key), free(kv[i].value);
     free(t);
     free(kv);
     free(meta);
@@ -178,7 +200,7 @@ static int load_parsed(const tg_st_file *f, tg_train_state *s, const tg_cli_opt 
     if (changed && changed_len) changed[0] = 0;
     for (int i = 0; i < n_opts; i++) {
         if (opts[i].kind == TG_CLI_STR || opts[i].kind == TG_CLI_FLAG) continue;
-        char key[96], now[96];
+        char key[160], now[4200];   /* a value of any length the flags accept */
         snprintf(key, sizeof key, "config.%s", opts[i].name);
         tg_cli_value(&opts[i], now, sizeof now);
         const char *then = tg_st_meta(f, key);
@@ -198,7 +220,7 @@ static int load_parsed(const tg_st_file *f, tg_train_state *s, const tg_cli_opt 
         append(changed, changed_len, "%s--%s %.40s -> %s", changed && changed[0] ? ", " : "", opts[i].name, then, now);
     }
     for (int i = 0; i < s->n_settings; i++) {
-        char key[96];
+        char key[160];
         snprintf(key, sizeof key, "config.%s", s->settings[i].key);
         const char *then = tg_st_meta(f, key);
         if (!then) return tg_errf(err, errlen, "it records no %s (made by another version of the program?)", s->settings[i].key);

@@ -1,8 +1,12 @@
+#define _POSIX_C_SOURCE 200809L   /* strsignal */
 #include "tg_model.h"
+#include "child.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "tg_attn_probe.h"
 #include "tg_ops.h"
@@ -148,6 +152,31 @@ void tg_model_free(tg_model *m) {
     free(m->logit_scale);
 }
 
+unsigned tg_model_attn_features(const tg_model_cfg *c) {
+    unsigned f = 0;
+    if (c->window > 0) f |= TG_ATTN_F_WINDOW;
+    if (tg_model_kv_heads(c) != c->heads) f |= TG_ATTN_F_GQA;
+    if (c->bias) f |= TG_ATTN_F_BIAS;
+    if (c->alibi) f |= TG_ATTN_F_ALIBI;
+    if (c->softcap > 0) f |= TG_ATTN_F_SOFTCAP;
+    if (c->sinks) f |= TG_ATTN_F_SINKS;
+    if (c->attn_dropout > 0) f |= TG_ATTN_F_DROPOUT;
+    return f;
+}
+
+tg_attn_args tg_model_attn_args(tg_model *m, int l, tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *hs) {
+    const tg_model_cfg *c = &m->cfg;
+    const tg_model_layer *L = &m->layer[l];
+    tg_attn_args aa = tg_attn_args_make(q, k, v, tg_model_scale(c));
+    aa.head_scale = hs, aa.causal = 1;
+    if (c->window > 0) aa.window_left = c->window - 1, aa.window_right = 0;
+    aa.bias = L->attn_bias, aa.sinks = L->sinks, aa.softcap = c->softcap;
+    if (c->alibi) aa.alibi = &m->alibi_t;
+    if (c->attn_dropout > 0 && ctx->grad_enabled)   /* training steps only; a mask per layer */
+        aa.dropout = c->attn_dropout, aa.dropout_seed = m->dropout_seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(l + 1));
+    return aa;
+}
+
 /* The forward pass. maps != NULL: the probe's pass of tg_model_attention_maps,
  * copying each layer's weights, and ending after the last attention (returns
  * NULL; sets *maps_failed when a measured kernel's weights could not be had). */
@@ -157,8 +186,8 @@ static tg_tensor *forward(tg_model *m, tg_ctx *ctx, const int *tokens, const int
     int T = c->seq_len, D = c->d_model, H = c->heads, dh = c->d_head;
     float scale = tg_model_scale(c);
     const int fused = c->attn == TG_ATTN_FUSED && !maps;
-    tg_attention_fn fn = c->attn_fn;   /* a plugin; the built-in ops are called with tg_attn_args below */
-    if (stats || maps) m->measure_note[0] = 0;
+    const tg_attn_kernel *kern = c->attn_kernel;   /* a plugin; NULL: the built-in op */
+    if (stats || maps) m->measure_note[0] = 0, m->measure_leak = 0;
 
     tg_tensor *pos = tg_reshape(ctx, tg_embedding(ctx, m->pos_emb, m->pos_idx, 1, T), 2, (int[]){T, D});
     tg_tensor *x = tg_add(ctx, tg_embedding(ctx, m->tok_emb, tokens, B, T), pos);
@@ -177,18 +206,18 @@ static tg_tensor *forward(tg_model *m, tg_ctx *ctx, const int *tokens, const int
         tg_tensor *hs = L->hscale && c->learned_param == TG_LEARNED_LOG ? tg_exp(ctx, L->hscale) : L->hscale;
         tg_attn_stats st = {H, m->ent + l * H, m->maxlogit + l * H, m->sat + l * H};
         size_t n = (size_t)B * H * T * T;
+        tg_attn_args aa = tg_model_attn_args(m, l, ctx, q, k, v, hs);
+        if (maps) aa.dropout = 0;
         tg_tensor *a;
-        if (c->attn_fn && (c->window > 0 || tg_model_kv_heads(c) != H || c->bias || c->alibi || c->sinks ||
-                           c->softcap > 0 || c->attn_dropout > 0))
-            tg_fail(ctx, "tg_model: a tg_attention_fn kernel takes the textbook contract only: kv_heads, window, "
-                    "bias, alibi, softcap, sinks and attn_dropout need a built-in op");
-        if (c->attn_measure || (maps && c->attn_fn)) {   /* a kernel we did not write: its word on its weights is not taken */
-            a = maps ? NULL : fn(ctx, q, k, v, hs, scale, 1, NULL);
+        if (c->attn_measure || (maps && kern)) {   /* a kernel we did not write: its word on its weights is not taken */
+            a = maps ? NULL : tg_attn_kernel_call(ctx, kern, &aa);
             if (stats || maps) {
                 char why[400];
-                if (tg_attn_measure(ctx, fn, q, k, hs, scale, 1, stats ? &st : NULL, stats ? m->logit_scale + l * H : NULL,
-                                    maps ? maps + (size_t)l * n : NULL, why, sizeof why)) {
+                int rc = tg_attn_measure(ctx, kern, &aa, stats ? &st : NULL, stats ? m->logit_scale + l * H : NULL,
+                                         maps ? maps + (size_t)l * n : NULL, why, sizeof why);
+                if (rc) {
                     snprintf(m->measure_note, sizeof m->measure_note, "layer %d: %s", l, why);
+                    m->measure_leak |= rc == TG_MEASURE_LEAK;
                     for (int hh = 0; hh < H && stats; hh++)
                         m->ent[l * H + hh] = m->maxlogit[l * H + hh] = m->sat[l * H + hh] =
                             m->logit_scale[l * H + hh] = NAN;
@@ -200,19 +229,12 @@ static tg_tensor *forward(tg_model *m, tg_ctx *ctx, const int *tokens, const int
             }
             if (maps) {
                 if (l == c->layers - 1) return NULL;
-                a = fn(ctx, q, k, v, hs, scale, 1, NULL);
+                a = tg_attn_kernel_call(ctx, kern, &aa);
             }
         } else {
             if (stats)
                 for (int hh = 0; hh < H; hh++) m->logit_scale[l * H + hh] = scale * (hs ? hs->data[hh] : 1.0f);
-            /* the built-in ops take the whole contract: grouped heads, the window */
-            tg_attn_args aa = tg_attn_args_make(q, k, v, scale);
-            aa.head_scale = hs, aa.causal = 1, aa.stats = stats ? &st : NULL;
-            if (c->window > 0) aa.window_left = c->window - 1, aa.window_right = 0;
-            aa.bias = L->attn_bias, aa.sinks = L->sinks, aa.softcap = c->softcap;
-            if (c->alibi) aa.alibi = &m->alibi_t;
-            if (c->attn_dropout > 0 && ctx->grad_enabled && !maps)   /* training steps only; a mask per layer */
-                aa.dropout = c->attn_dropout, aa.dropout_seed = m->dropout_seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(l + 1));
+            aa.stats = stats ? &st : NULL;
             a = (maps || !fused ? tg_attend : tg_flash_attend)(ctx, &aa);
             if (maps) {
                 const float *P = tg_attention_probs(ctx, a);
@@ -248,4 +270,76 @@ int tg_model_attention_maps(tg_model *m, tg_ctx *ctx, const int *tokens, int B, 
     tg_ctx_reset(ctx);
     ctx->grad_enabled = grad;
     return failed ? -1 : 0;
+}
+
+/* ---- the pre-flight: the kernel called as training will, in a child ---------------- */
+typedef struct {
+    tg_model *m;
+    const int *tokens, *targets;
+    int B;
+} preflight_job;
+
+/* a tg_fail in the child: its message to the pipe, then exit 3 */
+static int preflight_fd = -1;
+static void preflight_fail(const char *msg, void *u) {
+    (void)u;
+    if (preflight_fd >= 0 && write(preflight_fd, "F", 1) == 1 && write(preflight_fd, msg, strlen(msg)) < 0) _exit(4);
+    _exit(3);
+}
+
+
+/* The child: 'T' after a training step's forward and backward, then 'M' and the
+ * measurement's rc and note. */
+static int preflight_child(void *u, int fd) {
+    preflight_job *j = u;
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    preflight_fd = fd;
+    tg_set_error_handler(&ctx, preflight_fail, NULL);
+    tg_tensor *loss = tg_model_forward(j->m, &ctx, j->tokens, j->targets, j->B, 0);
+    if (loss->requires_grad) tg_backward(&ctx, loss);
+    if (write(fd, "T", 1) != 1) return 2;
+    tg_ctx_reset(&ctx);
+    ctx.grad_enabled = 0;   /* as a logged step's measurement: its own call, grad off */
+    tg_model_forward(j->m, &ctx, j->tokens, j->targets, j->B, 1);
+    char msg[600];
+    snprintf(msg, sizeof msg, "M%d%s", j->m->measure_note[0] ? (j->m->measure_leak ? 2 : 1) : 0, j->m->measure_note);
+    if (write(fd, msg, strlen(msg)) < 0) return 2;
+    return 0;
+}
+
+typedef struct {
+    char buf[700];
+    size_t n;
+} collect;
+
+static void collect_bytes(void *u, const char *b, size_t n) {
+    collect *c = u;
+    if (n > sizeof c->buf - 1 - c->n) n = sizeof c->buf - 1 - c->n;
+    memcpy(c->buf + c->n, b, n);
+    c->n += n;
+    c->buf[c->n] = 0;
+}
+
+int tg_model_preflight(tg_model *m, const int *tokens, const int *targets, int B, double seconds, char *err,
+                       size_t errlen) {
+    preflight_job j = {m, tokens, targets, B};
+    collect c = {.n = 0};
+    tg_child_end end;
+    if (tg_child_run(preflight_child, &j, seconds, collect_bytes, &c, &end, err, errlen))
+        return 3;
+    const int trained = c.n > 0 && c.buf[0] == 'T';
+    const char *mpart = strchr(c.buf, 'M');
+    const char *stage = trained ? "a logged step's measurement (V = identity)" : "a training step";
+    if (end.timed_out)
+        return tg_errf(err, errlen, "the kernel did not return within %.0f s in %s", seconds, stage), trained ? 1 : 3;
+    if (end.signal)
+        return tg_errf(err, errlen, "the kernel crashed (%s) in %s", strsignal(end.signal), stage), trained ? 1 : 3;
+    if (!trained)
+        return tg_errf(err, errlen, "a training step failed: %s", c.buf[0] == 'F' ? c.buf + 1 : "(no message)"), 3;
+    if (!mpart)
+        return tg_errf(err, errlen, "%s failed: %s", stage, c.buf[1] == 'F' ? c.buf + 2 : "(no message)"), 1;
+    const int rc = mpart[1] - '0';
+    if (rc) tg_errf(err, errlen, "%s", mpart + 2);
+    return rc;
 }

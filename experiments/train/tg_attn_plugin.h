@@ -1,14 +1,20 @@
 /* Attention plugins: a researcher's attention kernel, built out of tree as a
- * shared object, loaded into a training program (attn_scale --attn plugin:...).
+ * shared object, loaded into a training program (attn_scale --attn plugin:...)
+ * or checked (attn_check plugin:...).
  *
- * The kernel is a function with tg_attention's signature (tg_attention_fn):
+ * ABI 2 (tapegrad 0.13): the kernel takes the attention contract's args
+ * (tg_attend_fn, ops/attention.h) and the plugin exports a descriptor saying
+ * what it implements:
  *
  *   #include <tapegrad/tapegrad.h>
- *   tg_tensor *attention(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale,
- *                        float scale, int causal, tg_attn_stats *stats) { ... }
- *   TG_ATTENTION_PLUGIN_DECLARE   (optional: records the ABI it was built for)
+ *   static tg_tensor *attention(tg_ctx *ctx, const tg_attn_args *a) { ... }
+ *   TG_ATTENTION_PLUGIN(attention, TG_ATTN_F_DV | TG_ATTN_F_GQA | TG_ATTN_F_WINDOW)
  *
  *   cc -O2 -shared -fPIC mykernel.c $(pkg-config --cflags tapegrad) -o mykernel.so
+ *
+ * ABI 1 (tapegrad ≤ 0.12): a tg_attention_fn and TG_ATTENTION_PLUGIN_DECLARE; it
+ * loads through an adapter and is "ABI 1: textbook features only" (plus dv != d,
+ * which that contract required).
  *
  * Nothing else is linked: the plugin's tg_ symbols resolve against the program
  * that loads it (the programs export them; a program of yours must too: link
@@ -17,11 +23,14 @@
  * op. It need not fill `stats`: the kit measures the weights of a kernel it
  * did not write from the outside (tg_attn_probe.h).
  *
- * Spec: "FILE[:SYMBOL]", SYMBOL "attention" when left out. What loading checks,
- * each with a message that names FILE: that it exists and is a regular file; an
- * ELF shared object (ET_DYN) of this program's class and machine ("built for
- * aarch64, this program is x86-64"); that dlopen resolves it (an unresolved
- * symbol is named); that SYMBOL is there; that a declared ABI is this one. */
+ * Spec: "FILE[:SYMBOL]", SYMBOL "attention" when left out: the kernel's name
+ * (ABI 2: the descriptor tg_attn_plugin_SYMBOL; ABI 1: the function SYMBOL).
+ * The file is opened once: checked (a regular file; an ELF shared object of
+ * this program's class and machine), copied into a sealed memory file while
+ * hashed, and loaded from that copy, so the SHA-256 a run logs is of the bytes
+ * it runs, whatever happens to the file meanwhile. Then: the descriptor, its
+ * ABI (this program takes TG_ATTENTION_PLUGIN_ABI, or 1), its size. Each failure
+ * is a message that names FILE. */
 #ifndef TG_ATTN_PLUGIN_H
 #define TG_ATTN_PLUGIN_H
 #include <stddef.h>
@@ -29,17 +38,13 @@
 #include "tg_core.h"
 #include "tg_ops.h"
 
-/* The plugin ABI: tg_attention_fn and the tapegrad structs it sees (tg_tensor,
- * tg_attn_stats, tg_node). Changed on purpose only, with the library's version. */
-#define TG_ATTENTION_PLUGIN_ABI 1
-#define TG_ATTENTION_PLUGIN_DECLARE const int tg_attention_plugin_abi = TG_ATTENTION_PLUGIN_ABI;
-
 typedef struct tg_attn_plugin {
     char path[4096];      /* the file as opened (absolute) */
-    char symbol[128];
-    char sha256[65];      /* of the file: the plugin's identity in logs and checkpoints */
+    char symbol[128];     /* up to 127 bytes */
+    char sha256[65];      /* of the bytes loaded: the plugin's identity in logs and checkpoints */
     void *handle;
-    tg_attention_fn fn;
+    int abi;              /* 2, or 1 (through the adapter) */
+    tg_attn_kernel kernel;/* what to call: tg_attn_kernel_call(ctx, &p->kernel, args) */
 } tg_attn_plugin;
 
 /* Splits spec ("FILE[:SYMBOL]": the text after the last ':' is the symbol when it
@@ -52,5 +57,8 @@ int tg_attn_plugin_spec(const char *spec, char *file, size_t flen, char *symbol,
  * (nothing stays open). */
 int tg_attn_plugin_open(tg_attn_plugin *p, const char *spec, char *err, size_t errlen);
 void tg_attn_plugin_close(tg_attn_plugin *p);
+
+/* "ABI 2: grouped heads, window" or "ABI 1: textbook features only", into buf. */
+const char *tg_attn_plugin_describe(const tg_attn_plugin *p, char *buf, size_t len);
 
 #endif

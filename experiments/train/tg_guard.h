@@ -21,6 +21,17 @@ void tg_guard_install(void);
 int tg_guard_signal(void);              /* 0, or the first signal received */
 const char *tg_guard_signal_name(int sig);
 
+/* Crashes (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) while armed: the handler
+ * writes one line "# crashed: SIGNAME at step N: what\n" to fd (write(2) only:
+ * async-signal-safe), then restores the default action and re-raises, so the
+ * process still dies of the signal (exit status 128 + n in a shell; a core
+ * dump where enabled). `what` names what ran (a plugin, say); it must stay
+ * valid while armed. The run's locks are fcntl locks: the kernel drops them
+ * with the process. tg_guard_crash_disarm restores the handlers found. */
+void tg_guard_crash_arm(int fd, const char *what);
+void tg_guard_crash_step(int step);     /* the step the line names */
+void tg_guard_crash_disarm(void);
+
 void tg_guard_forward(const tg_ctx *ctx, const tg_params *P, char *msg, size_t len);
 void tg_guard_backward(const tg_ctx *ctx, const tg_params *P, char *msg, size_t len);
 

@@ -62,15 +62,16 @@ typedef struct {
     float mult;                  /* mult only: c in c/√dh, finite and > 0 */
     float scale_lr_mult;         /* learned only: the head scales' lr_mult (0: 1, the model's rate) */
     /* The attention op of every layer: NULL for the built-in one `attn` names,
-     * or any tg_attention_fn (a plugin: tg_attn_plugin.h), called with the
-     * `scale` of scale_mode exactly as the built-in ops are. attn_measure = 1: do
+     * or any kernel (a plugin: tg_attn_plugin.h), called through
+     * tg_attn_kernel_call with the args the built-in ops get (the kernel must
+     * declare every feature the model's settings use). attn_measure = 1: do
      * not trust the op's stats; measure its weights from the outside at logged
      * steps (tg_attn_measure) and log the multiplier it applied. */
-    tg_attention_fn attn_fn;
+    const tg_attn_kernel *attn_kernel;
     int attn_measure;
     int kv_heads;                /* key/value heads Hkv, dividing heads (0: heads, the textbook model) */
-    int window;                  /* a sliding window of this many keys (0: none); built-in ops only */
-    int bias, alibi, sinks;      /* TG_BIAS_*, 0/1, 0/1; built-in ops only */
+    int window;                  /* a sliding window of this many keys (0: none) */
+    int bias, alibi, sinks;      /* TG_BIAS_*, 0/1, 0/1 */
     float softcap;               /* 0: none */
     float attn_dropout;          /* in [0, 1) */
 } tg_model_cfg;
@@ -97,8 +98,10 @@ typedef struct {
      * logit_scale: the multiplier of q·k each head used (scale · s_h) */
     float *ent, *maxlogit, *sat, *logit_scale;
     /* attn_measure: why the last measurement failed ("" when it did not; the
-     * arrays then hold NaN for that layer) */
+     * arrays then hold NaN for that layer); measure_leak: 1 when it failed
+     * because the kernel weighs keys the args hide (TG_MEASURE_LEAK) */
     char measure_note[512];
+    int measure_leak;
 } tg_model;
 
 void tg_model_init(tg_model *m, const tg_model_cfg *cfg, uint64_t seed);
@@ -107,16 +110,33 @@ float tg_model_scale(const tg_model_cfg *cfg);   /* the float passed to the atte
 int tg_model_kv_heads(const tg_model_cfg *cfg);  /* Hkv: kv_heads, or heads when 0 */
 /* The entropy of uniform attention over the keys each query sees (causal, the window). */
 double tg_model_uniform_entropy(const tg_model_cfg *cfg);
+/* The features (TG_ATTN_F_*) the model's attention calls use. */
+unsigned tg_model_attn_features(const tg_model_cfg *cfg);
+/* The model's attention args of layer l for q, k, v (the one place they are made:
+ * the built-in ops, a kernel and its measurement get the same). */
+tg_attn_args tg_model_attn_args(tg_model *m, int l, tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *hs);
 /* Builds the graph on ctx and returns the scalar loss. With stats != 0 the
  * attention health arrays are filled. */
 tg_tensor *tg_model_forward(tg_model *m, tg_ctx *ctx, const int *tokens, const int *targets, int B,
                          int stats);
 /* The logits [B, T, vocab] of a batch, on ctx (no loss, no stats). */
 tg_tensor *tg_model_logits(tg_model *m, tg_ctx *ctx, const int *tokens, int B);
+/* Before a run with attn_kernel: one training step's forward and backward, then
+ * a logged step's forward with its measurement, exactly as training calls the
+ * kernel (the model's shapes, B, head scales, every feature), in a child
+ * process with a limit of `seconds` (a kernel that crashes or hangs takes the
+ * child with it). tokens, targets: one batch. Returns
+ *   0  both ran and the weights were measured;
+ *   1  training works but the weights cannot be measured (why in err);
+ *   2  the weights leak: keys the mask hides get weight (err);
+ *   3  the training step itself failed, crashed or hung (err).
+ * Call it before any OpenMP region has run in this process. m is unchanged. */
+int tg_model_preflight(tg_model *m, const int *tokens, const int *targets, int B, double seconds, char *err,
+                       size_t errlen);
 /* The attention weights of every layer for one batch of tokens: out gets
  * layers × [B, H, T, T] floats (invisible entries 0). They come from the composed
  * op whatever cfg.attn says (the fused op keeps no weights), or for an
- * attn_fn measured from the outside (tg_attn_measure), on ctx (reset first);
+ * attn_kernel measured from the outside (tg_attn_measure), on ctx (reset first);
  * nothing of the model changes: no stats, no gradient. Returns 0, or -1 when
  * the kernel's weights could not be measured (why: m->measure_note). */
 int tg_model_attention_maps(tg_model *m, tg_ctx *ctx, const int *tokens, int B, float *out);

@@ -47,6 +47,8 @@ enum {
                                 another run, a target that is not a regular file, a plugin that will not load */
     TG_EXIT_NONFINITE = 3,   /* a non-finite loss or gradient, with on_nan = stop */
     TG_EXIT_BUSY = 4,        /* a file of the run is in use by another process (its pid in the message) */
+    TG_EXIT_CONTRACT = 5,    /* the model broke a rule it was checked against while training (after_row):
+                                attn_scale: a plugin's weights on keys the mask hides */
     TG_EXIT_SIGNAL = 128     /* + n: stopped by signal n (SIGINT, SIGTERM, SIGHUP), checkpoint written */
 };
 
@@ -76,6 +78,10 @@ typedef struct tg_train_model {
     /* Optional: at each step before its batch (attn_scale's attention dumps);
      * 0, or non-zero (the run stops, exit 1) with a message in err. */
     int (*before_step)(void *user, int step, char *err, size_t errlen);
+    /* Optional: after a logged step's row is written; 0, or non-zero: the run
+     * fails at once (exit TG_EXIT_CONTRACT, "# failed: MESSAGE" the log's last
+     * line, no checkpoint written after it) with a message in err. */
+    int (*after_row)(void *user, int step, char *err, size_t errlen);
 } tg_train_model;
 
 typedef struct tg_train_cfg {
@@ -108,6 +114,10 @@ typedef struct tg_train_cfg {
      * training step's ops, and its phases "batch", "forward (not in ops)",
      * "zero_grad", "clip", "optimizer", "log"; the caller prints it. */
     tg_profile *profile;
+    /* NULL, or what runs in-process that may crash (attn_scale: "attention plugin
+     * FILE:SYMBOL sha256 ..."): while training, a crash writes "# crashed: SIGNAL at
+     * step N: crash_what" to the log and the process dies of the signal (tg_guard.h). */
+    const char *crash_what;
 } tg_train_cfg;
 
 typedef struct tg_train_result {

@@ -160,6 +160,7 @@ static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_
         }
 
         int logging = step % c->log_every == 0 || step == c->steps;
+        if (c->crash_what) tg_guard_crash_step(step);
         tg_profile *prof = step < c->steps ? c->profile : NULL;   /* training steps only */
         tg_ctx_reset(ctx);
         tg_profile_attach(ctx, prof);
@@ -212,6 +213,18 @@ static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_
                     status = TG_EXIT_FAILED;
                     break;
                 }
+            }
+            if (m->after_row && m->after_row(m->user, step, err, sizeof err)) {
+                fprintf(stderr, "%s: step %d: the run failed: %s\n", prog, step, err);
+                if (L->fd >= 0) {
+                    char *p = err;
+                    for (; *p; p++)
+                        if (*p == '\n' || *p == '\t') *p = ' ';
+                    tg_runlog_add(L, "# failed: step %d: %s\n", step, err);
+                    tg_runlog_end_row(L);
+                }
+                status = TG_EXIT_CONTRACT;
+                break;
             }
             if (tg_train_state_reserve(st, st->n_logged + 1) == 0) {
                 st->logged[2 * st->n_logged] = lv;
@@ -411,7 +424,9 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     }
 
     tg_guard_install();
+    if (c->crash_what) tg_guard_crash_arm(L.fd, c->crash_what);
     status = loop(&ctx, c, m, &st, &L, r);
+    if (c->crash_what) tg_guard_crash_disarm();
     if (L.fd >= 0 && tg_runlog_close(&L)) {
         fprintf(stderr, "%s: --log %s: write failed\n", prog, c->log);
         status = status ? status : TG_EXIT_FAILED;

@@ -1,8 +1,12 @@
-/* Attention plugins that misbehave, for tests/plugin_cli.sh and test_attn_probe:
- * each is tg_attention (the right function) but for what its name says. */
+/* Attention plugins of ABI 1 (tg_attention_fn: the textbook contract, loaded
+ * through the adapter) that misbehave, for tests/plugin_cli.sh and
+ * tests/attn_check_cli.sh: each is tg_attention (the right function) but for
+ * what its name says. The catalogue of ABI 2's features: catalogue.c. */
 #include <math.h>
 #include <signal.h>
 #include <tapegrad/tapegrad.h>
+
+TG_ATTENTION_PLUGIN_DECLARE
 
 /* refuses dv != d, as a kernel written for dv = d may (measurement: not possible) */
 tg_tensor *needs_dv_eq_d(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale, float scale,

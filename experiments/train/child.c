@@ -1,0 +1,69 @@
+#define _POSIX_C_SOURCE 200809L   /* fork, poll, kill */
+#include "child.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tg_core.h"
+#include "tg_timing.h"
+
+int tg_child_run(int (*fn)(void *user, int fd), void *user, double seconds,
+                 void (*on_bytes)(void *u, const char *bytes, size_t n), void *u, tg_child_end *end, char *err,
+                 size_t errlen) {
+    *end = (tg_child_end){0};
+    int fds[2];
+    if (pipe(fds)) return tg_errf(err, errlen, "no pipe (%s)", strerror(errno));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]), close(fds[1]);
+        return tg_errf(err, errlen, "fork failed (%s)", strerror(errno));
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+        for (int i = 0; i < 5; i++) signal(fatal[i], SIG_DFL);
+        int rc = fn(user, fds[1]);
+        _exit(rc & 255);
+    }
+    close(fds[1]);
+    const double t0 = tg_timing_now_ms();
+    int status = 0, eof = 0;
+    char buf[4096];
+    for (;;) {
+        const double left_ms = seconds * 1e3 - (tg_timing_now_ms() - t0);
+        if (left_ms <= 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            close(fds[0]);
+            end->timed_out = 1;
+            return 0;
+        }
+        if (eof) {   /* the pipe closed: the child is ending; wait for it within the limit */
+            pid_t w = waitpid(pid, &status, WNOHANG);
+            if (w == pid) break;
+            struct pollfd none = {.fd = -1};
+            poll(&none, 0, 5);
+            continue;
+        }
+        struct pollfd pf = {.fd = fds[0], .events = POLLIN};
+        int r = poll(&pf, 1, left_ms < 100 ? (int)left_ms + 1 : 100);
+        if (r < 0 && errno != EINTR) eof = 1;
+        if (r > 0) {
+            ssize_t n = read(fds[0], buf, sizeof buf);
+            if (n > 0) {
+                if (on_bytes) on_bytes(u, buf, (size_t)n);
+            } else if (n == 0 || errno != EINTR)
+                eof = 1;
+        }
+    }
+    close(fds[0]);
+    if (WIFSIGNALED(status)) end->signal = WTERMSIG(status);
+    else end->status = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    return 0;
+}

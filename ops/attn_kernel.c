@@ -1,0 +1,71 @@
+/* Attention kernels as plain data (attention.h, "the plugin ABI"): which
+ * features a call uses, and the one gate every kernel call goes through. */
+#include <stdio.h>
+#include <string.h>
+
+#include "attention.h"
+#include "flash_attention.h"
+
+static const char *const feature_names[TG_ATTN_N_FEATURES] = {
+    "dv != d", "grouped heads", "Tq != Tk", "window", "padding", "bias", "alibi", "softcap", "sinks", "dropout"};
+
+const char *tg_attn_feature_name(unsigned bit) {
+    for (int i = 0; i < TG_ATTN_N_FEATURES; i++)
+        if (bit == 1u << i) return feature_names[i];
+    return "?";
+}
+
+const char *tg_attn_features_str(unsigned f, char *buf, size_t len) {
+    if (!len) return buf;
+    buf[0] = 0;
+    size_t used = 0;
+    for (int i = 0; i < TG_ATTN_N_FEATURES; i++)
+        if (f & (1u << i)) {
+            int n = snprintf(buf + used, len - used, "%s%s", used ? ", " : "", feature_names[i]);
+            if (n < 0 || (size_t)n >= len - used) break;
+            used += (size_t)n;
+        }
+    if (!used) snprintf(buf, len, "none");
+    return buf;
+}
+
+unsigned tg_attn_args_features(const tg_attn_args *args) {
+    /* fields past the caller's size are at their defaults: read only what it holds */
+    tg_attn_args a = tg_attn_args_make(NULL, NULL, NULL, 0);
+    memcpy(&a, args, args->size < sizeof a ? args->size : sizeof a);
+    unsigned f = 0;
+    if (a.q && a.v && a.v->ndim == 4 && a.q->ndim == 4 && a.v->shape[3] != a.q->shape[3]) f |= TG_ATTN_F_DV;
+    if (a.q && a.k && a.k->ndim == 4 && a.q->ndim == 4) {
+        if (a.k->shape[2] != a.q->shape[2]) f |= TG_ATTN_F_GQA;
+        if (a.k->shape[1] != a.q->shape[1]) f |= TG_ATTN_F_TQ_TK;
+    }
+    if (a.window_left >= 0 || (a.window_right >= 0 && !a.causal)) f |= TG_ATTN_F_WINDOW;
+    if (a.kv_len) f |= TG_ATTN_F_PADDING;
+    if (a.bias) f |= TG_ATTN_F_BIAS;
+    if (a.alibi) f |= TG_ATTN_F_ALIBI;
+    if (a.softcap > 0) f |= TG_ATTN_F_SOFTCAP;
+    if (a.sinks) f |= TG_ATTN_F_SINKS;
+    if (a.dropout > 0) f |= TG_ATTN_F_DROPOUT;
+    return f;
+}
+
+tg_tensor *tg_attn_kernel_call(tg_ctx *ctx, const tg_attn_kernel *k, const tg_attn_args *args) {
+    if (!k || (!k->attend && !k->textbook)) tg_fail(ctx, "tg_attn_kernel_call: no kernel (NULL or no function)");
+    if (!args) tg_fail(ctx, "tg_attn_kernel_call: args is NULL");
+    const unsigned missing = tg_attn_args_features(args) & ~k->features;
+    if (missing) {
+        char want[200], has[200];
+        tg_fail(ctx, "attention kernel %s: the call uses %s, which the kernel does not declare (it declares: %s)",
+                k->name ? k->name : "(unnamed)", tg_attn_features_str(missing, want, sizeof want),
+                tg_attn_features_str(k->features, has, sizeof has));
+    }
+    if (k->attend) return k->attend(ctx, args);
+    tg_attn_args a = tg_attn_args_make(NULL, NULL, NULL, 0);
+    memcpy(&a, args, args->size < sizeof a ? args->size : sizeof a);
+    return k->textbook(ctx, a.q, a.k, a.v, a.head_scale, a.scale, a.causal, a.stats);
+}
+
+const tg_attn_kernel tg_attn_kernel_composed = {sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, TG_ATTN_F_ALL,
+                                                "composed", tg_attend, NULL};
+const tg_attn_kernel tg_attn_kernel_fused = {sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, TG_ATTN_F_ALL,
+                                             "fused", tg_flash_attend, NULL};

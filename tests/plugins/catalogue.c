@@ -1,0 +1,130 @@
+/* A catalogue of wrong attention kernels (plugin ABI 2), one per bug class of
+ * attn_check (tests/attn_check_cli.sh names each verdict), most of them after
+ * a bug reported in a public repository. Each is tg_attend, the right function,
+ * but for the one thing its name says; `right` is tg_attend itself and must
+ * pass every check of every feature. */
+#include <math.h>
+#include <signal.h>
+#include <string.h>
+#include <tapegrad/tapegrad.h>
+
+#define F_ALL TG_ATTN_F_ALL
+/* name: the kernel; feats: what it declares; body: changes args `a` before tg_attend runs on them */
+#define KERNEL(name, feats, ...)                                                   \
+    static tg_tensor *name(tg_ctx *ctx, const tg_attn_args *in) {                 \
+        tg_attn_args a = *in;                                                      \
+        (void)ctx;                                                                 \
+        __VA_ARGS__;                                                               \
+        return tg_attend(ctx, &a);                                                 \
+    }                                                                              \
+    TG_ATTENTION_PLUGIN(name, feats)
+
+static tg_tensor *copy1(tg_ctx *ctx, const tg_tensor *t, float mult, int reverse) {
+    tg_tensor *c = tg_new(ctx, t->ndim, t->shape);
+    for (int64_t i = 0; i < t->numel; i++) c->data[i] = mult * t->data[reverse ? t->numel - 1 - i : i];
+    return c;
+}
+
+KERNEL(right, F_ALL, )
+
+/* ---- the temperature ---- */
+KERNEL(sqrt_inverse, F_ALL, a.scale = 1.0f / a.scale)   /* multiplies by √d: the exponent's sign (maxtext #1370) */
+KERNEL(width_scale, F_ALL, a.scale = 1.0f / sqrtf((float)(a.q->shape[2] * a.q->shape[3])))   /* 1/√(H·d) */
+KERNEL(scale_twice, F_ALL, a.scale = a.scale * a.scale)
+
+/* ---- masks and spans ---- */
+KERNEL(gqa_tile, F_ALL, {   /* query head h reads kv head h mod Hkv: k, v expanded in tile order (not recorded) */
+    const int B = a.k->shape[0], Tk = a.k->shape[1], Hkv = a.k->shape[2], H = a.q->shape[2];
+    tg_tensor *kk = tg_new(ctx, 4, (int[]){B, Tk, H, a.k->shape[3]}), *vv = tg_new(ctx, 4, (int[]){B, Tk, H, a.v->shape[3]});
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < Tk; j++)
+            for (int h = 0; h < H; h++) {
+                memcpy(kk->data + (((size_t)b * Tk + j) * H + h) * kk->shape[3],
+                       a.k->data + (((size_t)b * Tk + j) * Hkv + h % Hkv) * kk->shape[3], sizeof(float) * kk->shape[3]);
+                memcpy(vv->data + (((size_t)b * Tk + j) * H + h) * vv->shape[3],
+                       a.v->data + (((size_t)b * Tk + j) * Hkv + h % Hkv) * vv->shape[3], sizeof(float) * vv->shape[3]);
+            }
+    a.k = kk, a.v = vv;
+})
+KERNEL(top_left, F_ALL, {   /* PyTorch's is_causal with Tq < Tk: query i sees keys 0..i */
+    if (a.causal && a.q->shape[1] != a.k->shape[1] && !a.bias) {
+        const int Tq = a.q->shape[1], Tk = a.k->shape[1];
+        tg_tensor *m = tg_zeros(ctx, 4, (int[]){1, 1, Tq, Tk});
+        for (int i = 0; i < Tq; i++)
+            for (int j = i + 1; j < Tk; j++) m->data[(size_t)i * Tk + j] = -INFINITY;
+        a.bias = m, a.causal = 0;
+    }
+})
+KERNEL(window_plus_one, F_ALL, if (a.window_left >= 0) a.window_left += 1)   /* W + 1 keys */
+KERNEL(window_two_sided, F_ALL, if (a.window_left >= 0 && a.causal) a.causal = 0, a.window_right = a.window_left)
+KERNEL(window_ignored, F_ALL, a.window_left = a.window_right = -1)
+KERNEL(padding_leak, F_ALL, a.kv_len = NULL)
+static tg_tensor *padding_nan(tg_ctx *ctx, const tg_attn_args *in) {   /* 0/0 for a row that sees no key */
+    tg_tensor *out = tg_attend(ctx, in);
+    if (in->kv_len)
+        for (int b = 0; b < out->shape[0]; b++)
+            if (in->kv_len[b] <= 0)
+                for (int64_t i = 0; i < out->numel / out->shape[0]; i++) out->data[b * (out->numel / out->shape[0]) + i] = NAN;
+    return out;
+}
+TG_ATTENTION_PLUGIN(padding_nan, F_ALL)
+
+/* ---- what changes the logits ---- */
+KERNEL(bias_scaled, F_ALL, if (a.bias) a.bias = copy1(ctx, a.bias, a.scale, 0))   /* (q·k + bias) · scale */
+KERNEL(bias_head0, F_ALL, {   /* head 0's bias for every head */
+    if (a.bias && a.bias->shape[1] > 1) {
+        const int Bb = a.bias->shape[0], H = a.bias->shape[1], Tq = a.bias->shape[2], Tk = a.bias->shape[3];
+        tg_tensor *b0 = tg_new(ctx, 4, (int[]){Bb, 1, Tq, Tk});
+        for (int b = 0; b < Bb; b++)
+            memcpy(b0->data + (size_t)b * Tq * Tk, a.bias->data + (size_t)b * H * Tq * Tk, sizeof(float) * Tq * Tk);
+        a.bias = b0;
+    }
+})
+KERNEL(alibi_flipped, F_ALL, if (a.alibi) a.alibi = copy1(ctx, a.alibi, -1.0f, 0))
+KERNEL(alibi_reversed, F_ALL, if (a.alibi) a.alibi = copy1(ctx, a.alibi, 1.0f, 1))
+KERNEL(alibi_scaled, F_ALL, if (a.alibi) a.alibi = copy1(ctx, a.alibi, a.scale, 0))
+KERNEL(cap_before_scale, F_ALL, a.softcap = a.softcap * a.scale)   /* scale · cap · tanh(q·k / cap) */
+KERNEL(cap_ignored, F_ALL, a.softcap = 0)
+KERNEL(sinks_ignored, F_ALL, a.sinks = NULL)
+
+/* ---- dropout ---- */
+static tg_tensor *dropout_no_rescale(tg_ctx *ctx, const tg_attn_args *in) {
+    tg_tensor *out = tg_attend(ctx, in);
+    return in->dropout > 0 ? tg_scale(ctx, out, 1.0f - in->dropout) : out;
+}
+TG_ATTENTION_PLUGIN(dropout_no_rescale, F_ALL)
+static uint64_t calls;
+KERNEL(dropout_fresh_mask, F_ALL, a.dropout_seed = a.dropout_seed + 1000003 * ++calls)   /* a new mask per call */
+KERNEL(dropout_seed_ignored, F_ALL, a.dropout_seed = 42)
+
+/* ---- not attention at all: linear "attention" without a softmax (flexflow-train #467) ---- */
+static tg_tensor *no_softmax(tg_ctx *ctx, const tg_attn_args *a) {
+    const int B = a->q->shape[0], Tq = a->q->shape[1], H = a->q->shape[2], d = a->q->shape[3], Tk = a->k->shape[1],
+              Hkv = a->k->shape[2], dv = a->v->shape[3];
+    tg_tensor *out = tg_zeros(ctx, 4, (int[]){B, Tq, H, dv});
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < Tq; i++) {
+                int lo, hi;
+                tg_attn_visible(a, b, i, &lo, &hi);
+                for (int j = lo; j < hi; j++) {
+                    float s = 0;
+                    for (int e = 0; e < d; e++)
+                        s += a->q->data[(((size_t)b * Tq + i) * H + h) * d + e] *
+                             a->k->data[(((size_t)b * Tk + j) * Hkv + h / (H / Hkv)) * d + e];
+                    for (int e = 0; e < dv; e++)
+                        out->data[(((size_t)b * Tq + i) * H + h) * dv + e] +=
+                            a->scale * s * a->v->data[(((size_t)b * Tk + j) * Hkv + h / (H / Hkv)) * dv + e];
+                }
+            }
+    return out;
+}
+TG_ATTENTION_PLUGIN(no_softmax, F_ALL)
+
+/* ---- for attn_scale's run-time guards (tests/plugin_cli.sh) ---- */
+KERNEL(noncausal, F_ALL, a.causal = 0)
+static uint64_t late_calls;
+KERNEL(leaks_late, F_ALL, if (++late_calls > 40) a.causal = 0)   /* right for a while, then it leaks */
+static uint64_t crash_calls;
+KERNEL(crashes_late, F_ALL, if (++crash_calls > 40) raise(SIGSEGV))
+KERNEL(textbook_only, TG_ATTN_F_DV, )   /* declares nothing beyond the textbook call */
