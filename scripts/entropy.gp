@@ -19,7 +19,17 @@ do for [i=3:ARGC] {
     f = ARGV[i]
     cols = system(sprintf("awk '!/^#/ { print; exit }' '%s' | tr '\\t' '\\n' | grep -c '^nent_'", f)) + 0
     hdr = system(sprintf("awk '!/^#/ { print; exit }' '%s' | tr '\\t' '\\n' | grep '^nent_' | tr '\\n' ' '", f))
+    # a plugin's weights that could not be measured are nan in the log: say so, plot nothing made up
+    finite = system(sprintf("awk -F'\t' '/^#/ { next } !n++ { for (i = 1; i <= NF; i++) if ($i ~ /^nent_/) c[i] = 1; next } { for (i in c) if ($i != \"nan\" && $i != \"-nan\") k++ } END { print k + 0 }' '%s'", f)) + 0
+    note = system(sprintf("sed -n 's/^# attn_measure_note=//p' '%s' | head -1 | cut -c1-90", f))
     set title label(f)
-    plot for [h=1:cols] f using "step":(column(word(hdr, h))) with lines lw 1.5 title word(hdr, h)[6:]
+    if (finite == 0) {
+        set label 1 "entropy not measured:\nthe kernel's weights could not be measured\n(the log's attn_measure_note)" at graph 0.5, 0.55 center
+        if (strlen(note) > 0) { set label 2 note at graph 0.5, 0.3 center font ",8" }
+        plot 2 notitle
+        unset label 1; unset label 2
+    } else {
+        plot for [h=1:cols] f using "step":(column(word(hdr, h))) with lines lw 1.5 title word(hdr, h)[6:]
+    }
 }
 unset multiplot

@@ -32,6 +32,11 @@ tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 for f in "${runs[@]}"; do
     name=$(basename "$f" .tsv)
+    if ! grep -v '^#' "$f" | awk -F'\t' 'NR==1 { for (i=1;i<=NF;i++) if ($i ~ /^nent_/) c[i]=1; next }
+            { for (i in c) if ($i != "nan" && $i != "-nan") ok = 1 } END { exit !ok }'; then
+        echo "scripts/plot.sh: $name: no heatmap: its entropy columns are nan (the kernel's weights were not measured: the log's attn_measure_note)" >&2
+        continue
+    fi
     # step head value triples from the nent_ columns, one block per step
     grep -v '^#' "$f" | awk -F'\t' 'NR==1 { for (i=1;i<=NF;i++) if ($i ~ /^nent_/) c[n++]=i; next }
         { for (h=0;h<n;h++) print $1, h, $(c[h]); print "" }' > "$tmp"

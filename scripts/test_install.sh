@@ -100,10 +100,12 @@ for variant in static shared; do
         bash "$ex/run.sh" --steps 40 --seeds 1 --out "$ex/runs" >"$ex/out.txt" 2>&1 \
         || { sed 's/^/   /' "$ex/out.txt" >&2; echo "test_install: examples/my_attention failed ($variant)" >&2; exit 1; }
     sed 's/^/   /' "$ex/out.txt" >&2
-    for f in builtin_s1 my_attention_s1 my_attention_noscale_s1; do
+    for f in builtin_s1 my_attention_s1 my_attention_noscale_s1 win_my_attention_s1 win_my_attention_window1_s1; do
         [ -s "$ex/runs/$f.tsv" ] || { echo "test_install: my_attention: no $f.tsv" >&2; exit 1; }
     done
-    [ -s "$ex/runs/compare-entropy.png" ] || { echo "test_install: my_attention: no figure" >&2; exit 1; }
+    [ -s "$ex/runs/compare-entropy.png" ] && [ -s "$ex/runs/window.png" ] || { echo "test_install: my_attention: no figure" >&2; exit 1; }
+    grep -q "attn_check my_attention_window1.so: FAIL  window      causal (127, 0) row 128 sees keys 0..128, not keys 1..128: sees 129 keys, the window asks for 128 (left = 127): off by one" "$ex/out.txt" \
+        || { echo "test_install: my_attention: attn_check's verdict on the off-by-one window is not shown" >&2; exit 1; }
     grep -q 'my_attention (forgets the scale): gradient checks passed' "$ex/out.txt" \
         || { echo "test_install: my_attention: the forgetful kernel's gradient check did not run" >&2; exit 1; }
     # the right plugin trains as the built-in op does (the same function), rows equal to 4 decimals

@@ -48,17 +48,26 @@ TEXT_GAP = 0.25             # on text (task code): the unscaled run's final vali
 PASS_GAP = 0.25             # and at least this many nats above it
 LOW_HEAD = 0.1              # a head below this entropy / uniform counts as collapsed
 COMPARE = ("scale", "none", "sqrt")   # the key whose two values are compared
-SUMMARY_KEYS = ["task", "optim", "scale", "d_head", "seed", "steps", "lr", "init", "framework"]
+SUMMARY_KEYS = ["task", "optim", "scale", "d_head", "seed", "steps", "lr", "init", "framework", "attn"]
 SWEEP_FIXED_KEYS = ["task", "optim", "scale", "d_head", "seed", "steps"]
 SEED_KEY = "seed"
 # attn_scale's flags added after logs were recorded (experiments/attn_cfg.c, attn_added_flags):
 # a log names them only when set; without the line, a log has the value every earlier run had.
 ADDED_KEYS = {"kv_heads": "0", "window": "0", "bias": "none", "alibi": "0", "softcap": "0", "sinks": "0",
               "attn_dropout": "0"}
+ADDED_KEY_LIST = sorted(ADDED_KEYS)
 
 
 class LogError(Exception):
     pass
+
+
+NOT_MEASURED = "not measured"   # what a table says for a value a log holds as nan (docs/logs.md)
+
+
+def num(x, spec):
+    """x with a %-spec, or "not measured" for nan: a table never makes a number up."""
+    return spec % x if math.isfinite(x) else NOT_MEASURED
 
 
 # ---- reading -------------------------------------------------------------------
@@ -140,13 +149,18 @@ def log_stats(log):
     for r in log.rows:
         if fnum(log.col(r, "step")) >= target:
             e10 = fnum(log.col(r, "ent_mean"))
-            low10 = str(sum(1 for h in heads if fnum(r[h]) < LOW_HEAD))
+            vals = [fnum(r[h]) for h in heads]
+            # a plugin's weights that could not be measured log nan: no head is counted as anything
+            low10 = (str(sum(1 for v in vals if v < LOW_HEAD)) if any(math.isfinite(v) for v in vals) or not vals
+                     else NOT_MEASURED)
             break
-    mx = 0.0
-    for i, c in enumerate(log.names("maxlogit_")):
+    mx = math.nan
+    for c in log.names("maxlogit_"):
         v = fnum(log.col(log.rows[-1], c))
-        if i == 0 or v > mx:
+        if math.isfinite(v) and not (v <= mx):
             mx = v
+    if not log.names("maxlogit_"):
+        mx = 0.0
     return {"final_loss": fl, "ent_end": fe, "ent0": ent[0] / unif, "ent10": e10 / unif, "low10": low10,
             "nheads": len(heads), "max_logit": mx}
 
@@ -179,15 +193,16 @@ def summarize(paths, out=sys.stdout, err=sys.stderr):
             print(e, file=err)
             bad = 1
             continue
-        v = {k: log.header.get(k, "-") for k in SUMMARY_KEYS}
+        v = {k: log.header.get(k, "-") for k in SUMMARY_KEYS + ADDED_KEY_LIST}
         runs.append((v, s, run_name(p)))
     out.write("%-7s %-5s %-7s %6s %5s %6s %11s %9s %9s %9s %14s  %s\n" % (
         "task", "optim", "scale", "d_head", "seed", "steps", "final_loss", "ent/unif", "ent@0", "ent@10%",
         "heads<0.1@10%", "run"))
     for v, s, name in runs:
-        out.write("%-7s %-5s %-7s %6s %5s %6s %11.4f %9.3f %9.3f %9.3f %14s  %s\n" % (
-            v["task"], v["optim"], v["scale"], v["d_head"], v["seed"], v["steps"], s["final_loss"], s["ent_end"],
-            s["ent0"], s["ent10"], "%s/%d" % (s["low10"], s["nheads"]), name))
+        low = s["low10"] if s["low10"] == NOT_MEASURED else "%s/%d" % (s["low10"], s["nheads"])
+        out.write("%-7s %-5s %-7s %6s %5s %6s %11.4f %9s %9s %9s %14s  %s\n" % (
+            v["task"], v["optim"], v["scale"], v["d_head"], v["seed"], v["steps"], s["final_loss"],
+            num(s["ent_end"], "%.3f"), num(s["ent0"], "%.3f"), num(s["ent10"], "%.3f"), low, name))
     out.write("\n")
     key, low, high = COMPARE
     same = [k for k in SUMMARY_KEYS if k not in (key, SEED_KEY)]
@@ -204,7 +219,28 @@ def summarize(paths, out=sys.stdout, err=sys.stderr):
                           low, high, fw, v["task"], v["optim"], v["d_head"], v[SEED_KEY], s["final_loss"],
                           t["final_loss"], ratio, gap, "failure reproduced" if ok else "NOT reproduced", s["low10"],
                           s["nheads"], t["low10"], t["nheads"]))
+    # a plugin kernel against the built-in op of the same run (same settings and seed)
+    for v, s, name in runs:
+        if not v["attn"].startswith("plugin:"):
+            continue
+        for w, t, wname in runs:
+            if w["attn"] not in ("composed", "fused") or w[SEED_KEY] != v[SEED_KEY] or any(
+                    w[k] != v[k] for k in SUMMARY_KEYS + ADDED_KEY_LIST if k != "attn"):
+                continue
+            ratio, gap, bad_run = verdict(s["final_loss"], t["final_loss"])
+            out.write("plugin %s vs %s, %s %s scale=%s d_head=%s seed=%s: loss %.4f vs %.4f, ratio %.2fx, gap %.3f "
+                      "nats: %s\n" % (plugin_name(v["attn"]), w["attn"], v["task"], v["optim"], v["scale"],
+                                      v["d_head"], v[SEED_KEY], s["final_loss"], t["final_loss"], ratio, gap,
+                                      "FAILS (the collapse of the forgotten scale)" if bad_run
+                                      else "trains like the built-in op" if abs(gap) < PASS_GAP
+                                      else "differs from the built-in op"))
     return bad
+
+
+def plugin_name(attn):
+    """plugin:/path/k.so:sym -> k.so:sym (the file's name, not its folder)."""
+    spec = attn[len("plugin:"):]
+    return os.path.basename(spec)
 
 
 def ranges(paths):
@@ -527,11 +563,15 @@ def logat(paths, steps, err=sys.stderr):
                     continue
             nv = [fnum(r[i]) for i in N]
             cv = [fnum(r[i]) for i in C]
-            ml = max([0.0] + [fnum(r[i]) for i in M])
-            sat = max([0.0] + [fnum(r[i]) for i in T])
-            lines.append((run_name(p), "%6d %9.4f %8.3f %15s %9.1f %6.3f %17s" % (
-                fnum(log.col(r, "step")), fnum(log.col(r, "loss")), fnum(log.col(r, "ent_mean")) / unif,
-                "%.3f..%.3f" % (min(nv), max(nv)), ml, sat, "%.4g..%.4g" % (min(cv), max(cv)))))
+            mv = [fnum(r[i]) for i in M]
+            tv = [fnum(r[i]) for i in T]
+            fin = lambda xs: [x for x in xs if math.isfinite(x)]
+            # nan (a plugin's weights not measured) is said, never printed as a number
+            span = lambda xs, f: (f % (min(fin(xs)), max(fin(xs)))) if fin(xs) else "-" if not xs else NOT_MEASURED
+            top = lambda xs, f: (f % max([0.0] + fin(xs))) if fin(xs) or not xs else NOT_MEASURED
+            lines.append((run_name(p), "%6d %9.4f %8s %15s %9s %6s %17s" % (
+                fnum(log.col(r, "step")), fnum(log.col(r, "loss")), num(fnum(log.col(r, "ent_mean")) / unif, "%.3f"),
+                span(nv, "%.3f..%.3f"), top(mv, "%.1f"), top(tv, "%.3f"), span(cv, "%.4g..%.4g"))))
     w = max([14] + [len(n) for n, _ in lines])
     head = "%6s %9s %8s %15s %9s %6s %17s" % ("step", "loss", "ent/unif", "heads (min..max)", "max_logit", "sat",
                                                 "multiplier")
@@ -596,8 +636,9 @@ def align(rows):
 
 # ---- a sweep: summary.tsv and aggregate.tsv ----------------------------------------------
 def manifest(dir_):
-    """[(id, {key: value as the manifest wrote it, in order})] of DIR/manifest.tsv."""
-    runs = []
+    """[(id, {key: value as the manifest wrote it, in order})] of DIR/manifest.tsv (a plugin's
+    attn by its name)."""
+    runs, names = [], plugin_names(dir_)
     with open(os.path.join(dir_, "manifest.tsv"), encoding="utf-8") as f:
         for line in f:
             line = line.rstrip("\n")
@@ -608,8 +649,23 @@ def manifest(dir_):
             kv = {}
             for i in range(0, len(t) - 1, 2):
                 kv[t[i][2:].replace("-", "_")] = t[i + 1]
+            if kv.get("attn") in names:   # a plugin by the name `sweep plan --plugin NAME=FILE` gave it
+                kv["attn"] = names[kv["attn"]]
             runs.append((rid, kv))
     return runs
+
+
+def plugin_names(dir_):
+    """{"plugin:FILE[:SYMBOL]": NAME} of DIR/plugins.tsv (written by `sweep plan --plugin`)."""
+    names = {}
+    path = os.path.join(dir_, "plugins.tsv")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                name, _, spec = line.rstrip("\n").partition("\t")
+                if name and spec:
+                    names[spec] = name
+    return names
 
 
 def sweep_keys(runs, fixed):
@@ -672,7 +728,8 @@ def collect(dir_, fixed=SWEEP_FIXED_KEYS, compare=COMPARE, ratio_min=PASS_RATIO,
             v = "%.2f\t%.4f\t%s" % (ratio, gap, "yes" if ok else "no")
         lines.append("\t".join([rid] + vals + [
             "%.6f" % s["final_loss"], "%.4f" % s["ent_end"], "%.4f" % s["ent0"], "%.4f" % s["ent10"],
-            "%s/%d" % (s["low10"], s["nheads"]), "%.2f" % s["max_logit"], v]))
+            s["low10"] if s["low10"] == NOT_MEASURED else "%s/%d" % (s["low10"], s["nheads"]), "%.2f" % s["max_logit"],
+            v]))
     path = os.path.join(dir_, "summary.tsv")
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
@@ -719,9 +776,9 @@ def aggregate(summary_path):
                                                  a["yes"], len(a["ratio"]))
         else:
             v = "-\t-\t-\t-\t-"
-        out.append("%s\t%d\t%.6f\t%.6f\t%.6f\t%.4f\t%.4f\t%.4f\t%s/%s\t%s" % (
-            k, a["n"], sl / a["n"], min(a["loss"]), max(a["loss"]), se / a["n"], min(a["ent"]), max(a["ent"]),
-            ",".join(a["low"]), a["nh"], v))
+        low = NOT_MEASURED if all(x == NOT_MEASURED for x in a["low"]) else "%s/%s" % (",".join(a["low"]), a["nh"])
+        out.append("%s\t%d\t%.6f\t%.6f\t%.6f\t%.4f\t%.4f\t%.4f\t%s\t%s" % (
+            k, a["n"], sl / a["n"], min(a["loss"]), max(a["loss"]), se / a["n"], min(a["ent"]), max(a["ent"]), low, v))
     return "\n".join(out) + "\n"
 
 
@@ -741,8 +798,9 @@ def brief(agg_path, always=COMPARE[0]):
         ratio = "-" if f("ratio_min") == "-" else "%.1f..%.1fx" % (fnum(f("ratio_min")), fnum(f("ratio_max")))
         gap = "-" if f("gap_min") == "-" else "%.2f..%.2f" % (fnum(f("gap_min")), fnum(f("gap_max")))
         loss = "%.4f (%.4f..%.4f)" % (fnum(f("final_loss_mean")), fnum(f("final_loss_min")), fnum(f("final_loss_max")))
-        out.append("".join("%-*s  " % (w[i], r[i]) for i in keep) + "%5d  %-26s %7.3f  %-14s %-13s %-15s %s" % (
-            int(fnum(f("seeds"))), loss, fnum(f("ent10_mean")), f("heads_low10"), ratio, gap, f("reproduced")))
+        out.append("".join("%-*s  " % (w[i], r[i]) for i in keep) + "%5d  %-26s %7s  %-14s %-13s %-15s %s" % (
+            int(fnum(f("seeds"))), loss, num(fnum(f("ent10_mean")), "%.3f"), f("heads_low10"), ratio, gap,
+            f("reproduced")))
     return "\n".join(out) + "\n"
 
 
@@ -784,7 +842,12 @@ def plotdata(agg_path, outdir, x="d_head", panel="optim", line=COMPARE[0]):
             data[k] = []
         data[k].append([r[c[x]]] + [r[c[n]] for n in ("final_loss_mean", "final_loss_min", "final_loss_max",
                                                        "ent10_mean", "ent10_min", "ent10_max")])
-    cols = [x, "final_loss_mean", "final_loss_min", "final_loss_max", "ent10_mean", "ent10_min", "ent10_max"]
+    # x_pos: x itself, or for categories (attn=composed, mine, ...) their place in sorted order; the
+    # figure then names them on its axis. Returns True for categories.
+    xs = sorted({r[c[x]] for r in rows})
+    categorical = not all(FLOAT_RE.match(v) or re.match(r"^-?[0-9]+$", v) for v in xs)
+    pos = {v: str(i + 1) for i, v in enumerate(xs)} if categorical else {v: v for v in xs}
+    cols = [x, "x_pos", "final_loss_mean", "final_loss_min", "final_loss_max", "ent10_mean", "ent10_min", "ent10_max"]
     os.makedirs(outdir, exist_ok=True)
     for (p, title), n in num.items():
         base = os.path.join(outdir, "%s\t%s" % (p, n))
@@ -792,8 +855,9 @@ def plotdata(agg_path, outdir, x="d_head", panel="optim", line=COMPARE[0]):
             f.write(title + "\n")
         with open(base, "w", encoding="utf-8") as f:
             f.write("\t".join(cols) + "\n")
-            for r in sorted(data[(p, title)], key=lambda r: fnum(r[0])):
-                f.write("\t".join(r) + "\n")
+            for r in sorted(data[(p, title)], key=lambda r: fnum(pos[r[0]])):
+                f.write("\t".join([r[0], pos[r[0]]] + r[1:]) + "\n")
+    return categorical
 
 
 # ---- the command line -------------------------------------------------------------------
@@ -907,7 +971,8 @@ def main(argv):
             x = opt(args, "--x", "d_head")
             panel = opt(args, "--panel", "optim")
             line = opt(args, "--line", COMPARE[0])
-            plotdata(args[0], args[1], x, panel, line)
+            if plotdata(args[0], args[1], x, panel, line):
+                print("categorical")
             return 0
         if verb == "align":
             rows = []

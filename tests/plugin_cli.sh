@@ -174,5 +174,34 @@ run 0 forgets $T --steps 5 --attn "plugin:$badso:forgets_scale" --log forgets.ts
     --bin "$bin" >plan.out 2>plan.err || no "sweep plan with --plugin failed: $(head -2 plan.err)"
 grep -q "^attn-mine_seed-1	.*--attn plugin:$noscale" sw/manifest.tsv 2>/dev/null || no "sweep manifest lacks the plugin run: $(cat sw/manifest.tsv 2>/dev/null | head -2)"
 
+# a plugin against the built-in op, end to end: names in the table and legend, --compare, --x attn
+"$sweep" plan cmp --grid "attn=mine,composed seed=1" --plugin "mine=$noscale" --set steps=20 --set d-head=16 \
+    $(echo $T | sed 's/--\([a-z-]*\) \([0-9]*\)/--set \1=\2/g; s/--set d-head=16//') --bin "$bin" >cmp_plan.out 2>&1 ||
+    no "sweep plan (compare): $(tail -2 cmp_plan.out)"
+"$sweep" plan cmp --grid "attn=mine seed=2" --plugin "mine=$ok" --set steps=20 --bin "$bin" >cmp_again.out 2>&1 &&
+    no "sweep plan: a second meaning of the plugin name 'mine' was accepted"
+grep -q "this sweep.s mine is plugin:$noscale, not plugin:$ok; nothing written" cmp_again.out || no "sweep plan: the clash of names not said: $(tail -1 cmp_again.out)"
+if command -v parallel >/dev/null; then
+    "$sweep" run cmp -j 2 --bin "$bin" >cmp_run.out 2>&1 || no "sweep run (compare): $(tail -3 cmp_run.out)"
+    "$sweep" collect cmp --compare attn=mine:composed --x attn --panel optim >cmp_collect.out 2>&1 ||
+        no "sweep collect --compare attn=mine:composed --x attn: $(tail -3 cmp_collect.out)"
+    awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } { print $c["attn"] }' cmp/summary.tsv | sort | tr '\n' ' ' |
+        grep -qx "composed mine " || no "sweep summary: attn is not named mine/composed: $(cut -f1-3 cmp/summary.tsv | tail -2)"
+    grep -q "plugin:" cmp/summary.tsv cmp/aggregate.tsv && no "sweep tables name a plugin by its path"
+    if command -v gnuplot >/dev/null; then
+        [ -s cmp/loss.png ] && [ -s cmp/entropy10.png ] || no "sweep collect --x attn: no figures"
+    fi
+else
+    echo "plugin_cli: GNU parallel is missing: the sweep's compare run skipped"
+fi
+# the tables and plots of a run whose weights were not measured say so
+unlog=crashes_dv.tsv
+python3 "$(dirname "$sweep")/tglogs.py" summarize "$unlog" >un_sum.out 2>&1
+grep -q "not measured" un_sum.out || no "summarize of an unmeasured plugin run: no 'not measured': $(tail -1 un_sum.out)"
+if command -v gnuplot >/dev/null; then
+    bash "$(dirname "$sweep")/plot.sh" "$unlog" ok.tsv -o un.png >un_plot.out 2>&1 || no "plot.sh on an unmeasured run failed: $(tail -2 un_plot.out)"
+    grep -q "no heatmap: its entropy columns are nan" un_plot.out || no "plot.sh: the missing heatmap is not explained"
+fi
+
 echo "plugin_cli: $fails failures"
 [ "$fails" -eq 0 ]

@@ -163,5 +163,47 @@ class Tables(unittest.TestCase):
         self.assertEqual(tglogs.align([["a", "bb", "c"], ["ccc", "d", "e"]]), "a    bb  c\nccc  d   e\n")
 
 
+class Unmeasured(unittest.TestCase):
+    """A plugin run whose weights could not be measured logs nan: the tables say "not measured"
+    (docs/logs.md: never a made-up number); a plugin run gets a verdict against the built-in op."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def write(self, name, attn, nan):
+        p = os.path.join(self.dir, name)
+        rows = [(s, 1.0 + 1.0 / (s + 1), "nan" if nan else 0.5, "nan" if nan else 0.05, "nan" if nan else 0.5,
+                 "nan" if nan else 3.0) for s in range(0, 41, 5)]
+        write_log(p, "sqrt", rows)
+        with open(p) as f:
+            text = f.read()
+        with open(p, "w") as f:
+            f.write(text.replace("# seed=1\n", "# seed=1\n# attn=%s\n" % attn))
+        return p
+
+    def test_summarize_and_logat(self):
+        un = self.write("un.tsv", "plugin:/x/y/k.so:attention", True)
+        ref = self.write("ref.tsv", "composed", False)
+        out = io.StringIO()
+        tglogs.summarize([un, ref], out=out)
+        lines = out.getvalue().splitlines()
+        row = next(l for l in lines if l.endswith("  un"))
+        self.assertEqual(row.count("not measured"), 4, row)   # ent/unif, ent@0, ent@10%, heads below 0.1
+        self.assertNotIn(" 0/2 ", row)
+        self.assertIn("plugin k.so:attention vs composed, hist adam scale=sqrt d_head=8 seed=1: loss 1.0244 vs 1.0244, "
+                      "ratio 1.00x, gap 0.000 nats: trains like the built-in op", out.getvalue())
+        text, bad = tglogs.logat([un], ["end"])
+        self.assertEqual(bad, 0)
+        last = text.splitlines()[-1]
+        self.assertNotIn("0.0", last.split()[3:])   # no made-up max_logit or saturation
+        self.assertGreaterEqual(last.count("not measured"), 3, last)
+        s = tglogs.log_stats(tglogs.Log(un))
+        self.assertEqual(s["low10"], tglogs.NOT_MEASURED)
+        self.assertTrue(s["max_logit"] != s["max_logit"])   # nan
+
+
 if __name__ == "__main__":
     unittest.main()

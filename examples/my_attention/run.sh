@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Builds the two kernels, checks their gradients, then trains the toy model of
-# attn_scale three ways on the same seeds: the built-in op (tapegrad's
-# tg_attention), my_attention.so (applies `scale`) and my_attention_noscale.so
-# (forgets it: the seed's bug), and plots loss and per-head entropy side by side.
+# Builds the three kernels (plugin ABI 2, grouped heads and windows declared),
+# checks their gradients, then trains the toy model of attn_scale three ways on
+# the same seeds: the built-in op (tapegrad's tg_attend), my_attention.so
+# (applies `scale`) and my_attention_noscale.so (forgets it: the seed's bug),
+# and plots loss and per-head entropy side by side. Then the same with 2
+# key/value heads and a sliding window of 8 keys: my_attention.so against
+# my_attention_window1.so (a window of 9 keys: off by one), attn_check's verdict
+# on each, and their curves.
 #   PKG_CONFIG_PATH=<prefix>/lib/pkgconfig ./run.sh [--steps 600] [--seeds "1 2 3"] [--out runs]
 # Needs an installed tapegrad (its bin/attn_scale and bin/tapegrad-logs) and gnuplot.
 set -euo pipefail
@@ -30,8 +34,11 @@ mkdir -p "$out"
 if "$bin/attn_check" "plugin:$here/my_attention_noscale.so" >"$out/attn_check-my_attention_noscale.txt" 2>/dev/null; then
     echo "run.sh: attn_check passed the kernel that forgets the scale" >&2; exit 1
 fi
-for f in my_attention my_attention_noscale; do
-    grep -E '^(verdict|FAIL  temperature  *d_head=128|FAIL  health)' "$out/attn_check-$f.txt" | sed "s/^/attn_check $f.so: /"
+if "$bin/attn_check" "plugin:$here/my_attention_window1.so" >"$out/attn_check-my_attention_window1.txt" 2>/dev/null; then
+    echo "run.sh: attn_check passed the kernel whose window is off by one" >&2; exit 1
+fi
+for f in my_attention my_attention_noscale my_attention_window1; do
+    grep -E '^(verdict|FAIL  temperature  *d_head=128|FAIL  health|FAIL  window )' "$out/attn_check-$f.txt" | sed "s/^/attn_check $f.so: /"
 done
 warmup=$(( steps >= 100 ? 50 : steps / 5 ))   # attn_scale's default, or less for a short check
 for s in $seeds; do
@@ -43,6 +50,17 @@ for s in $seeds; do
             2> >(grep -v '^attn_scale: note: OPENBLAS_CORETYPE' >&2) | sed 's/.*final_loss=/final_loss=/'
     done
 done
+# grouped heads (4 query heads on 2 key/value heads) and a window of 8 keys: the right kernel, and the off-by-one one
+for s in $seeds; do
+    for run in my_attention my_attention_window1; do
+        printf '%-22s seed %s, --kv-heads 2 --window 8: ' "$run" "$s"
+        "$bin/attn_scale" --steps "$steps" --warmup "$warmup" --seed "$s" --kv-heads 2 --window 8 \
+            --attn "plugin:$here/$run.so" --log "$out/win_${run}_s$s.tsv" --overwrite \
+            2> >(grep -v '^attn_scale: note: OPENBLAS_CORETYPE' >&2) | sed 's/.*final_loss=/final_loss=/'
+    done
+done
 "$bin/tapegrad-logs" summarize "$out"/*.tsv
-"$bin/tapegrad-logs" plot "$out"/*_s"${seeds%% *}".tsv -o "$out/compare.png" --title "seed ${seeds%% *}: built-in vs plugins"
-echo "figures: $out/compare.png, $out/compare-entropy.png"
+"$bin/tapegrad-logs" plot "$out"/[bm]*_s"${seeds%% *}".tsv -o "$out/compare.png" --title "seed ${seeds%% *}: built-in vs plugins"
+"$bin/tapegrad-logs" plot "$out"/win_*_s"${seeds%% *}".tsv -o "$out/window.png" \
+    --title "seed ${seeds%% *}, --kv-heads 2 --window 8: right vs off by one"
+echo "figures: $out/compare.png, $out/compare-entropy.png, $out/window.png, $out/window-entropy.png"
