@@ -70,7 +70,7 @@ c alibi_flipped "slopes measured -0.5 -0.25 -0.125, given 0.5 0.25 0.125: the si
 c alibi_reversed "the heads' slopes in reverse order"
 c alibi_scaled "the slopes are multiplied by the softmax scale"
 c cap_before_scale "the cap is applied before the scale: logits capped to ±2.5 = scale · cap, not ±5"
-c cap_ignored "no cap: logits from −20 to 20 pass unchanged"
+c cap_ignored "no cap: 14 of 15 keys get weight 0"
 c sinks_ignored "the rows sum to 1, the sink is ignored"
 c dropout_no_rescale "kept weights are scaled by 1, not 1/(1 − p) = 1.33: no rescale"
 c dropout_fresh_mask "two calls with one dropout_seed drop different weights"
@@ -78,6 +78,11 @@ grep -q "^FAIL  gradient    with dropout .*does the backward use the forward's m
     no "dropout_fresh_mask: the gradient at a fixed seed does not fail"
 c dropout_seed_ignored "dropout_seed 7 and 8 drop the same weights"
 c no_softmax "every row weighs its keys 0 with equal logits: not a softmax"
+# a wrong temperature fails the temperature (and forward, health) alone: every feature's probe holds at any multiplier
+for k in sqrt_inverse width_scale scale_twice; do
+    other=$(grep '^FAIL' $k.out | grep -v "^FAIL  temperature \|^FAIL  forward \|^FAIL  health " | head -1)
+    [ -z "$other" ] || no "$k: a probe of a feature fails on a kernel whose only bug is its temperature: $other"
+done
 # each feature's bug fails its own probe and not another feature's (the forward line of the feature aside)
 for k in top_left:alignment window_plus_one:window padding_leak:padding bias_scaled:bias alibi_flipped:alibi cap_before_scale:softcap sinks_ignored:sinks dropout_no_rescale:dropout; do
     name=${k%%:*} probe=${k#*:}

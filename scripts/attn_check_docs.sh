@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Regenerates docs/data/attn_check/: the attn_check reports docs/attn_check.md quotes, from the
+# built tree (scripts/test.sh builds it), OPENBLAS_CORETYPE unset, paths relative to the top.
+#   scripts/attn_check_docs.sh            the reports (seconds)
+#   scripts/attn_check_docs.sh --train    also my_attention_noscale --train 300 (about a minute)
+set -euo pipefail
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$top"
+bin=build/experiments/attn_check
+[ -x "$bin" ] || { echo "scripts/attn_check_docs.sh: $bin is missing: build first (scripts/test.sh)" >&2; exit 2; }
+out=docs/data/attn_check
+mkdir -p "$out"
+report() {   # report NAME KERNEL [FLAGS...]: attn_check's report (exit 1 is a finding, not a failure)
+    local name=$1; shift
+    local rc=0
+    env -u OPENBLAS_CORETYPE "$bin" "$@" >"$out/$name.txt.tmp" 2>/dev/null || rc=$?
+    [ $rc -le 1 ] || { echo "scripts/attn_check_docs.sh: attn_check $* exited $rc" >&2; rm -f "$out/$name.txt.tmp"; exit 1; }
+    mv "$out/$name.txt.tmp" "$out/$name.txt"
+}
+report fused builtin:fused
+report my_attention_noscale plugin:build/tests/plugin_my_attention_noscale.so
+report my_attention_window1 plugin:build/tests/plugin_my_attention_window1.so
+cat=build/tests/plugin_catalogue.so
+for k in sqrt_inverse width_scale gqa_tile top_left; do report "$k" "plugin:$cat:$k"; done
+report abi1_forgets_scale plugin:build/tests/plugin_bad.so:forgets_scale
+if [ "${1:-}" = --train ]; then
+    report my_attention_noscale-train300 plugin:build/tests/plugin_my_attention_noscale.so --train 300
+fi
+echo "scripts/attn_check_docs.sh: wrote $out/"
