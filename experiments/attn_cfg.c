@@ -80,7 +80,7 @@ int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts) {
         {"debug-nan", TG_CLI_INT, &c->debug_nan, -1, 10000000, NULL, "testing aid: poison a gradient with NaN at this step (-1: never)"},
         {"dump-attn", TG_CLI_STR, &c->dump_attn, 0, 0, NULL, "STEP[,STEP...]: save every head's attention weights on the probe sequence at these steps (needs --dump-attn-file)"},
         {"dump-attn-file", TG_CLI_STR, &c->dump_attn_file, 0, 0, NULL, "safetensors file of --dump-attn, rewritten atomically at each of its steps"},
-        {"allow-noncausal", TG_CLI_FLAG, &c->allow_noncausal, 0, 0, NULL, "--attn plugin: train on even when the kernel's measured weights reach keys the causal mask hides (without it such a run fails, exit 5)"},
+        {"allow-noncausal", TG_CLI_FLAG, &c->allow_noncausal, 0, 0, NULL, "--attn plugin: train on even when the kernel's measured weights reach keys the mask hides (the causal mask or a window; without it such a run fails, exit 5)"},
         {"overwrite", TG_CLI_FLAG, &c->overwrite, 0, 0, NULL, "a fresh run may replace an existing --log or --save file (of another run); without it such a run is refused"},
         {"sample", TG_CLI_STR, &c->sample, 0, 0, NULL, "--task code: print what the model of --resume writes after this prompt, then exit"},
         {"sample-len", TG_CLI_INT, &c->sample_len, 1, 1000000, NULL, "--sample: bytes to write"},

@@ -77,8 +77,9 @@ static int after_row(void *u, int step, char *err, size_t errlen) {
     run *r = u;
     (void)step;
     if (!r->m.measure_leak || r->c->allow_noncausal) return 0;
-    return tg_errf(err, errlen, "the attention plugin's weights reach keys the causal mask hides (%s); the loss of such "
-                   "a run is not the task's (--allow-noncausal trains on anyway)", r->m.measure_note) ? 1 : 1;
+    tg_errf(err, errlen, "the attention plugin's weights reach keys the mask hides (%s); the loss of such a run is "
+            "not the task's (--allow-noncausal trains on anyway)", r->m.measure_note);
+    return 1;
 }
 
 static tg_attn_stats stats_of(run *r) {
@@ -308,7 +309,7 @@ int main(int argc, char **argv) {
         one_line(why);
         if (pf == 3 || (pf == 2 && !c.allow_noncausal)) {
             fprintf(stderr, "attn_scale: --attn %s: %s%s; nothing was written\n", c.attn_plugin, why,
-                    pf == 2 ? " (the kernel is not causal: --allow-noncausal trains on anyway)" : "");
+                    pf == 2 ? " (its weights reach keys the mask hides: --allow-noncausal trains on anyway)" : "");
             free(r.tokens), free(r.targets);
             tg_model_free(&r.m);
             tg_corpus_free(&corpus);

@@ -145,9 +145,15 @@ grep -q -- "--allow-noncausal" noncausal.err || no "no_causal_mask: the refusal 
 nothing_written noncausal.tsv noncausal.st
 run 0 noncausal_ok $T --steps 10 --attn "plugin:$badso:no_causal_mask" --log noncausal_ok.tsv --allow-noncausal
 grep -q "not causal weights" noncausal_ok.err || no "--allow-noncausal: no note"
+# a window of W + 1 keys (the example's off-by-one kernel) puts weight on a key the window hides: refused too
+run 5 win1 $T --steps 10 --window 4 --attn "plugin:$pdir/plugin_my_attention_window1.so" --log win1.tsv
+grep -q "which the call hides (row 4 sees keys 1..4): a leak past the mask (its weights reach keys the mask hides: --allow-noncausal trains on anyway); nothing was written" win1.err ||
+    no "window off by one: the refusal does not say what leaks: $(cat win1.err)"
+nothing_written win1.tsv
+run 0 win1_ok $T --steps 10 --window 4 --attn "plugin:$pdir/plugin_my_attention_window1.so" --log win1.tsv --allow-noncausal
 # right for 40 calls, then leaking: the run stops at its next logged step
 run 5 late $T --steps 60 --attn "plugin:$cat:leaks_late" --log late.tsv --save late.st --save-every 1000
-tail -1 late.tsv | grep -q '^# failed: step [0-9]*: the attention plugin.s weights reach keys the causal mask hides' ||
+tail -1 late.tsv | grep -q '^# failed: step [0-9]*: the attention plugin.s weights reach keys the mask hides' ||
     no "leaks_late: the log does not end with '# failed:': $(tail -1 late.tsv)"
 [ ! -e late.st ] || no "leaks_late: a checkpoint was written after the leak was seen"
 # a crash in the plugin: the log's last line says so; the next run on these files is not stopped by them
