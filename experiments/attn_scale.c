@@ -320,8 +320,11 @@ int main(int argc, char **argv) {
             r.unmeasured = why;
             fprintf(stderr, "attn_scale: note: the plugin's attention weights cannot be measured from the outside: "
                     "%s; entropy, max-logit, saturation and scale columns will be nan\n", why);
-        } else if (pf == 2)
-            fprintf(stderr, "attn_scale: note: --allow-noncausal: %s\n", why);
+        } else if (pf == 2) {   /* the measurement refuses weights past the mask: the columns are nan, and said so */
+            r.unmeasured = why;
+            fprintf(stderr, "attn_scale: note: --allow-noncausal: %s; entropy, max-logit, saturation and scale "
+                    "columns will be nan\n", why);
+        }
     }
 
     /* the attention op is part of the run's identity: for a plugin, its bytes */

@@ -3,7 +3,7 @@
 # uninitialised values, no definite or indirect leak. Debug build in
 # build-valgrind/. Runs every CMocka test but test_train (it interposes malloc
 # itself, which valgrind replaces), the fuzz replays, attn_scale through a
-# save, a resume and a refused resume, and its attention-map dumps.
+# save, a resume and a refused resume, and its attention-map dumps, a plugin run, attn_check.
 #   scripts/valgrind.sh
 # One OpenBLAS thread, as in ctest. Nothing is suppressed: with 1 and with 2
 # OpenBLAS threads (Debian's pthread build) valgrind found nothing in use at
@@ -70,5 +70,13 @@ D=(--dump-attn 0,5,20 --dump-attn-file "$tmp/maps.st" --attn fused --scale learn
 check attn_scale_dump 0 "$bin" "${T[@]}" "${D[@]}" --steps 20 --stop-at 10 --save "$tmp/d.st"
 check attn_scale_dump_resume 0 "$bin" "${T[@]}" "${D[@]}" --steps 20 --resume "$tmp/d.st"
 check attn_maps 0 "$build/experiments/attn_maps" --summary "$tmp/maps.st"
+# a plugin (ABI 2) with grouped heads and a window: loading from a sealed copy, the pre-flight in a
+# child, the measurement at logged steps; attn_check's probes of every feature (children: memcheck
+# follows a fork); the kit's measurement and the plugin's bytes (test_attn_probe)
+cat="$build/tests/plugin_catalogue.so"
+check attn_scale_plugin 0 "$bin" "${T[@]}" --heads 4 --kv-heads 2 --window 4 --steps 6 --attn "plugin:$cat:right"
+check attn_check 0 "$build/experiments/attn_check" "plugin:$cat:right" --d-head 8 --timeout 600
+export TG_TEST_PLUGIN_OK="$build/tests/plugin_my_attention.so" TG_TEST_PLUGIN_NOSCALE="$build/tests/plugin_my_attention_noscale.so"
+check test_attn_probe 0 ./test_attn_probe
 [ "$fails" -eq 0 ] && echo "valgrind: no errors, no leaks" >&2
 exit "$fails"

@@ -151,6 +151,8 @@ grep -q "which the call hides (row 4 sees keys 1..4): a leak past the mask (its 
     no "window off by one: the refusal does not say what leaks: $(cat win1.err)"
 nothing_written win1.tsv
 run 0 win1_ok $T --steps 10 --window 4 --attn "plugin:$pdir/plugin_my_attention_window1.so" --log win1.tsv --allow-noncausal
+[ "$(hdr win1.tsv attn_measured)" = no ] && [ "$(col win1.tsv ent_l0_h0 -1)" = nan ] ||
+    no "--allow-noncausal: the header says attn_measured=$(hdr win1.tsv attn_measured) with entropy $(col win1.tsv ent_l0_h0 -1)"
 # right for 40 calls, then leaking: the run stops at its next logged step
 run 5 late $T --steps 60 --attn "plugin:$cat:leaks_late" --log late.tsv --save late.st --save-every 1000
 tail -1 late.tsv | grep -q '^# failed: step [0-9]*: the attention plugin.s weights reach keys the mask hides' ||

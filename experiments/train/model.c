@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "tg_attn_probe.h"
+#include "tg_gemm_plan.h"
 #include "tg_ops.h"
 
 const char *const tg_scale_names[] = {"sqrt", "none", "dk", "qknorm", "learned", "mult", NULL};
@@ -292,6 +293,10 @@ static void preflight_fail(const char *msg, void *u) {
  * measurement's rc and note. */
 static int preflight_child(void *u, int fd) {
     preflight_job *j = u;
+    /* the products by the estimate: the child neither measures (it could outlast the limit) nor writes the
+     * plan file; the parent's plan is its own (no product has run in it yet) */
+    char plan_err[200];
+    (void)tg_gemm_plan_setup("estimate", plan_err, sizeof plan_err);
     tg_ctx ctx;
     tg_ctx_init(&ctx, 0);
     preflight_fd = fd;
