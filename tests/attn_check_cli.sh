@@ -78,6 +78,7 @@ grep -q "^FAIL  gradient    with dropout .*does the backward use the forward's m
     no "dropout_fresh_mask: the gradient at a fixed seed does not fail"
 c dropout_seed_ignored "dropout_seed 7 and 8 drop the same weights"
 c no_softmax "every row weighs its keys 0 with equal logits: not a softmax"
+c mask_after_softmax "sums to 0.0833333 = 1/12 with equal logits: the mask is applied after the softmax (each seen key keeps 1/12 of all keys, not renormalised)"
 # a wrong temperature fails the temperature (and forward, health) alone: every feature's probe holds at any multiplier
 for k in sqrt_inverse width_scale scale_twice; do
     other=$(grep '^FAIL' $k.out | grep -v "^FAIL  temperature \|^FAIL  forward \|^FAIL  health " | head -1)

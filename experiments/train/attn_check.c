@@ -390,8 +390,13 @@ static int equal_logit_spans(tg_ctx *ctx, const tg_attn_kernel *K, tg_attn_args 
                 tg_attn_visible(a, b, i, &vlo, &vhi);
                 expected += vhi > vlo, zero_rows += vhi > vlo && sum == 0;
                 if (vhi > vlo && fabs(sum - 1) > 1e-3 && sum != 0 && !a->sinks) {   /* 0: no key seen, the spans say */
-                    snprintf(msg, len, "row %d of head %d (batch %d) sums to %g with equal logits, not 1: not a softmax "
-                             "(attention weights sum to 1)", i, h, b, sum);
+                    if (n < Tk && fabs(sum - (double)n / Tk) < 1e-3)
+                        snprintf(msg, len, "row %d of head %d (batch %d) sums to %g = %d/%d with equal logits: the mask "
+                                 "is applied after the softmax (each seen key keeps 1/%d of all keys, not renormalised)",
+                                 i, h, b, sum, n, Tk, Tk);
+                    else
+                        snprintf(msg, len, "row %d of head %d (batch %d) sums to %g with equal logits, not 1: not a "
+                                 "softmax (attention weights sum to 1)", i, h, b, sum);
                     free(P);
                     return -1;
                 }

@@ -121,6 +121,40 @@ static tg_tensor *no_softmax(tg_ctx *ctx, const tg_attn_args *a) {
 }
 TG_ATTENTION_PLUGIN(no_softmax, F_ALL)
 
+/* ---- the mask after the softmax: each row normalised over every key, then the hidden ones zeroed ---- */
+static tg_tensor *mask_after_softmax(tg_ctx *ctx, const tg_attn_args *in) {
+    tg_attn_args a = *in;
+    const int B = a.q->shape[0], Tq = a.q->shape[1], H = a.q->shape[2], Tk = a.k->shape[1], dv = a.v->shape[3],
+              Hkv = a.k->shape[2];
+    tg_attn_args all = a;
+    all.causal = 0, all.window_left = all.window_right = -1, all.kv_len = NULL, all.stats = NULL;
+    /* the weights over every key, through V = identity, then the mask, then · v (forward only) */
+    tg_tensor *id = tg_zeros(ctx, 4, (int[]){B, Tk, Hkv, Tk});
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < Tk; j++)
+            for (int g = 0; g < Hkv; g++) id->data[(((size_t)b * Tk + j) * Hkv + g) * Tk + j] = 1.0f;
+    all.v = id;
+    const int was = ctx->grad_enabled;
+    ctx->grad_enabled = 0;
+    tg_tensor *P = tg_attend(ctx, &all);
+    ctx->grad_enabled = was;
+    tg_tensor *out = tg_zeros(ctx, 4, (int[]){B, Tq, H, dv});
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < Tq; i++) {
+                int lo, hi;
+                tg_attn_visible(&a, b, i, &lo, &hi);
+                for (int j = lo; j < hi; j++) {
+                    const float p = P->data[(((size_t)b * Tq + i) * H + h) * Tk + j];
+                    for (int e = 0; e < dv; e++)
+                        out->data[(((size_t)b * Tq + i) * H + h) * dv + e] +=
+                            p * a.v->data[(((size_t)b * Tk + j) * Hkv + h / (H / Hkv)) * dv + e];
+                }
+            }
+    return out;
+}
+TG_ATTENTION_PLUGIN(mask_after_softmax, F_ALL)
+
 /* ---- for attn_scale's run-time guards (tests/plugin_cli.sh) ---- */
 KERNEL(noncausal, F_ALL, a.causal = 0)
 static uint64_t late_calls;
