@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #define TG_ALIGN 64
@@ -78,6 +79,7 @@ void tg_set_error_handler(tg_ctx *ctx, tg_error_fn fn, void *user) {
 }
 
 void *tg_arena_alloc(tg_ctx *ctx, size_t bytes) {
+    if (bytes > SIZE_MAX - TG_ALIGN) tg_fail(ctx, "out of memory asking the arena for %zu bytes", bytes);
     bytes = (bytes + TG_ALIGN - 1) / TG_ALIGN * TG_ALIGN;
     if (bytes == 0) bytes = TG_ALIGN;
     /* walk forward through blocks kept from earlier steps before making one */
@@ -107,6 +109,10 @@ static tg_tensor *tensor_header(tg_ctx *ctx, int ndim, const int *shape, const c
     t->ndim = ndim;
     memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
     t->numel = tg_numel_of(ndim, shape);
+    if (t->numel < 0) {
+        char buf[TG_SHAPE_BUF];
+        tg_fail(ctx, "%s: shape %s has more elements than memory can index", who, tg_shape_str(t, buf));
+    }
     return t;
 }
 

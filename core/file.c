@@ -1,4 +1,4 @@
-#define _POSIX_C_SOURCE 200809L   /* mkstemp, fsync, fchmod */
+#define _GNU_SOURCE   /* mkostemp (O_CLOEXEC), realpath */
 #include "tg_file.h"
 
 #include <errno.h>
@@ -29,29 +29,64 @@ int tg_write_all(int fd, const void *p, size_t n) {
     return 0;
 }
 
+static const char *kind_of(mode_t m) {
+    return S_ISDIR(m) ? "a folder" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+         : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : "not a plain file";
+}
+
 int tg_file_check_target(const char *path, char *err, size_t errlen) {
-    struct stat st;
+    struct stat st;   /* through a symbolic link: what it points at is what is replaced */
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
-        return tg_errf(err, errlen, "%s: not a regular file%s", path, S_ISDIR(st.st_mode) ? " (a folder)" : "");
+        return tg_errf(err, errlen, "%s: not a regular file (%s)", path, kind_of(st.st_mode));
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode) && stat(path, &st) != 0)
+        return tg_errf(err, errlen, "%s: a symbolic link to nothing (%s)", path, strerror(errno));
     return 0;
+}
+
+/* The process's umask, read without changing it (umask(2) would, for every thread): Linux's
+ * /proc/self/status; 022 where that is not there. */
+static mode_t current_umask(void) {
+    FILE *f = fopen("/proc/self/status", "re");
+    unsigned m = 022;
+    char line[128];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Umask: %o", &m) == 1) break;
+    if (f) fclose(f);
+    return (mode_t)(m & 0777);
 }
 
 int tg_file_begin(tg_file *f, const char *path, char *err, size_t errlen) {
     *f = (tg_file){.fd = -1, .path = path};
     if (tg_file_check_target(path, err, errlen)) return -1;
-    const char *slash = strrchr(path, '/');
-    size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
-    f->tmp = malloc(strlen(path) + 16);
-    if (!f->tmp) return tg_errf(err, errlen, "%s: out of memory", path);
-    sprintf(f->tmp, "%.*s.%s.XXXXXX", (int)dirlen, path, path + dirlen);
-    f->fd = mkstemp(f->tmp);
+    /* a symbolic link stays one: the new bytes replace the file it points at, in that file's folder */
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+        f->target = realpath(path, NULL);
+        if (!f->target) return tg_errf(err, errlen, "%s: cannot resolve the symbolic link (%s)", path, strerror(errno));
+    }
+    const char *target = f->target ? f->target : path;
+    const char *slash = strrchr(target, '/');
+    size_t dirlen = slash ? (size_t)(slash - target) + 1 : 0;
+    f->tmp = malloc(strlen(target) + 16);
+    if (!f->tmp) {
+        tg_file_abort(f);
+        return tg_errf(err, errlen, "%s: out of memory", path);
+    }
+    sprintf(f->tmp, "%.*s.%s.XXXXXX", (int)dirlen, target, target + dirlen);
+    f->fd = mkostemp(f->tmp, O_CLOEXEC);   /* an open log is no child process's business */
     if (f->fd < 0) {
         int e = f->err_no = errno;
         free(f->tmp);
         f->tmp = NULL;
+        tg_file_abort(f);
         return tg_errf(err, errlen, "%s: cannot create a temporary file in its folder (%s)", path, strerror(e));
     }
-    fchmod(f->fd, 0644);   /* mkstemp's 0600 would hide the file from the group */
+    /* mkostemp's 0600 would hide the file from the group: what open(O_CREAT, 0666) would give */
+    if (fchmod(f->fd, 0666 & ~current_umask())) {
+        int e = errno;
+        tg_file_abort(f);
+        return tg_errf(err, errlen, "%s: cannot set the new file's mode (%s)", path, strerror(e));
+    }
     return 0;
 }
 
@@ -91,14 +126,17 @@ int tg_file_commit(tg_file *f, int keep_open, char *err, size_t errlen) {
         f->fd = -1;
         if (rc) what = "close", e = errno;
     }
-    if (!what && rename(f->tmp, f->path)) what = "rename the temporary file over it", e = errno;
+    const char *target = f->target ? f->target : f->path;
+    if (!what && rename(f->tmp, target)) what = "rename the temporary file over it", e = errno;
     if (what) {
         tg_file_abort(f);
         return tg_errf(err, errlen, "%s: cannot %s (%s)", f->path, what, strerror(e));
     }
-    sync_folder(f->path);
+    sync_folder(target);
     free(f->tmp);
     f->tmp = NULL;
+    free(f->target);
+    f->target = NULL;
     return 0;
 }
 
@@ -108,6 +146,8 @@ void tg_file_abort(tg_file *f) {
     if (f->tmp) unlink(f->tmp);
     free(f->tmp);
     f->tmp = NULL;
+    free(f->target);
+    f->target = NULL;
 }
 
 int tg_file_replace(const char *path, const void *p, size_t n, char *err, size_t errlen) {

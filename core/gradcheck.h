@@ -19,8 +19,8 @@
  * Why: the forward runs in float32, so each L carries rounding noise of a few
  * 1e-7 · Σ|out ⊙ R|; with h = 1e-2 that is ~1e-5 relative in the quotient, and
  * the truncation left after Richardson is O(h⁴). The library's own ops use at
- * most 0.75 of the limit (the attention ops; the others under 0.2; every
- * op's margin: docs/ops.md#the-gradient-checker), while a
+ * most about half of the limit (the attention ops; the others under a third;
+ * every op's margin: docs/ops.md#the-gradient-checker), while a
  * backward off by 0.3% fails (tests/test_gradcheck.c). A non-finite
  * analytic or numeric value always fails. Loosen a tolerance only for an op
  * whose forward is itself noisier (say so where you do), never until it passes.

@@ -3,6 +3,7 @@
 #include "tg_core.h"
 
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 void tg_params_init(tg_params *p) { memset(p, 0, sizeof *p); }
@@ -32,13 +33,21 @@ tg_tensor *tg_param(tg_params *p, const char *name, int ndim, const int *shape) 
         p->list = l;
         p->cap = cap;
     }
+    const int64_t numel = tg_numel_of(ndim, shape);
+    if (numel < 0 || p->numel > SIZE_MAX / sizeof(float) - (size_t)numel) {
+        tg_tensor shown = {.ndim = ndim};
+        memcpy(shown.shape, shape, (size_t)ndim * sizeof *shape);
+        char buf[TG_SHAPE_BUF];
+        tg_fail_h(&p->err, "tg_param %s: shape %s has more elements than memory can index", name,
+                  tg_shape_str(&shown, buf));
+    }
     size_t len = strlen(name) + 1;            /* the name is copied: callers may reuse buffers */
     tg_tensor *t = calloc(1, sizeof *t + len);
     if (!t) tg_fail_h(&p->err, "tg_param: out of memory");
     memcpy((char *)(t + 1), name, len);
     t->ndim = ndim;
     memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
-    t->numel = tg_numel_of(ndim, shape);
+    t->numel = numel;
     t->requires_grad = 1;
     t->is_param = 1;
     t->lr_mult = 1.0f;

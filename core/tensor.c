@@ -1,10 +1,16 @@
 #include "tg_core.h"
 
+#include <stdint.h>
 #include <stdio.h>
 
 int64_t tg_numel_of(int ndim, const int *shape) {
+    /* at most what a float array's byte count (size_t) can hold, and int64 */
+    const int64_t most = (int64_t)((SIZE_MAX / sizeof(float)) < (size_t)INT64_MAX ? SIZE_MAX / sizeof(float) : INT64_MAX);
     int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0 || (shape[i] > 0 && n > most / shape[i])) return -1;
+        n *= shape[i];
+    }
     return n;
 }
 

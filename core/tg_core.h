@@ -60,6 +60,8 @@ typedef struct tg_tensor {
     float lr_mult;      /* its learning rate is the optimizer's times this; 1 from tg_param */
 } tg_tensor;
 
+/* The element count of a shape; -1 when it overflows what a float array can index (a shape
+ * checked by the caller: every dimension >= 0). */
 int64_t tg_numel_of(int ndim, const int *shape);
 int tg_same_shape(const tg_tensor *a, const tg_tensor *b);
 /* 1 if b's shape equals a's last b->ndim dimensions (a bias row, a per-head

@@ -2,13 +2,15 @@
  * dump, seed figure and anything new goes through here.
  *
  * Atomic replace: the bytes go to a temporary file in the target's folder
- * (".NAME.XXXXXX", mode 0644), which is fsynced, renamed over the target, and
+ * (".NAME.XXXXXX", close-on-exec, mode 0666 less the umask, as open(2) would
+ * make it), which is fsynced, renamed over the target, and
  * then the folder is fsynced, so that after a crash at any moment the target is
  * either the old file or the whole new one, never a part. A target that exists
  * and is not a regular file (a device node, a FIFO, a socket, a folder) is
  * refused before anything is created: the rename would replace it for the
- * whole machine. On any failure the temporary file is removed and the old
- * target is untouched.
+ * whole machine. A target that is a symbolic link stays one: the file it points
+ * at is replaced, in that file's folder (a link to nothing is refused). On any
+ * failure the temporary file is removed and the old target is untouched.
  *
  *   tg_file_replace(path, bytes, n, err, errlen)          one buffer
  *   tg_file_begin / tg_file_write ... / tg_file_commit     streamed; commit may keep
@@ -31,6 +33,7 @@ typedef struct tg_file {
     const char *path;   /* the target */
     int failed;         /* a write failed: commit refuses */
     int err_no;         /* the errno of a failed begin or write */
+    char *target;       /* path is a symbolic link: the file it points at (owned), else NULL */
 } tg_file;
 
 int tg_file_begin(tg_file *f, const char *path, char *err, size_t errlen);

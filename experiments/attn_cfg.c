@@ -171,6 +171,13 @@ int attn_cfg_check(attn_cfg *c, const tg_cli_opt *opts, int n, const int *seen, 
     }
     tg_task_cfg tc = attn_cfg_task(c);
     if (tg_task_check(&tc, err, errlen)) return 1;
+    if (c->warmup > c->steps && !seen_flag(opts, n, seen, "warmup") && !c->resume) {
+        /* the default warm-up of a short run (a smoke test): a tenth of it, said, and recorded as the flag */
+        int w = c->steps / 10;
+        if (!c->check) fprintf(stderr, "attn_scale: note: --steps %d is shorter than the default --warmup %d: using --warmup %d\n",
+                               c->steps, c->warmup, w);
+        c->warmup = w;
+    }
     if (c->warmup > c->steps) {
         snprintf(err, errlen, "--warmup %d is longer than --steps %d", c->warmup, c->steps);
         return 1;

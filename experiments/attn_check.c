@@ -108,7 +108,7 @@ static int train_compare(const tg_attn_kernel *K, const char *name, int d_head, 
 
 int main(int argc, char **argv) {
     if (tg_runtime_init("attn_check", argc, argv)) return 1;   /* first: it may restart the program; threads */
-    int d_head = 0, tsv = 0, train = 0, window = 0, kv_heads = 0;
+    int d_head = 0, tsv = 0, train = 0, window = 0, kv_heads = 0, threads = 1;
     float timeout = 60;
     const char *spec = NULL;
     tg_cli_opt opts[] = {
@@ -116,7 +116,9 @@ int main(int argc, char **argv) {
         {"tsv", TG_CLI_FLAG, &tsv, 0, 0, NULL, "the report as TSV: check, what, status, value, limit, text"},
         {"timeout", TG_CLI_FLOAT, &timeout, 1, 3600, NULL, "seconds a probe may take before the kernel counts as hung"},
         {"train", TG_CLI_INT, &train, 0, 1000000, NULL, "also train the toy model N steps with the kernel and with "
-         "tg_attention, side by side (0: no)"},
+         "tg_attention, side by side (0: no); attn_scale's defaults, but a warm-up of N/10 when N < 10 times its "
+         "default 50 (so --train 300 is attn_scale --steps 300 --warmup 30)"},
+        {"threads", TG_CLI_INT, &threads, 1, 256, NULL, "threads of the ops (read at start, as attn_scale's)"},
         {"window", TG_CLI_INT, &window, 0, 1000000, NULL, "--train: with a sliding window of W keys (as attn_scale "
          "--window; the kernel must declare windows)"},
         {"kv-heads", TG_CLI_INT, &kv_heads, 0, 256, NULL, "--train: with this many key/value heads (as attn_scale "

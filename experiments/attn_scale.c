@@ -22,6 +22,7 @@
 #include "tg_blas.h"
 #include "tg_corpus.h"
 #include "tg_gemm_plan.h"
+#include "tg_guard.h"
 #include "tg_model.h"
 #include "tg_tasks.h"
 #include "tg_train.h"
@@ -394,5 +395,7 @@ int main(int argc, char **argv) {
     free(r.targets);
     tg_model_free(&r.m);
     tg_attn_plugin_close(&plugin);
+    /* stopped by a signal, the checkpoint written: die of it, so the shell that started us stops too */
+    if (status > TG_EXIT_SIGNAL && status < TG_EXIT_SIGNAL + 32) tg_guard_reraise(status - TG_EXIT_SIGNAL);
     return status;
 }

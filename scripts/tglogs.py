@@ -107,12 +107,12 @@ class Log:
 
 
 def fnum(s):
-    """A field as a number, the way awk's strtod reads it (garbage reads as 0)."""
+    """A field as a number (nan and inf included). Anything else is an error naming the field:
+    a table never reads garbage as 0."""
     try:
         return float(s)
-    except ValueError:
-        m = re.match(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", s)
-        return float(m.group(0)) if m else 0.0
+    except (ValueError, TypeError):
+        raise LogError("not a number: %r" % (s,))
 
 
 def run_name(path):

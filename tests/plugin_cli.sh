@@ -167,6 +167,13 @@ ls -a | grep -q '\.tmp\|tmp\.' && no "crashes_late: a temporary file was left: $
 run 0 crash_resume $T --steps 35 --attn "plugin:$cat:crashes_late" --log crash.tsv --save crash.st --save-every 10 --resume crash.st
 grep -q "^# crashed" crash.tsv && no "the resumed log still holds the '# crashed:' line"
 run 0 after_crash $T --steps 20 --attn "plugin:$ok" --log crash.tsv --save crash.st --overwrite
+# --on-nan skip, every step non-finite: nothing trained, so no success (exit 3), a few lines, not one per step
+run 3 allnan $T --steps 30 --attn "plugin:$cat:nan_out" --on-nan skip --log allnan.tsv
+grep -q "every one of the 30 steps was skipped for non-finite values: the model did not train" allnan.err ||
+    no "--on-nan skip with every step NaN: not said: $(tail -2 allnan.err)"
+[ "$(grep -c 'non-finite loss' allnan.err)" -le 10 ] || no "--on-nan skip: one stderr line per skipped step ($(grep -c 'non-finite loss' allnan.err))"
+tail -1 allnan.tsv | grep -q "^# failed: every one of the 30 steps was skipped" || no "--on-nan skip: the log does not say it failed"
+grep -q "final_loss=" allnan.out && no "--on-nan skip with nothing trained printed a summary line"
 # a right kernel with grouped heads and a window (it declares both): the built-in op's losses
 run 0 gqa_win $T --steps 10 --kv-heads 1 --window 4 --attn "plugin:$ok" --log gqa_win.tsv
 run 0 gqa_win_ref $T --steps 10 --kv-heads 1 --window 4 --log gqa_win_ref.tsv

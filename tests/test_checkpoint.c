@@ -522,7 +522,7 @@ static void test_ckpt_refusals(void **s) {
     EXPECT_MSG(err, "cannot open");
     assert_int_equal(tg_ckpt_check_writable(path_of("x.st"), err, sizeof err), 0);
     assert_int_not_equal(tg_ckpt_check_writable(dir, err, sizeof err), 0);
-    EXPECT_MSG(err, "is a folder");
+    EXPECT_MSG(err, "not a regular file (a folder)");
     assert_int_equal(mkfifo(path_of("fifo"), 0600), 0);   /* a rename would replace it with a file */
     assert_int_not_equal(tg_ckpt_check_writable(path_of("fifo"), err, sizeof err), 0);
     EXPECT_MSG(err, "fifo: not a regular file");

@@ -41,6 +41,22 @@ static void test_bad_tensors_error(void **s) {
     EXPECT_TG_ERROR(&c, tg_new(&ctx, 2, (int[]){3, 0}), "dimension 1 is 0");
     tg_tensor *t = tg_new(&ctx, 2, (int[]){2, 3});
     EXPECT_TG_ERROR(&c, tg_view(&ctx, t, 2, (int[]){4, 2}), "tg_view: [2,3] has 6 elements, the view [4,2] has 8");
+    /* 2^124 elements: the count wraps an int64 four times over; refused, not allocated at some wrapped size */
+    EXPECT_TG_ERROR(&c, tg_new(&ctx, 4, (int[]){2147483647, 2147483647, 2147483647, 2147483647}),
+                    "tg_new: shape [2147483647,2147483647,2147483647,2147483647] has more elements than memory can index");
+    assert_int_equal(tg_numel_of(2, (int[]){2147483647, 2147483647}), (int64_t)2147483647 * 2147483647);
+    assert_int_equal(tg_numel_of(3, (int[]){2147483647, 2147483647, 2147483647}), -1);
+    tg_params P;
+    tg_params_init(&P);
+    tg_test_catch pc;
+    memset(&pc, 0, sizeof pc);
+    P.err = (tg_errh){tg_test_catch_handler, &pc};
+    pc.fired = 0;
+    if (setjmp(pc.jb) == 0) tg_param(&P, "huge", 3, (int[]){2147483647, 2147483647, 2147483647});
+    assert_true(pc.fired);
+    assert_non_null(strstr(pc.msg, "tg_param huge: shape [2147483647,2147483647,2147483647] has more elements"));
+    assert_int_equal(P.n, 0);
+    tg_params_free(&P);
     tg_ctx_free(&ctx);
 }
 

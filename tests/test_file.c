@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -211,6 +212,40 @@ static void test_not_regular(void **s) {
     unlink(fifo);
 }
 
+/* A symbolic link stays one: the file it points at is replaced. The new file is close-on-exec
+ * while written and gets the mode open(2) would give under the umask. */
+static void test_link_mode_cloexec(void **s) {
+    (void)s;
+    char err[512], real[600], link[600];
+    snprintf(real, sizeof real, "%s", in_dir("real.tsv"));
+    snprintf(link, sizeof link, "%s", in_dir("link.tsv"));
+    assert_int_equal(tg_file_replace(real, "old", 3, err, sizeof err), 0);
+    assert_int_equal(symlink(real, link), 0);
+    assert_int_equal(tg_file_replace(link, "new!", 4, err, sizeof err), 0);
+    struct stat st;
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(stat(real, &st), 0);
+    assert_int_equal(st.st_size, 4);
+    const char *dangling = in_dir("dangling.tsv");
+    assert_int_equal(symlink(in_dir("nothing-here"), dangling), 0);
+    assert_int_equal(tg_file_replace(dangling, "x", 1, err, sizeof err), -1);
+    assert_non_null(strstr(err, "a symbolic link to nothing"));
+    for (int k = 0; k < 2; k++) {
+        const mode_t mask = k ? 077 : 022, old = umask(mask);
+        tg_file f;
+        assert_int_equal(tg_file_begin(&f, real, err, sizeof err), 0);
+        assert_true(fcntl(f.fd, F_GETFD) & FD_CLOEXEC);
+        assert_int_equal(fstat(f.fd, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0666 & ~mask);
+        tg_file_abort(&f);
+        umask(old);
+    }
+    unlink(dangling);
+    unlink(link);
+    unlink(real);
+}
+
 static int setup(void **s) {
     (void)s;
     snprintf(dir, sizeof dir, "/tmp/tg_file_test.XXXXXX");
@@ -228,6 +263,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_kind),
         cmocka_unit_test(test_not_regular),
+        cmocka_unit_test(test_link_mode_cloexec),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -205,5 +205,27 @@ class Unmeasured(unittest.TestCase):
         self.assertTrue(s["max_logit"] != s["max_logit"])   # nan
 
 
+class Garbage(unittest.TestCase):
+    """A field that is not a number is an error naming it, never read as 0."""
+
+    def test_fnum(self):
+        self.assertEqual(tglogs.fnum("0.25"), 0.25)
+        self.assertTrue(tglogs.fnum("nan") != tglogs.fnum("nan"))
+        with self.assertRaises(tglogs.LogError) as e:
+            tglogs.fnum("1.5x")
+        self.assertIn("not a number: '1.5x'", str(e.exception))
+
+    def test_log_with_garbage(self):
+        d = tempfile.mkdtemp()
+        try:
+            p = os.path.join(d, "g.tsv")
+            write_log(p, "none", [(0, "oops", 0.5, 0.1, 0.2, 3.0), (5, 1.0, 0.5, 0.1, 0.2, 3.0)])
+            out, err = io.StringIO(), io.StringIO()
+            self.assertEqual(tglogs.summarize([p], out=out, err=err), 1)
+            self.assertIn("not a number: 'oops'", err.getvalue())
+        finally:
+            shutil.rmtree(d)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -14,6 +14,7 @@
 #include "malloc_count.h"
 #include "tg_model.h"
 #include "tg_tasks.h"
+#include "tg_train.h"
 #include "testutil.h"
 #include "tg_optim.h"
 
@@ -187,6 +188,43 @@ static void test_end_to_end_learns(void **s) {
     trainer_free(&t);
 }
 
+/* Every limit of tg_train_cfg is a clear error up front (tg_train_cfg_check), never a division by
+ * zero, a NULL printed or an entry silently dropped. */
+static void expect_bad(const tg_train_cfg *c, const char *want) {
+    char err[512] = "";
+    assert_int_equal(tg_train_cfg_check(c, err, sizeof err), -1);
+    if (!strstr(err, want)) fail_msg("tg_train_cfg_check: '%s' lacks '%s'", err, want);
+}
+
+static void test_cfg_check(void **s) {
+    (void)s;
+    char err[512];
+    tg_train_cfg c, d;
+    tg_train_defaults(&c, "t");
+    assert_int_equal(tg_train_cfg_check(&c, err, sizeof err), 0);
+    d = c, d.log_every = 0;
+    expect_bad(&d, "log_every 0: must be at least 1");
+    d = c, d.stop_at = 10;
+    expect_bad(&d, "stop_at 10 without save");
+    d = c, d.warmup = c.steps + 1;
+    expect_bad(&d, "warmup 101 is outside 0..steps (100)");
+    d = c, d.beta2 = 1.0f;
+    expect_bad(&d, "AdamW's betas 0.9, 1 must be in [0, 1)");
+    d = c, d.lr = 0;
+    expect_bad(&d, "lr 0 must be finite and > 0");
+    static const char *const many[] = {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o",
+                                       "p", "q", "r", "s", "t", "u", "v", "w", "x", "y", "z", "aa", "bb", "cc", "dd",
+                                       "ee", "ff", "gg", "hh", "ii", "jj", "kk", NULL};
+    d = c, d.may_differ = many;
+    expect_bad(&d, "37 may_differ and header_may_differ entries, at most 36");
+    const char *files[17][2];
+    for (int i = 0; i < 17; i++) files[i][0] = "--x", files[i][1] = NULL;
+    d = c, d.files = (const char *const(*)[2])files, d.n_files = 17;
+    expect_bad(&d, "17 more files, at most 16");
+    d = c, d.prog = NULL;
+    expect_bad(&d, "prog is not set");
+}
+
 int main(void) {
     openblas_set_num_threads(1);
     const struct CMUnitTest tests[] = {
@@ -194,6 +232,7 @@ int main(void) {
         cmocka_unit_test(test_no_allocation_threaded),
         cmocka_unit_test(test_backward_twice),
         cmocka_unit_test(test_end_to_end_learns),
+        cmocka_unit_test(test_cfg_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,7 +39,7 @@ static void add(tg_attn_check_report *r, const char *check, const char *what, in
         r->lines = p, r->cap = cap;
     }
     r->lines[r->n++] = l;
-    r->failed += status == TG_CHECK_FAIL || status == TG_CHECK_CRASH;
+    r->failed += status == TG_ATTN_CHECK_FAIL || status == TG_ATTN_CHECK_CRASH;
 }
 
 /* ---- calling the kernel ------------------------------------------------------------ */
@@ -176,7 +176,7 @@ static void probe_forward(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
                     int64_t nf;
                     if (!out) snprintf(bad, sizeof bad, "at %s (dv = %d): %.250s", at, dv, msg);
                     else {
-                        double rel = rel_err(out, ref, &nf), tol = TG_CHECK_FWD_TOL(d, T);
+                        double rel = rel_err(out, ref, &nf), tol = TG_ATTN_CHECK_FWD_TOL(d, T);
                         if (nf >= 0)
                             snprintf(bad, sizeof bad, "at %s: a non-finite output (%g, row %d of %d)", at,
                                      out->data[nf], (int)(nf / (H * dv) % T), T);
@@ -187,14 +187,14 @@ static void probe_forward(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
                     }
                     tg_ctx_free(&ctx);
                 }
-        double tol = TG_CHECK_FWD_TOL(d, 256);
-        if (bad[0]) add(r, "forward", what, TG_CHECK_FAIL, NAN, tol, "%s", bad);
+        double tol = TG_ATTN_CHECK_FWD_TOL(d, 256);
+        if (bad[0]) add(r, "forward", what, TG_ATTN_CHECK_FAIL, NAN, tol, "%s", bad);
         else if (worst_rel > 1)
-            add(r, "forward", what, TG_CHECK_FAIL, worst, worst / worst_rel,
+            add(r, "forward", what, TG_ATTN_CHECK_FAIL, worst, worst / worst_rel,
                 "differs from tg_attend by %.3g of the output's scale at %s (limit %.2g): not the same function", worst,
                 where, worst / worst_rel);
         else
-            add(r, "forward", what, TG_CHECK_PASS, worst, tol,
+            add(r, "forward", what, TG_ATTN_CHECK_PASS, worst, tol,
                 "agrees with tg_attend to %.2g of the output's scale (limit %.2g at T = 256) over T 1, 7, 64, 256, "
                 "causal and not, with and without head_scale, dv = %d", worst, tol, dv);
     }
@@ -207,17 +207,17 @@ static void probe_forward(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
         c.ctx.grad_enabled = 0;
         char msg[300];
         tg_tensor *out = call(&c.ctx, K, &c.a, msg, sizeof msg), *ref = tg_attend(&c.ctx, &c.a);
-        const double tol = TG_CHECK_FWD_TOL(c.a.q->shape[3], c.a.k->shape[1]);
+        const double tol = TG_ATTN_CHECK_FWD_TOL(c.a.q->shape[3], c.a.k->shape[1]);
         int64_t nf;
         double rel = out ? rel_err(out, ref, &nf) : NAN;
-        if (!out) add(r, "forward", c.what, TG_CHECK_FAIL, NAN, tol, "with %s: %s", c.what, msg);
-        else if (nf >= 0) add(r, "forward", c.what, TG_CHECK_FAIL, NAN, tol, "with %s: a non-finite output (%g)", c.what, out->data[nf]);
+        if (!out) add(r, "forward", c.what, TG_ATTN_CHECK_FAIL, NAN, tol, "with %s: %s", c.what, msg);
+        else if (nf >= 0) add(r, "forward", c.what, TG_ATTN_CHECK_FAIL, NAN, tol, "with %s: a non-finite output (%g)", c.what, out->data[nf]);
         else if (rel > tol)
-            add(r, "forward", c.what, TG_CHECK_FAIL, rel, tol, "with %s: differs from tg_attend by %.3g of the output's "
+            add(r, "forward", c.what, TG_ATTN_CHECK_FAIL, rel, tol, "with %s: differs from tg_attend by %.3g of the output's "
                 "scale (limit %.2g): see the %s probe for what", c.what, rel, tol,
                 f == TG_ATTN_F_GQA ? "gqa" : f == TG_ATTN_F_TQ_TK ? "alignment" : c.what);
         else
-            add(r, "forward", c.what, TG_CHECK_PASS, rel, tol, "with %s: agrees with tg_attend to %.2g", c.what, rel);
+            add(r, "forward", c.what, TG_ATTN_CHECK_PASS, rel, tol, "with %s: agrees with tg_attend to %.2g", c.what, rel);
         tg_ctx_free(&c.ctx);
     }
 }
@@ -284,7 +284,7 @@ static void probe_temperature(const tg_attn_kernel *K, const tg_attn_check_opts 
         snprintf(what, sizeof what, "d_head=%d", d);
         double m1 = multiplier(K, d, H, s, NULL, NULL, why, sizeof why);
         if (isnan(m1)) {
-            add(r, "temperature", what, TG_CHECK_FAIL, NAN, NAN, "not measured: %s", why);
+            add(r, "temperature", what, TG_ATTN_CHECK_FAIL, NAN, NAN, "not measured: %s", why);
             continue;
         }
         double m2 = multiplier(K, d, H, 2 * s, NULL, NULL, why, sizeof why);
@@ -292,28 +292,28 @@ static void probe_temperature(const tg_attn_kernel *K, const tg_attn_check_opts 
         signatures(c, d, H, sig, sizeof sig);
         const char *rel = near(ratio, 2, 0.01) ? "follows" : near(ratio, 1, 0.01) ? "ignores"
                           : near(ratio, 0.5, 0.01) ? "inverse" : near(ratio, 4, 0.02) ? "square" : "other";
-        if (rel[0] == 'f' && near(c, 1, TG_CHECK_C_TOL))
-            add(r, "temperature", what, TG_CHECK_PASS, c, 1, "c = %.4f: softmax(scale · q·k) with the scale passed, "
+        if (rel[0] == 'f' && near(c, 1, TG_ATTN_CHECK_C_TOL))
+            add(r, "temperature", what, TG_ATTN_CHECK_PASS, c, 1, "c = %.4f: softmax(scale · q·k) with the scale passed, "
                 "and it follows the scale (c the same at twice the scale)", c);
         else if (rel[0] == 'f')
-            add(r, "temperature", what, TG_CHECK_FAIL, c, 1, "c = %.4g: it follows `scale` but %.2f times too %s%s", c,
+            add(r, "temperature", what, TG_ATTN_CHECK_FAIL, c, 1, "c = %.4g: it follows `scale` but %.2f times too %s%s", c,
                 c > 1 ? c : 1 / c, c > 1 ? "warm (logits too large)" : "cold (logits too small)", sig);
         else if (rel[0] == 'i' && rel[1] == 'g' && near(m1, 1, 0.01))
-            add(r, "temperature", what, TG_CHECK_FAIL, c, 1, "c = %.2f = √%d: the kernel ignores `scale` (softmax of "
+            add(r, "temperature", what, TG_ATTN_CHECK_FAIL, c, 1, "c = %.2f = √%d: the kernel ignores `scale` (softmax of "
                 "the raw q·k, the seed's bug)", c, d);
         else if (rel[0] == 'i' && rel[1] == 'g')
-            add(r, "temperature", what, TG_CHECK_FAIL, c, 1, "c = %.4g: the kernel ignores `scale` and applies its own "
+            add(r, "temperature", what, TG_ATTN_CHECK_FAIL, c, 1, "c = %.4g: the kernel ignores `scale` and applies its own "
                 "multiplier %.4g to q·k (the same at twice the scale)%s%s", c, m1,
                 near(m1, s, 0.01) ? ": its own 1/√d_head, right at this scale only"
                 : near(m1, 1.0 / d, 0.01) ? ": its own 1/d_head" : "", sig);
         else if (rel[1] == 'n')
-            add(r, "temperature", what, TG_CHECK_FAIL, c, 1, "c = %.4g: the kernel follows `scale` inversely (half the "
+            add(r, "temperature", what, TG_ATTN_CHECK_FAIL, c, 1, "c = %.4g: the kernel follows `scale` inversely (half the "
                 "multiplier at twice the scale): it divides by `scale` instead of multiplying%s", c, sig);
         else if (rel[0] == 's')
-            add(r, "temperature", what, TG_CHECK_FAIL, c, 1, "c = %.4g: the multiplier grows as scale² (4 times at twice "
+            add(r, "temperature", what, TG_ATTN_CHECK_FAIL, c, 1, "c = %.4g: the multiplier grows as scale² (4 times at twice "
                 "the scale): the scale is applied twice%s", c, sig);
         else
-            add(r, "temperature", what, TG_CHECK_FAIL, c, 1, "c = %.4g and %.4g times that at twice the scale: the "
+            add(r, "temperature", what, TG_ATTN_CHECK_FAIL, c, 1, "c = %.4g and %.4g times that at twice the scale: the "
                 "multiplier does not follow `scale` in any simple way%s", c, ratio, sig);
         /* head scales 0.5, 2, 0.5 must multiply the heads' multipliers */
         float hm[3];
@@ -322,13 +322,13 @@ static void probe_temperature(const tg_attn_kernel *K, const tg_attn_check_opts 
         if (isnan(mh)) continue;
         double c0 = hm[0] / (0.5 * m1), c1 = hm[1] / (2.0 * m1);
         if (near(c0, 1, 0.01) && near(c1, 1, 0.01))
-            add(r, "temperature", "head_scale", TG_CHECK_PASS, c1, 1, "at d_head %d head scales 0.5 and 2 multiply the "
+            add(r, "temperature", "head_scale", TG_ATTN_CHECK_PASS, c1, 1, "at d_head %d head scales 0.5 and 2 multiply the "
                 "multiplier as they should", d);
         else if (near(hm[0], m1, 0.01) && near(hm[1], m1, 0.01))
-            add(r, "temperature", "head_scale", TG_CHECK_FAIL, c1, 1, "at d_head %d the kernel ignores head_scale (its "
+            add(r, "temperature", "head_scale", TG_ATTN_CHECK_FAIL, c1, 1, "at d_head %d the kernel ignores head_scale (its "
                 "multiplier is %.4g with head scales 0.5 and 2 as without)", d, m1);
         else
-            add(r, "temperature", "head_scale", TG_CHECK_FAIL, c1, 1, "at d_head %d head scales 0.5 and 2 change the "
+            add(r, "temperature", "head_scale", TG_ATTN_CHECK_FAIL, c1, 1, "at d_head %d head scales 0.5 and 2 change the "
                 "multiplier by %.3g and %.3g, not 0.5 and 2", d, hm[0] / m1, hm[1] / m1);
     }
 }
@@ -449,7 +449,7 @@ static void probe_mask(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_
         span seen[B * H * T];
         char msg[400], g[40], w[40];
         if (equal_logit_spans(&ctx, K, &a, seen, NULL, msg, sizeof msg)) {
-            add(r, "mask", what, TG_CHECK_FAIL, NAN, NAN, "%s", msg);
+            add(r, "mask", what, TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", msg);
             tg_ctx_free(&ctx);
             continue;
         }
@@ -457,7 +457,7 @@ static void probe_mask(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_
         int row = -1, hh = 0;
         for (int h = 0; h < H && row < 0; h++) row = first_wrong(&a, seen, 0, hh = h, &got, &want);
         if (row < 0)
-            add(r, "mask", what, TG_CHECK_PASS, 0, 0, "with equal logits (any temperature) every row sees exactly %s "
+            add(r, "mask", what, TG_ATTN_CHECK_PASS, 0, 0, "with equal logits (any temperature) every row sees exactly %s "
                 "(T = %d)", causal ? "the keys up to its own position" : "every key", T);
         else {
             say_span(g, sizeof g, got), say_span(w, sizeof w, want);
@@ -467,7 +467,7 @@ static void probe_mask(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_
                                : (got.lo == 0 && got.hi == want.hi - 1) || (row == 0 && got.lo == -2)
                                    ? ": the mask hides the diagonal (off by one): row 0 does not see its own position"
                                : "";
-            add(r, "mask", what, TG_CHECK_FAIL, row, 0, "with equal logits (any temperature) row %d of head %d sees %s, "
+            add(r, "mask", what, TG_ATTN_CHECK_FAIL, row, 0, "with equal logits (any temperature) row %d of head %d sees %s, "
                 "not %s%s", row, hh, g, w, kind);
         }
         tg_ctx_free(&ctx);
@@ -491,7 +491,7 @@ static void probe_gqa(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_a
     char msg[300];
     tg_tensor *out = call(&ctx, K, &a, msg, sizeof msg);
     if (!out) {
-        add(r, "gqa", "H=4, Hkv=2", TG_CHECK_FAIL, NAN, NAN, "%s", msg);
+        add(r, "gqa", "H=4, Hkv=2", TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", msg);
         tg_ctx_free(&ctx);
         return;
     }
@@ -503,16 +503,16 @@ static void probe_gqa(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_a
         right &= read[h] == h / group, tile &= read[h] == h % Hkv;
     }
     if (mixed >= 0)
-        add(r, "gqa", "H=4, Hkv=2", TG_CHECK_FAIL, NAN, NAN, "query head %d reads a mixture of key/value heads (its "
+        add(r, "gqa", "H=4, Hkv=2", TG_ATTN_CHECK_FAIL, NAN, NAN, "query head %d reads a mixture of key/value heads (its "
             "output is %.3g of a head numbered 0..1): keys repeated along the sequence, or heads mixed", mixed,
             out->data[(size_t)mixed * d] - 1);
     else if (right)
-        add(r, "gqa", "H=4, Hkv=2", TG_CHECK_PASS, 0, 0, "query heads 0..3 read kv heads 0 0 1 1 (repeat_interleave: "
+        add(r, "gqa", "H=4, Hkv=2", TG_ATTN_CHECK_PASS, 0, 0, "query heads 0..3 read kv heads 0 0 1 1 (repeat_interleave: "
             "h / (H/Hkv))");
     else {
         int h = 0;
         while (read[h] == h / group) h++;
-        add(r, "gqa", "H=4, Hkv=2", TG_CHECK_FAIL, h, 0, "query head %d reads kv head %d, not %d%s (reads %d %d %d %d)",
+        add(r, "gqa", "H=4, Hkv=2", TG_ATTN_CHECK_FAIL, h, 0, "query head %d reads kv head %d, not %d%s (reads %d %d %d %d)",
             h, read[h], h / group, tile ? ": tile order (h mod Hkv) instead of repeat_interleave (h / group)" : "",
             read[0], read[1], read[2], read[3]);
     }
@@ -560,14 +560,14 @@ static void probe_alignment(const tg_attn_kernel *K, const tg_attn_check_opts *o
         snprintf(what, sizeof what, "Tq=%d, Tk=%d, causal", Tq, Tk);
         span got, want;
         int row = span_verdict(K, &a, text, sizeof text, &got, &want);
-        if (row == -2) add(r, "alignment", what, TG_CHECK_FAIL, NAN, NAN, "%s", text);
+        if (row == -2) add(r, "alignment", what, TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", text);
         else if (row < 0)
-            add(r, "alignment", what, TG_CHECK_PASS, 0, 0, "query i sees keys 0..i + %d: the queries are the last %d "
+            add(r, "alignment", what, TG_ATTN_CHECK_PASS, 0, 0, "query i sees keys 0..i + %d: the queries are the last %d "
                 "position%s (bottom-right, as decoding with a KV cache)", Tk - Tq, Tq, Tq > 1 ? "s" : "");
         else {
             say_span(g, sizeof g, got), say_span(w, sizeof w, want);
             const int top_left = got.lo == 0 && got.hi == row + 1;
-            add(r, "alignment", what, TG_CHECK_FAIL, row, 0, "query %d sees %s, not %s%s", row, g, w,
+            add(r, "alignment", what, TG_ATTN_CHECK_FAIL, row, 0, "query %d sees %s, not %s%s", row, g, w,
                 top_left ? (Tq == 1 ? ": causal mask aligned top-left: a decoding step with a KV cache sees only the "
                                       "first key"
                                     : ": causal mask aligned top-left (query i at position i, not i + Tk − Tq)")
@@ -591,7 +591,7 @@ static void probe_window(const tg_attn_kernel *K, const tg_attn_check_opts *o, t
                  a.causal ? 0 : a.window_right);
         span *seen = malloc(sizeof(span) * T);
         if (equal_logit_spans(&ctx, K, &a, seen, NULL, text, sizeof text)) {
-            add(r, "window", what, TG_CHECK_FAIL, NAN, NAN, "%s", text);
+            add(r, "window", what, TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", text);
             free(seen);
             tg_ctx_free(&ctx);
             continue;
@@ -615,7 +615,7 @@ static void probe_window(const tg_attn_kernel *K, const tg_attn_check_opts *o, t
             if (a.causal && s.hi > hi && s.hi - hi > ahead) ahead = s.hi - hi;
         }
         if (first < 0)
-            add(r, "window", what, TG_CHECK_PASS, 0, 0, "every row sees the span asked for: its own key and %d back%s "
+            add(r, "window", what, TG_ATTN_CHECK_PASS, 0, 0, "every row sees the span asked for: its own key and %d back%s "
                 "(T = %d)", a.window_left, a.causal ? ", none ahead" : ", 2 ahead", T);
         else {
             say_span(g, sizeof g, got), say_span(w, sizeof w, want);
@@ -627,7 +627,7 @@ static void probe_window(const tg_attn_kernel *K, const tg_attn_check_opts *o, t
             else if (plus_one)
                 snprintf(why, sizeof why, ": sees %d keys, the window asks for %d (left = %d): off by one",
                          got.hi - got.lo, want.hi - want.lo, a.window_left);
-            add(r, "window", what, TG_CHECK_FAIL, first, 0, "row %d sees %s, not %s%s", first, g, w, why);
+            add(r, "window", what, TG_ATTN_CHECK_FAIL, first, 0, "row %d sees %s, not %s%s", first, g, w, why);
         }
         free(seen);
         tg_ctx_free(&ctx);
@@ -645,7 +645,7 @@ static void probe_padding(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
     span *seen = malloc(sizeof(span) * B * T);
     char text[400], g[40];
     if (equal_logit_spans(&ctx, K, &a, seen, NULL, text, sizeof text)) {
-        add(r, "padding", "kv_len 5, 0", TG_CHECK_FAIL, NAN, NAN, "%s", text);
+        add(r, "padding", "kv_len 5, 0", TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", text);
     } else {
         span got, want;
         int leak = first_wrong(&a, seen, 0, 0, &got, &want);
@@ -653,13 +653,13 @@ static void probe_padding(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
         if (leak >= 0) {
             span s = seen[leak];
             say_span(g, sizeof g, s);
-            add(r, "padding", "kv_len 5, 0", TG_CHECK_FAIL, leak, 0, "row %d of batch 0 (kv_len 5) sees %s: %s", leak, g,
+            add(r, "padding", "kv_len 5, 0", TG_ATTN_CHECK_FAIL, leak, 0, "row %d of batch 0 (kv_len 5) sees %s: %s", leak, g,
                 s.lo >= 0 && s.hi > 5 ? "keys past kv_len leak" : "not keys 0..4");
         } else if (empty >= 0)
-            add(r, "padding", "kv_len 5, 0", TG_CHECK_FAIL, empty, 0, "a row that sees no key (kv_len 0) gives %s instead "
+            add(r, "padding", "kv_len 5, 0", TG_ATTN_CHECK_FAIL, empty, 0, "a row that sees no key (kv_len 0) gives %s instead "
                 "of 0", seen[T + empty].lo == -2 ? "NaN" : "weights");
         else
-            add(r, "padding", "kv_len 5, 0", TG_CHECK_PASS, 0, 0, "keys past kv_len get no weight; a row with no key "
+            add(r, "padding", "kv_len 5, 0", TG_ATTN_CHECK_PASS, 0, 0, "keys past kv_len get no weight; a row with no key "
                 "(kv_len 0) is 0, not NaN");
     }
     free(seen);
@@ -703,7 +703,7 @@ static void probe_bias(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_
     float *P = malloc(sizeof(float) * B * H * T * T);
     char why[400];
     if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why)) {
-        add(r, "bias", "[1,H,T,T]", TG_CHECK_FAIL, NAN, NAN, "%s", why);
+        add(r, "bias", "[1,H,T,T]", TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", why);
         free(P);
         tg_ctx_free(&ctx);
         return;
@@ -717,15 +717,15 @@ static void probe_bias(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_
         if (near(own, 1, 0.01)) continue;
         bad = 1;
         if (near(own, scale, 0.02))
-            add(r, "bias", what, TG_CHECK_FAIL, own, 1, "the bias enters the logits times %.3g = the softmax scale: it "
+            add(r, "bias", what, TG_ATTN_CHECK_FAIL, own, 1, "the bias enters the logits times %.3g = the softmax scale: it "
                 "is added before the scale, not after", own);
         else if (near(other, 1, 0.01))
-            add(r, "bias", what, TG_CHECK_FAIL, own, 1, "head %d gets head %d's bias: %s", h, 1 - h,
+            add(r, "bias", what, TG_ATTN_CHECK_FAIL, own, 1, "head %d gets head %d's bias: %s", h, 1 - h,
                 h == 1 ? "one head's bias for every head (not broadcast per head), or heads swapped" : "heads swapped");
         else if (isnan(own) || fabs(own) < 0.01)
-            add(r, "bias", what, TG_CHECK_FAIL, own, 1, "the bias has no effect on the weights (ignored)");
+            add(r, "bias", what, TG_ATTN_CHECK_FAIL, own, 1, "the bias has no effect on the weights (ignored)");
         else
-            add(r, "bias", what, TG_CHECK_FAIL, own, 1, "the bias enters the logits times %.3g, not 1", own);
+            add(r, "bias", what, TG_ATTN_CHECK_FAIL, own, 1, "the bias enters the logits times %.3g, not 1", own);
     }
     if (!bad) {
         /* one bias for every head: [1, 1, T, T] must act as that bias on each head */
@@ -733,17 +733,17 @@ static void probe_bias(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_
         memcpy(b1->data, bias->data, sizeof(float) * T * T);
         a.bias = b1;
         if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why))
-            add(r, "bias", "[1,1,T,T]", TG_CHECK_FAIL, NAN, NAN, "a bias [1,1,T,T] (one for every head) is not taken: %s",
+            add(r, "bias", "[1,1,T,T]", TG_ATTN_CHECK_FAIL, NAN, NAN, "a bias [1,1,T,T] (one for every head) is not taken: %s",
                 why), bad = 1;
         else {
             const double s1 = slope_vs(P, b1->data, B, H, T, T, 1, 0, 0);
             if (!near(s1, 1, 0.01))
-                add(r, "bias", "[1,1,T,T]", TG_CHECK_FAIL, s1, 1, "a bias [1,1,T,T] reaches head 1 times %.3g: not "
+                add(r, "bias", "[1,1,T,T]", TG_ATTN_CHECK_FAIL, s1, 1, "a bias [1,1,T,T] reaches head 1 times %.3g: not "
                     "broadcast over heads", s1), bad = 1;
         }
     }
     if (!bad)
-        add(r, "bias", "[1,H,T,T]", TG_CHECK_PASS, 1, 1, "each head's logits get its own bias, after the scale (slope 1 "
+        add(r, "bias", "[1,H,T,T]", TG_ATTN_CHECK_PASS, 1, 1, "each head's logits get its own bias, after the scale (slope 1 "
             "per head); [1,1,T,T] is broadcast over heads");
     free(P);
     tg_ctx_free(&ctx);
@@ -765,13 +765,13 @@ static void probe_alibi(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg
         for (int j = 0; j < T; j++) dist[i * T + j] = -fabsf((float)(j - i));
     char why[400];
     if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why))
-        add(r, "alibi", "slopes", TG_CHECK_FAIL, NAN, NAN, "%s", why);
+        add(r, "alibi", "slopes", TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", why);
     else {
         double m[3];
         int ok = 1;
         for (int h = 0; h < H; h++) m[h] = slope_vs(P, dist, B, H, T, T, h, 0, 0), ok &= near(m[h], sl[h], 0.01);
         if (ok)
-            add(r, "alibi", "slopes", TG_CHECK_PASS, m[0], sl[0], "logit −= slope_h·|j − i| with each head's own slope "
+            add(r, "alibi", "slopes", TG_ATTN_CHECK_PASS, m[0], sl[0], "logit −= slope_h·|j − i| with each head's own slope "
                 "(measured %.4g %.4g %.4g)", m[0], m[1], m[2]);
         else {
             const char *why2 = m[0] < 0 ? ": the sign is flipped (farther keys favoured)"
@@ -779,7 +779,7 @@ static void probe_alibi(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg
                                : near(m[0], sl[0] * scale, 0.01) ? ": the slopes are multiplied by the softmax scale"
                                : near(m[0], sl[0] / scale, 0.01) ? ": the slopes are divided by the softmax scale"
                                : fabs(m[0]) < 1e-3 ? ": ALiBi has no effect (ignored)" : "";
-            add(r, "alibi", "slopes", TG_CHECK_FAIL, m[0], sl[0], "slopes measured %.4g %.4g %.4g, given %.4g %.4g %.4g%s",
+            add(r, "alibi", "slopes", TG_ATTN_CHECK_FAIL, m[0], sl[0], "slopes measured %.4g %.4g %.4g, given %.4g %.4g %.4g%s",
                 m[0], m[1], m[2], sl[0], sl[1], sl[2], why2);
         }
     }
@@ -807,7 +807,7 @@ static void probe_softcap(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
     float P[T];
     char why[400];
     if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why)) {
-        add(r, "softcap", "cap 5", TG_CHECK_FAIL, NAN, NAN, "%s", why);
+        add(r, "softcap", "cap 5", TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", why);
         tg_ctx_free(&ctx);
         return;
     }
@@ -819,21 +819,21 @@ static void probe_softcap(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
     }
     const double measured = (hi - lo) / 2;
     if (!bad && n < T)   /* a capped row keeps every key above e^−2cap of the top: one that drops keys is uncapped */
-        add(r, "softcap", "cap 5", TG_CHECK_FAIL, NAN, cap, "no cap: %d of %d keys get weight 0 (logits out to ±%.0f pass "
+        add(r, "softcap", "cap 5", TG_ATTN_CHECK_FAIL, NAN, cap, "no cap: %d of %d keys get weight 0 (logits out to ±%.0f pass "
             "unchanged; a cap of 5 keeps every weight above e^-10 of the largest)", T - n, T, 256 * cap);
     else if (bad || !isfinite(measured))
-        add(r, "softcap", "cap 5", TG_CHECK_FAIL, NAN, cap, "not measured: the weights of the row are not finite");
+        add(r, "softcap", "cap 5", TG_ATTN_CHECK_FAIL, NAN, cap, "not measured: the weights of the row are not finite");
     else if (near(measured, cap, 0.01))
-        add(r, "softcap", "cap 5", TG_CHECK_PASS, measured, cap, "logits capped to ±%.3g (measured), after the scale",
+        add(r, "softcap", "cap 5", TG_ATTN_CHECK_PASS, measured, cap, "logits capped to ±%.3g (measured), after the scale",
             measured);
     else if (near(measured, cap * scale, 0.02))
-        add(r, "softcap", "cap 5", TG_CHECK_FAIL, measured, cap, "the cap is applied before the scale: logits capped to "
+        add(r, "softcap", "cap 5", TG_ATTN_CHECK_FAIL, measured, cap, "the cap is applied before the scale: logits capped to "
             "±%.3g = scale · cap, not ±5", measured);
     else if (measured > 1.5 * cap)
-        add(r, "softcap", "cap 5", TG_CHECK_FAIL, measured, cap, "no cap: logits spread over ±%.3g, the cap asks ±5",
+        add(r, "softcap", "cap 5", TG_ATTN_CHECK_FAIL, measured, cap, "no cap: logits spread over ±%.3g, the cap asks ±5",
             measured);
     else
-        add(r, "softcap", "cap 5", TG_CHECK_FAIL, measured, cap, "the logits are capped to ±%.3g, not ±5", measured);
+        add(r, "softcap", "cap 5", TG_ATTN_CHECK_FAIL, measured, cap, "the logits are capped to ±%.3g, not ±5", measured);
     tg_ctx_free(&ctx);
 }
 
@@ -850,7 +850,7 @@ static void probe_sinks(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg
     float P[B * H * T * T];
     char why[400];
     if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why))
-        add(r, "sinks", "logit", TG_CHECK_FAIL, NAN, NAN, "%s", why);
+        add(r, "sinks", "logit", TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", why);
     else {
         double got[2];
         for (int h = 0; h < H; h++) {
@@ -859,10 +859,10 @@ static void probe_sinks(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg
             got[h] = S >= 1 - 1e-6 ? -INFINITY : log(T * (1 - S) / S);
         }
         if (near(got[0], sk[0], 0.01) && near(got[1], sk[1], 0.01))
-            add(r, "sinks", "logit", TG_CHECK_PASS, got[0], sk[0], "each head's sink takes e^σ of the denominator "
+            add(r, "sinks", "logit", TG_ATTN_CHECK_PASS, got[0], sk[0], "each head's sink takes e^σ of the denominator "
                 "(σ measured %.3g and %.3g)", got[0], got[1]);
         else
-            add(r, "sinks", "logit", TG_CHECK_FAIL, got[0], sk[0], "sink logits measured %.3g and %.3g, given %.3g and "
+            add(r, "sinks", "logit", TG_ATTN_CHECK_FAIL, got[0], sk[0], "sink logits measured %.3g and %.3g, given %.3g and "
                 "%.3g%s", got[0], got[1], sk[0], sk[1],
                 isinf(got[0]) ? ": the rows sum to 1, the sink is ignored"
                 : near(got[0], sk[0] * a.scale, 0.02) ? ": the sink is multiplied by the softmax scale"
@@ -887,7 +887,7 @@ static void probe_dropout(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
     if (!rc) rc = tg_attn_weights(&ctx, K, &a, P2, why, sizeof why);
     a.dropout_seed = 8;
     if (!rc) rc = tg_attn_weights(&ctx, K, &a, P3, why, sizeof why);
-    if (rc) add(r, "dropout", "p=0.25", TG_CHECK_FAIL, NAN, NAN, "%s", why);
+    if (rc) add(r, "dropout", "p=0.25", TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", why);
     else {
         int zeros = 0, kept = 0, same = 1, differ = 0;
         double kept_sum = 0;
@@ -899,19 +899,19 @@ static void probe_dropout(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
         }
         const double rate = (double)zeros / n, resc = kept ? kept_sum / kept : 0;
         if (!same)
-            add(r, "dropout", "p=0.25", TG_CHECK_FAIL, rate, p, "two calls with one dropout_seed drop different weights: "
+            add(r, "dropout", "p=0.25", TG_ATTN_CHECK_FAIL, rate, p, "two calls with one dropout_seed drop different weights: "
                 "the mask does not come from the seed, so a backward (or a recomputation) cannot use the forward's");
         else if (fabs(rate - p) > 0.03)
-            add(r, "dropout", "p=0.25", TG_CHECK_FAIL, rate, p, "drops %.3f of the weights, asked %.2f%s", rate, p,
+            add(r, "dropout", "p=0.25", TG_ATTN_CHECK_FAIL, rate, p, "drops %.3f of the weights, asked %.2f%s", rate, p,
                 rate < 1e-6 ? ": dropout ignored" : near(rate, 1 - p, 0.1) ? ": keeps p instead of 1 − p" : "");
         else if (!near(resc, 1 / (1 - p), 0.01))
-            add(r, "dropout", "p=0.25", TG_CHECK_FAIL, resc, 1 / (1 - p), "kept weights are scaled by %.3g, not 1/(1 − p) "
+            add(r, "dropout", "p=0.25", TG_ATTN_CHECK_FAIL, resc, 1 / (1 - p), "kept weights are scaled by %.3g, not 1/(1 − p) "
                 "= %.3g%s", resc, 1 / (1 - p), near(resc, 1, 0.01) ? ": no rescale" : "");
         else if (differ < n / 10)
-            add(r, "dropout", "p=0.25", TG_CHECK_FAIL, differ, n / 10, "dropout_seed 7 and 8 drop the same weights (%d of "
+            add(r, "dropout", "p=0.25", TG_ATTN_CHECK_FAIL, differ, n / 10, "dropout_seed 7 and 8 drop the same weights (%d of "
                 "%d differ): the seed is not used", differ, n);
         else
-            add(r, "dropout", "p=0.25", TG_CHECK_PASS, rate, p, "drops %.3f of the weights (asked %.2f), kept ones scaled "
+            add(r, "dropout", "p=0.25", TG_ATTN_CHECK_PASS, rate, p, "drops %.3f of the weights (asked %.2f), kept ones scaled "
                 "by %.3f = 1/(1 − p), the same mask for one seed, another for another (the backward: the gradient probe)",
                 rate, p, resc);
     }
@@ -978,12 +978,12 @@ static void probe_gradient(const tg_attn_kernel *K, const tg_attn_check_opts *o,
         }
         char what[24];
         snprintf(what, sizeof what, "d/d %s", names[which]);
-        if (msg[0]) add(r, "gradient", what, TG_CHECK_FAIL, NAN, 1, "%s", msg);
+        if (msg[0]) add(r, "gradient", what, TG_ATTN_CHECK_FAIL, NAN, 1, "%s", msg);
         else if (worst <= 1)
-            add(r, "gradient", what, TG_CHECK_PASS, worst, 1, "worst error/limit %.3f against finite differences "
+            add(r, "gradient", what, TG_ATTN_CHECK_PASS, worst, 1, "worst error/limit %.3f against finite differences "
                 "(causal and not)", worst);
         else
-            add(r, "gradient", what, TG_CHECK_FAIL, worst, 1, "worst error/limit %.3g: the backward is not the "
+            add(r, "gradient", what, TG_ATTN_CHECK_FAIL, worst, 1, "worst error/limit %.3g: the backward is not the "
                 "gradient of the forward for %s", worst, names[which]);
     }
     /* every input at once under each declared feature (bias and sinks learned); dropout at a fixed seed:
@@ -998,15 +998,15 @@ static void probe_gradient(const tg_attn_kernel *K, const tg_attn_check_opts *o,
         gc_case c = {K, fc.a};
         char msg[300], what[48];
         snprintf(what, sizeof what, "with %s", fc.what);
-        if (!gc_can_call(K, &c.a, msg, sizeof msg)) add(r, "gradient", what, TG_CHECK_FAIL, NAN, 1, "%s", msg);
+        if (!gc_can_call(K, &c.a, msg, sizeof msg)) add(r, "gradient", what, TG_ATTN_CHECK_FAIL, NAN, 1, "%s", msg);
         else {
             double w = 0;
             tg_gradcheck(what, &P, gc_f, &c, &(tg_gc_opts){.quiet = 1, .worst = &w});
             if (w <= 1)
-                add(r, "gradient", what, TG_CHECK_PASS, w, 1, "q, k, v%s: worst error/limit %.3f", f == TG_ATTN_F_BIAS ?
+                add(r, "gradient", what, TG_ATTN_CHECK_PASS, w, 1, "q, k, v%s: worst error/limit %.3f", f == TG_ATTN_F_BIAS ?
                     ", bias" : f == TG_ATTN_F_SINKS ? ", sinks" : "", w);
             else
-                add(r, "gradient", what, TG_CHECK_FAIL, w, 1, "worst error/limit %.3g with %s: the backward is not the "
+                add(r, "gradient", what, TG_ATTN_CHECK_FAIL, w, 1, "worst error/limit %.3g with %s: the backward is not the "
                     "gradient of the forward%s", w, fc.what, f == TG_ATTN_F_DROPOUT ? " (does the backward use the "
                     "forward's mask? does the mask come from dropout_seed alone?)" : f == TG_ATTN_F_SINKS ?
                     " (the sink's gradient?)" : "");
@@ -1043,7 +1043,7 @@ static void probe_health(const tg_attn_kernel *K, const tg_attn_check_opts *o, t
     a.stats = NULL;
     char why[400];
     if (tg_attn_measure(&ctx, K, &a, &mine, mult, NULL, why, sizeof why)) {
-        add(r, "health", "d_head=128", TG_CHECK_FAIL, NAN, NAN, "not measured: %s", why);
+        add(r, "health", "d_head=128", TG_ATTN_CHECK_FAIL, NAN, NAN, "not measured: %s", why);
         tg_ctx_free(&ctx);
         return;
     }
@@ -1056,13 +1056,13 @@ static void probe_health(const tg_attn_kernel *K, const tg_attn_check_opts *o, t
         M = fmax(M, mx[h]), M0 = fmax(M0, mx0[h]);
     }
     if (isnan(c)) {
-        add(r, "health", "d_head=128", TG_CHECK_FAIL, NAN, NAN, "its multiplier cannot be measured: %s", why);
+        add(r, "health", "d_head=128", TG_ATTN_CHECK_FAIL, NAN, NAN, "its multiplier cannot be measured: %s", why);
         tg_ctx_free(&ctx);
         return;
     }
     M = c * s * (M0 / s);   /* the largest logit at the kernel's own c */
-    const int inside = c >= TG_BAND_LO * (1 - TG_CHECK_C_TOL) && c <= TG_BAND_HI * (1 + TG_CHECK_C_TOL);
-    add(r, "health", "d_head=128", inside ? TG_CHECK_PASS : TG_CHECK_FAIL, c, TG_BAND_HI,
+    const int inside = c >= TG_BAND_LO * (1 - TG_ATTN_CHECK_C_TOL) && c <= TG_BAND_HI * (1 + TG_ATTN_CHECK_C_TOL);
+    add(r, "health", "d_head=128", inside ? TG_ATTN_CHECK_PASS : TG_ATTN_CHECK_FAIL, c, TG_BAND_HI,
         "at initialisation (q, k ~ N(0, 1), T = %d, causal): entropy/uniform %.3f (tg_attend: %.3f), largest "
         "logit %.1f (%.1f), saturated rows %.0f%% (%.0f%%); c = %.3g is %s the band 1/16 .. 1 that trains as well "
         "as c = 1 (docs/results.md#how-far-off-may-the-scale-be)%s", T, E, E0, M, M0, 100 * S, 100 * S0, c,
@@ -1110,22 +1110,22 @@ static void run_probe(const char *name, probe_fn p, const tg_attn_kernel *K, con
     char err[200];
     const double limit = o->timeout > 0 ? o->timeout : 60;
     if (tg_child_run(probe_child, &j, limit, probe_bytes, &j, &end, err, sizeof err))
-        add(r, name, "-", TG_CHECK_CRASH, NAN, NAN, "could not run the probe: %s", err);
+        add(r, name, "-", TG_ATTN_CHECK_CRASH, NAN, NAN, "could not run the probe: %s", err);
     else if (end.timed_out)
-        add(r, name, "-", TG_CHECK_CRASH, NAN, limit, "the kernel hung: the %s probe got no answer within %.0f s", name,
+        add(r, name, "-", TG_ATTN_CHECK_CRASH, NAN, limit, "the kernel hung: the %s probe got no answer within %.0f s", name,
             limit);
     else if (end.signal)
-        add(r, name, "-", TG_CHECK_CRASH, NAN, NAN, "the kernel crashed (%s) in the %s probe%s", strsignal(end.signal),
+        add(r, name, "-", TG_ATTN_CHECK_CRASH, NAN, NAN, "the kernel crashed (%s) in the %s probe%s", strsignal(end.signal),
             name, end.signal == SIGABRT ? " (an abort: a tg_fail outside a caught call, or no node recorded?)" : "");
     else if (end.status != 0)
-        add(r, name, "-", TG_CHECK_CRASH, NAN, NAN, "the %s probe exited with status %d", name, end.status);
+        add(r, name, "-", TG_ATTN_CHECK_CRASH, NAN, NAN, "the %s probe exited with status %d", name, end.status);
 }
 
 int tg_attn_check(const tg_attn_kernel *K, const tg_attn_check_opts *opts, tg_attn_check_report *r) {
     tg_attn_check_opts o = opts ? *opts : (tg_attn_check_opts){0};
     *r = (tg_attn_check_report){0};
     char has[300], not_declared[300];
-    add(r, "features", K->abi == 1 ? "ABI 1" : "declared", TG_CHECK_INFO, NAN, NAN, "%s%s; not declared (not checked, "
+    add(r, "features", K->abi == 1 ? "ABI 1" : "declared", TG_ATTN_CHECK_INFO, NAN, NAN, "%s%s; not declared (not checked, "
         "and never called with them): %s", K->abi == 1 ? "ABI 1: textbook features only, and " : "",
         tg_attn_features_str(K->features, has, sizeof has),
         tg_attn_features_str(TG_ATTN_F_ALL & ~K->features, not_declared, sizeof not_declared));
@@ -1162,7 +1162,7 @@ void tg_attn_check_print(FILE *f, const tg_attn_check_report *r, int tsv) {
     if (r->failed) {
         int first = 1;
         for (int i = 0; i < r->n; i++)
-            if (r->lines[i].status == TG_CHECK_FAIL || r->lines[i].status == TG_CHECK_CRASH) {
+            if (r->lines[i].status == TG_ATTN_CHECK_FAIL || r->lines[i].status == TG_ATTN_CHECK_CRASH) {
                 fprintf(f, "%s %s %s", first ? "" : ";", r->lines[i].check, r->lines[i].what);
                 first = 0;
             }

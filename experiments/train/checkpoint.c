@@ -332,9 +332,7 @@ int tg_ckpt_load(const char *path, tg_train_state *s, const tg_cli_opt *opts, in
 }
 
 int tg_ckpt_check_writable(const char *path, char *err, size_t errlen) {
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return tg_errf(err, errlen, "%s is a folder", path);
-    if (tg_file_check_target(path, err, errlen)) return -1;   /* the rename would replace a FIFO or a device */
+    if (tg_file_check_target(path, err, errlen)) return -1;   /* the rename would replace a folder, FIFO or device */
     /* the writer's own first step, undone */
     tg_file f;
     if (tg_file_begin(&f, path, err, errlen))

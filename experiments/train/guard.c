@@ -13,15 +13,30 @@ static void on_signal(int sig) {
     if (!got_signal) got_signal = sig;
 }
 
+static const int stop_sigs[3] = {SIGINT, SIGTERM, SIGHUP};   /* SIGHUP: the terminal or ssh session went away */
+static struct sigaction stop_saved[3];
+static int stop_installed;
+
 void tg_guard_install(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART | SA_RESETHAND;   /* writes go on; a second signal kills */
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);   /* the terminal or ssh session went away: stop as for SIGTERM */
+    got_signal = 0;
+    for (int i = 0; i < 3; i++) sigaction(stop_sigs[i], &sa, stop_installed ? NULL : &stop_saved[i]);
+    stop_installed = 1;
+}
+
+void tg_guard_restore(void) {
+    if (!stop_installed) return;
+    for (int i = 0; i < 3; i++) sigaction(stop_sigs[i], &stop_saved[i], NULL);
+    stop_installed = 0;
+}
+
+void tg_guard_reraise(int sig) {
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 int tg_guard_signal(void) { return got_signal; }
@@ -97,9 +112,11 @@ static int64_t first_bad(const float *x, int64_t n) {
 static void describe_node(const tg_ctx *ctx, int i, char *buf, size_t len) {
     const tg_node *n = &ctx->nodes[i];
     int k = snprintf(buf, len, "%s (tape node %d of %d, output %s, inputs", n->op, i, ctx->n_nodes, TG_SHAPE(n->out));
-    for (int j = 0; j < n->n_in && k > 0 && (size_t)k < len; j++)
-        k += snprintf(buf + k, len - (size_t)k, "%s %s", j ? "," : "",
+    for (int j = 0, shown = 0; j < n->n_in && k > 0 && (size_t)k < len; j++) {
+        if (!n->in[j]) continue;   /* an op's absent input (the attention ops keep fixed slots) */
+        k += snprintf(buf + k, len - (size_t)k, "%s %s", shown++ ? "," : "",
                       n->in[j]->name ? n->in[j]->name : TG_SHAPE(n->in[j]));
+    }
     if (k > 0 && (size_t)k < len) snprintf(buf + k, len - (size_t)k, ")");
 }
 

@@ -1,5 +1,7 @@
 #define _POSIX_C_SOURCE 200809L   /* fcntl locks, gethostname */
 #include "tg_runlock.h"
+
+#include "tg_file.h"
 #include "tg_core.h"
 
 #include <errno.h>
@@ -95,17 +97,10 @@ void tg_runlock_release(tg_runlock *locks, int n) {
     }
 }
 
-static const char *kind_of(mode_t m) {
-    return S_ISDIR(m) ? "a folder" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
-         : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : "not a plain file";
-}
-
 int tg_run_target_check(const char *flag, const char *file, char *err, size_t errlen) {
-    struct stat st;
-    if (!file || stat(file, &st)) return 0;   /* missing: created later (its folder is tried then) */
-    if (S_ISREG(st.st_mode)) return 0;
-    return tg_errf(err, errlen, "%s %s: not a regular file (%s); name a new or regular file", flag, file,
-                   kind_of(st.st_mode));
+    char why[600];   /* the one "not a regular file" rule: tg_file.h's */
+    if (!file || tg_file_check_target(file, why, sizeof why) == 0) return 0;   /* missing: created later */
+    return tg_errf(err, errlen, "%s %s; name a new or regular file", flag, why);
 }
 
 int tg_run_owner_check(const char *flag, const char *file, const char *resume, int overwrite, const char *how,

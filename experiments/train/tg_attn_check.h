@@ -13,7 +13,7 @@
  *              a per-head scale, causal and not; then one call per declared
  *              feature but dropout (grouped heads, Tq < Tk, a window, padding,
  *              bias, ALiBi, a cap, sinks), each named. Error: max |out − ref| /
- *              max |ref|; it passes below TG_CHECK_FWD_TOL(d, T) = 32 (d + T) u,
+ *              max |ref|; it passes below TG_ATTN_CHECK_FWD_TOL(d, T) = 32 (d + T) u,
  *              u = 2^-24 (a float32 dot product of d terms and a weighted sum of T
  *              terms each carry about (d + T) u; 32 covers the exponentials, the
  *              normalisation and another summation order).
@@ -54,11 +54,11 @@
 
 #include "tg_ops.h"
 
-#define TG_CHECK_FWD_TOL(d, T) (32.0 * ((double)(d) + (double)(T)) * 5.9604644775390625e-08)
-#define TG_CHECK_C_TOL 1e-3   /* |c − 1|: the fit recovers tg_attend's own c to ~1e-6 */
+#define TG_ATTN_CHECK_FWD_TOL(d, T) (32.0 * ((double)(d) + (double)(T)) * 5.9604644775390625e-08)
+#define TG_ATTN_CHECK_C_TOL 1e-3   /* |c − 1|: the fit recovers tg_attend's own c to ~1e-6 */
 
-/* the status of a line (TG_CHECK_FAIL is a line's, not a program's exit status) */
-enum { TG_CHECK_PASS, TG_CHECK_FAIL, TG_CHECK_INFO, TG_CHECK_CRASH };
+/* the status of a line (TG_ATTN_CHECK_FAIL is a line's, not a program's exit status) */
+enum { TG_ATTN_CHECK_PASS, TG_ATTN_CHECK_FAIL, TG_ATTN_CHECK_INFO, TG_ATTN_CHECK_CRASH };
 
 typedef struct tg_attn_check_opts {
     int d_head;        /* 0: 8, 32, 64 and 128 */
@@ -68,7 +68,7 @@ typedef struct tg_attn_check_opts {
 typedef struct tg_attn_check_line {
     char check[16];    /* "forward", "temperature", "mask", "gqa", ..., "gradient", "health" */
     char what[40];     /* "d_head=128", "causal", "d/d q", ... */
-    int status;        /* TG_CHECK_* */
+    int status;        /* TG_ATTN_CHECK_* */
     double value, limit;   /* the figure and its limit (NaN where none) */
     char text[400];    /* in words */
 } tg_attn_check_line;

@@ -18,6 +18,12 @@
 #include "tg_core.h"
 
 void tg_guard_install(void);
+/* The handlers found before tg_guard_install, back (tg_train does so when it returns). */
+void tg_guard_restore(void);
+/* A program stopped by signal sig (tg_train returned TG_EXIT_SIGNAL + sig, its checkpoint written)
+ * ends by dying of it, default action: the shell that started it then stops too (a loop of runs
+ * ends at ^C instead of starting the next). Returns only if the signal is blocked or ignored. */
+void tg_guard_reraise(int sig);
 int tg_guard_signal(void);              /* 0, or the first signal received */
 const char *tg_guard_signal_name(int sig);
 

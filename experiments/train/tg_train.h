@@ -88,7 +88,8 @@ typedef struct tg_train_cfg {
     const char *prog;          /* messages start with "PROG: "; the header names it */
     int steps, warmup, log_every, save_every, stop_at;
     float lr, lr_min, clip;    /* peak and final learning rate; clip 0: none */
-    int optim;                 /* TG_OPTIM_ADAM (betas 0.9, 0.95, eps 1e-8) or TG_OPTIM_SGD */
+    int optim;                 /* TG_OPTIM_ADAM or TG_OPTIM_SGD */
+    float beta1, beta2, eps;   /* AdamW's (defaults 0.9, 0.95, 1e-8) */
     float momentum, weight_decay;
     uint64_t data_seed;        /* the data RNG: PCG32 (data_seed, 0xda7a) */
     int on_nan;                /* TG_ONNAN_STOP (exit 3) or TG_ONNAN_SKIP (no update that step) */
@@ -129,13 +130,23 @@ typedef struct tg_train_result {
 } tg_train_result;
 
 void tg_train_defaults(tg_train_cfg *c, const char *prog);
+/* Every limit of c, before anything runs: 0, or -1 with a message naming the field and its value
+ * (log_every 0, stop_at without save, more than TG_TRAIN_MAX_FILES files, more than
+ * TG_TRAIN_MAX_FREE may_differ and header_may_differ entries, betas outside [0, 1), ...). tg_train
+ * calls it first (exit TG_EXIT_USAGE); nothing is truncated silently. */
+#define TG_TRAIN_MAX_FILES 16
+#define TG_TRAIN_MAX_FREE 36
+int tg_train_cfg_check(const tg_train_cfg *c, char *err, size_t errlen);
 /* The parameters of the checkpoint c->resume into P (declared and allocated as
  * for training), checked against c's settings as a resume is; the optimizer
  * state and data RNG in it are read and dropped (for inference: sampling, a
  * probe). 0, or -1 with a message in err; P is untouched on error. */
 int tg_train_load_params(const tg_train_cfg *c, tg_params *P, char *err, size_t errlen);
 
-/* Checks, locks, resumes, trains, logs and saves; returns the exit status. */
+/* Checks, locks, resumes, trains, logs and saves; returns the exit status. Stopped by a signal it
+ * returns TG_EXIT_SIGNAL + n with the checkpoint written and the signal handlers restored: a program
+ * ends then with tg_guard_reraise(n) (tg_guard.h). With on_nan = TG_ONNAN_SKIP a run whose every
+ * update was skipped did not train: TG_EXIT_NONFINITE. */
 int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r);   /* a TG_EXIT_ status */
 
 #endif

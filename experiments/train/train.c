@@ -13,18 +13,53 @@
 #include "tg_guard.h"
 #include "tg_optim.h"
 #include "tg_runlock.h"
+#include "tg_timing.h"
 
 void tg_train_defaults(tg_train_cfg *c, const char *prog) {
     *c = (tg_train_cfg){.prog = prog, .steps = 100, .warmup = 0, .log_every = 10, .save_every = 100, .lr = 1e-3f,
-                        .lr_min = 1e-4f, .clip = 1.0f, .optim = TG_OPTIM_ADAM, .momentum = 0.9f, .data_seed = 1,
-                        .on_nan = TG_ONNAN_STOP, .debug_nan = -1, .progress = 1};
+                        .lr_min = 1e-4f, .clip = 1.0f, .optim = TG_OPTIM_ADAM, .beta1 = 0.9f, .beta2 = 0.95f,
+                        .eps = 1e-8f, .momentum = 0.9f, .data_seed = 1, .on_nan = TG_ONNAN_STOP, .debug_nan = -1,
+                        .progress = 1};
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+static int count(const char *const *list) {
+    int n = 0;
+    for (; list && *list; list++) n++;
+    return n;
 }
+
+int tg_train_cfg_check(const tg_train_cfg *c, char *err, size_t errlen) {
+#define BAD(...) return tg_errf(err, errlen, __VA_ARGS__)
+    if (!c->prog || !c->prog[0]) BAD("tg_train_cfg: prog is not set (messages and the log header name it)");
+    if (c->steps < 0) BAD("tg_train_cfg: steps %d is negative", c->steps);
+    if (c->log_every < 1) BAD("tg_train_cfg: log_every %d: must be at least 1", c->log_every);
+    if (c->save && c->save_every < 1) BAD("tg_train_cfg: save_every %d: must be at least 1", c->save_every);
+    if (c->warmup < 0 || c->warmup > c->steps) BAD("tg_train_cfg: warmup %d is outside 0..steps (%d)", c->warmup, c->steps);
+    if (c->stop_at < 0 || c->stop_at > c->steps) BAD("tg_train_cfg: stop_at %d is outside 0..steps (%d)", c->stop_at, c->steps);
+    if (c->stop_at && !c->save) BAD("tg_train_cfg: stop_at %d without save: the stopped run could not be resumed", c->stop_at);
+    if (!(c->lr > 0 && isfinite(c->lr))) BAD("tg_train_cfg: lr %g must be finite and > 0", c->lr);
+    if (!(c->lr_min >= 0 && c->lr_min <= c->lr)) BAD("tg_train_cfg: lr_min %g is outside 0..lr (%g)", c->lr_min, c->lr);
+    if (!(c->clip >= 0 && isfinite(c->clip))) BAD("tg_train_cfg: clip %g must be finite and >= 0 (0: none)", c->clip);
+    if (c->optim != TG_OPTIM_ADAM && c->optim != TG_OPTIM_SGD) BAD("tg_train_cfg: optim %d is not TG_OPTIM_ADAM or TG_OPTIM_SGD", c->optim);
+    if (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1))
+        BAD("tg_train_cfg: AdamW's betas %g, %g must be in [0, 1)", c->beta1, c->beta2);
+    if (!(c->eps > 0 && isfinite(c->eps))) BAD("tg_train_cfg: AdamW's eps %g must be finite and > 0", c->eps);
+    if (!(c->momentum >= 0 && c->momentum < 1)) BAD("tg_train_cfg: momentum %g must be in [0, 1)", c->momentum);
+    if (!(c->weight_decay >= 0 && isfinite(c->weight_decay))) BAD("tg_train_cfg: weight_decay %g must be >= 0", c->weight_decay);
+    if (c->on_nan != TG_ONNAN_STOP && c->on_nan != TG_ONNAN_SKIP) BAD("tg_train_cfg: on_nan %d is not STOP or SKIP", c->on_nan);
+    if (c->n_opts < 0 || (c->n_opts > 0 && !c->opts)) BAD("tg_train_cfg: n_opts %d without opts", c->n_opts);
+    if (c->n_settings < 0 || (c->n_settings > 0 && !c->settings)) BAD("tg_train_cfg: n_settings %d without settings", c->n_settings);
+    if (c->n_files < 0 || (c->n_files > 0 && !c->files)) BAD("tg_train_cfg: n_files %d without files", c->n_files);
+    if (c->n_files > TG_TRAIN_MAX_FILES)
+        BAD("tg_train_cfg: %d more files, at most %d (each is locked and checked like the log)", c->n_files, TG_TRAIN_MAX_FILES);
+    const int nfree = count(c->may_differ) + count(c->header_may_differ);
+    if (nfree > TG_TRAIN_MAX_FREE)
+        BAD("tg_train_cfg: %d may_differ and header_may_differ entries, at most %d", nfree, TG_TRAIN_MAX_FREE);
+    return 0;
+#undef BAD
+}
+
+static double now_s(void) { return 1e-3 * tg_timing_now_ms(); }   /* the kit's one clock */
 
 static int is_flag(const tg_train_cfg *c, const char *key) {
     for (int i = 0; i < c->n_opts; i++) {
@@ -191,7 +226,10 @@ static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_
             if (prof) tg_profile_phase(prof, "optimizer");
         }
         if (bad) {
-            fprintf(stderr, "%s: step %d: non-finite %s (%g): %s\n", prog, step, bad, bad[0] == 'l' ? lv : gnorm, why);
+            if (c->on_nan == TG_ONNAN_STOP || r->skipped < 10)
+                fprintf(stderr, "%s: step %d: non-finite %s (%g): %s\n", prog, step, bad, bad[0] == 'l' ? lv : gnorm, why);
+            else if (r->skipped == 10)
+                fprintf(stderr, "%s: more steps with non-finite values: counted, not printed (--on-nan skip)\n", prog);
             if (c->on_nan == TG_ONNAN_STOP) {
                 fprintf(stderr, "%s: stopping (--on-nan stop)%s\n", prog,
                         c->save && last_saved >= 0 ? "; the last checkpoint is kept" : "");
@@ -247,6 +285,14 @@ static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_
     if (tty) fprintf(stderr, "\n");
     r->seconds = now_s() - t0;
     if (r->skipped) fprintf(stderr, "%s: %d steps skipped for non-finite values (--on-nan skip)\n", prog, r->skipped);
+    /* every update skipped: nothing trained, whatever the loop says */
+    const int updates = (r->step < c->steps ? r->step : c->steps) - start;
+    if (status == 0 && !stopped && r->skipped > 0 && r->skipped >= updates) {
+        fprintf(stderr, "%s: every one of the %d steps was skipped for non-finite values: the model did not train\n",
+                prog, updates);
+        log_note(L, "failed: every one of the %d steps was skipped for non-finite values (--on-nan skip)", updates);
+        status = TG_EXIT_NONFINITE;
+    }
     if (status == 0 && !stopped) {
         /* the mean over the last 10% of logged steps */
         int n_total = c->steps / c->log_every + 1, tail_from = n_total - (n_total + 9) / 10, tail_n = 0;
@@ -267,7 +313,7 @@ static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_
 
 /* The optimizer c names, on P (its state is part of a checkpoint). */
 static void optim_init(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd) {
-    if (c->optim == TG_OPTIM_ADAM) tg_adamw_init(adam, P, 0.9f, 0.95f, 1e-8f, c->weight_decay);
+    if (c->optim == TG_OPTIM_ADAM) tg_adamw_init(adam, P, c->beta1, c->beta2, c->eps, c->weight_decay);
     else tg_sgd_init(sgd, P, c->momentum, c->weight_decay);
 }
 
@@ -295,15 +341,19 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     const char *prog = c->prog;
     char err[1024];
     *r = (tg_train_result){0};
+    if (tg_train_cfg_check(c, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", prog ? prog : "tg_train", err);
+        return TG_EXIT_USAGE;
+    }
     /* one writer per run file, for the whole run; then nothing is written before every check */
-    tg_runlock locks[20];
+    tg_runlock locks[TG_TRAIN_MAX_FILES + 3];
     int nlocks = 0, bad = 0;
     const char *run_files[][2] = {{"--log", c->log}, {"--save", c->save}};
     for (int i = 0; i < 2 && !bad; i++) bad = tg_run_target_check(run_files[i][0], run_files[i][1], err, sizeof err);
     for (int i = 0; i < c->n_files && !bad; i++) bad = tg_run_target_check(c->files[i][0], c->files[i][1], err, sizeof err);
     for (int i = 0; i < 2 && !bad; i++)
         if (run_files[i][1]) bad = tg_runlock_take(locks, &nlocks, run_files[i][0], run_files[i][1], 0, err, sizeof err);
-    for (int i = 0; i < c->n_files && i < 16 && !bad; i++)
+    for (int i = 0; i < c->n_files && !bad; i++)   /* n_files <= TG_TRAIN_MAX_FILES: checked */
         if (c->files[i][1]) bad = tg_runlock_take(locks, &nlocks, c->files[i][0], c->files[i][1], 0, err, sizeof err);
     if (!bad && c->resume) bad = tg_runlock_take(locks, &nlocks, "--resume", c->resume, 1, err, sizeof err);
     if (bad) {
@@ -385,10 +435,10 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     }
     if (c->log) {
         char info[1024] = "", old_blas[256] = "", blas[256];
-        const char *log_free[40];   /* what a resumed log's header may change: those flags, and the BLAS line */
+        const char *log_free[TG_TRAIN_MAX_FREE + 5];   /* what a resumed log's header may change: those flags, and the BLAS line */
         int nf = 0;
-        for (const char *const *o = c->may_differ; o && *o && nf < 36; o++) log_free[nf++] = *o;
-        for (const char *const *o = c->header_may_differ; o && *o && nf < 36; o++) log_free[nf++] = *o;
+        for (const char *const *o = c->may_differ; o && *o; o++) log_free[nf++] = *o;   /* at most TG_TRAIN_MAX_FREE */
+        for (const char *const *o = c->header_may_differ; o && *o; o++) log_free[nf++] = *o;
         log_free[nf++] = "blas";
         log_free[nf++] = "gemm_plan";   /* a requeued run may land on another CPU: said below, at the step */
         log_free[nf++] = "steps";       /* as flags they are in may_differ; written by the kit, free too */
@@ -427,6 +477,7 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     if (c->crash_what) tg_guard_crash_arm(L.fd, c->crash_what);
     status = loop(&ctx, c, m, &st, &L, r);
     if (c->crash_what) tg_guard_crash_disarm();
+    tg_guard_restore();
     if (L.fd >= 0 && tg_runlog_close(&L)) {
         fprintf(stderr, "%s: --log %s: write failed\n", prog, c->log);
         status = status ? status : TG_EXIT_FAILED;

@@ -162,3 +162,9 @@ KERNEL(leaks_late, F_ALL, if (++late_calls > 40) a.causal = 0)   /* right for a 
 static uint64_t crash_calls;
 KERNEL(crashes_late, F_ALL, if (++crash_calls > 40) raise(SIGSEGV))
 KERNEL(textbook_only, TG_ATTN_F_DV, )   /* declares nothing beyond the textbook call */
+static tg_tensor *nan_out(tg_ctx *ctx, const tg_attn_args *in) {   /* every output NaN: no step can train */
+    tg_tensor *out = tg_attend(ctx, in);
+    for (int64_t i = 0; i < out->numel; i++) out->data[i] = NAN;
+    return out;
+}
+TG_ATTENTION_PLUGIN(nan_out, F_ALL)
