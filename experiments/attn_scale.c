@@ -225,6 +225,7 @@ static void one_line(char *s) {
 
 int main(int argc, char **argv) {
     if (tg_runtime_init("attn_scale", argc, argv)) return 1;   /* first: it may restart the program; threads */
+    tg_gemm_plan_setup_env("attn_scale", "measure");   /* the product plan: this program's decision (TG_PLAN overrides) */
     attn_cfg c;
     attn_cfg_defaults(&c);
     tg_cli_opt opts[ATTN_MAX_OPTS];

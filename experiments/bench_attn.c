@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 
+#include "tg_gemm_plan.h"
 #include "tg_cli.h"
 #include "tg_model.h"
 #include "tg_ops.h"
@@ -25,6 +26,7 @@
 
 int main(int argc, char **argv) {
     if (tg_runtime_init("bench_attn", argc, argv)) return 1;   /* first: it may restart the program; threads */
+    tg_gemm_plan_setup_env("bench_attn", "measure");   /* the product plan: this program's decision (TG_PLAN overrides) */
     int attn = TG_ATTN_FUSED, T = 4096, B = 1, H = 4, dh = 64, threads = 1, reps = 2, causal = 1, sgemm = 1;
     int window = 0, kv_heads = 0;
     const tg_cli_opt opts[] = {

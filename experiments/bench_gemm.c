@@ -122,6 +122,7 @@ static double time_plan(const product *pr, const tg_gemm_plan *p, float **buf, i
 
 int main(int argc, char **argv) {
     if (tg_runtime_init("bench_gemm", argc, argv)) return 1;   /* first: it may restart the program; threads */
+    tg_gemm_plan_setup_env("bench_gemm", "measure");   /* the product plan: this program's decision (TG_PLAN overrides) */
     int size = 1, threads = 1, reps = 20;
     const tg_cli_opt opts[] = {
         {"size", TG_CLI_CHOICE, &size, 0, 0, size_names, "model size, as bench_step's"},

@@ -44,6 +44,7 @@ typedef struct {
 static struct {
     pthread_mutex_t mu;
     int ready, mode;
+    int planned;                 /* a product was planned: the mode is fixed from here on */
     char file[4096];             /* the plan file ("" when none) */
     char key[600];
     int file_loaded;             /* measure mode: the file was read once */
@@ -367,20 +368,33 @@ static int setup_locked(const char *spec, char *err, size_t errlen) {
     return 0;
 }
 
-static void setup_from_env(void) {
-    char err[1200];
-    const char *spec = getenv("TG_PLAN");
-    if (setup_locked(spec, err, sizeof err))
-        fprintf(stderr, "tapegrad: TG_PLAN: %s; estimating every product instead\n", err);
-}
-
 int tg_gemm_plan_setup(const char *spec, char *err, size_t errlen) {
     pthread_mutex_lock(&S.mu);
     int rc = -1;
-    if (S.ready) snprintf(err, errlen, "the product plan is already set up (set it before the first product)");
-    else rc = setup_locked(spec, err, errlen);
+    if (S.planned) snprintf(err, errlen, "the product plan is already in use (set it before the first product)");
+    else {   /* before any product the mode may be set again (a forked child that only probes, say) */
+        memset(S.tab, 0, sizeof S.tab);
+        S.file_loaded = 0;
+        rc = setup_locked(spec, err, errlen);
+    }
     pthread_mutex_unlock(&S.mu);
     return rc;
+}
+
+const char *tg_gemm_plan_mode(void) {
+    pthread_mutex_lock(&S.mu);
+    const int m = S.ready ? S.mode : TG_PLAN_ESTIMATE;
+    pthread_mutex_unlock(&S.mu);
+    return m == TG_PLAN_MEASURE ? "measure" : m == TG_PLAN_FILE ? "file" : "estimate";
+}
+
+int tg_gemm_plan_setup_env(const char *prog, const char *dflt) {
+    const char *spec = getenv("TG_PLAN");
+    char err[1200];
+    if (!spec || !*spec) spec = dflt;
+    if (tg_gemm_plan_setup(spec, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "%s: TG_PLAN: %s; estimating every product instead\n", prog, err);   /* the program asked */
+    return -1;
 }
 
 /* measure mode: the file read once, refused files said once (and replaced by
@@ -459,7 +473,11 @@ static void measure_and_keep(entry *e) {
 int tg_gemm_plan_choose(int ta, int M, int N, int K, int lda, int ldb, int ldc, int blocks, int may_measure) {
     shape k = {ta, M, N, K, lda, ldb, ldc, blocks};
     pthread_mutex_lock(&S.mu);
-    if (!S.ready) setup_from_env();
+    if (!S.ready) {   /* no program set a plan up: the estimate, nothing read or written */
+        char err[64];
+        setup_locked("estimate", err, sizeof err);
+    }
+    S.planned = 1;
     if (S.mode == TG_PLAN_MEASURE) load_measure_file();
     entry *e = slot(&k);
     int x;

@@ -9,10 +9,16 @@
  * estimates with a fixed rule per instruction set (deterministic). Once a
  * shape is decided in a process it never changes there.
  *
- * The mode, from TG_PLAN (read at the first product) or tg_gemm_plan_setup:
- *   measure    (default) the machine's plan file, shapes not in it measured
- *              and added;
- *   estimate   the rule only, no file read or written (tests, CI);
+ * The mode is the program's decision, set with tg_gemm_plan_setup (or
+ * tg_gemm_plan_setup_env, which reads TG_PLAN) before its first product; a
+ * library that no program set up estimates every product, and never reads an
+ * environment variable, creates a folder, takes a lock or writes a file of its
+ * own (FFTW's wisdom: imported and exported on the program's word):
+ *   measure    the machine's plan file, shapes not in it measured and added
+ *              (attn_scale, bench_step, bench_gemm and bench_attn ask for it
+ *              unless TG_PLAN says otherwise);
+ *   estimate   the rule only, no file read or written (the default; tests, CI,
+ *              attn_check, the other programs);
  *   FILE       that plan file, read-only; shapes not in it estimated.
  * The machine's plan file is
  *   $TG_PLAN_DIR, else $XDG_CACHE_HOME/tapegrad, else $HOME/.cache/tapegrad,
@@ -50,8 +56,14 @@
 enum { TG_PLAN_MEASURE, TG_PLAN_ESTIMATE, TG_PLAN_FILE };
 
 /* Sets the mode ("measure", "estimate" or a plan file's path) before the first
- * product; later calls fail. 0, or -1 with the reason in err. */
+ * product (again, too, until then); later calls fail. 0, or -1 with the reason in err. */
 int tg_gemm_plan_setup(const char *spec, char *err, size_t errlen);
+
+/* For a program's main: tg_gemm_plan_setup with the environment variable TG_PLAN,
+ * or dflt when it is unset or empty; a value that fails is said on stderr, "PROG:
+ * TG_PLAN: ...; estimating every product instead" (the program asked for it), and
+ * the products are estimated. 0, or -1. */
+int tg_gemm_plan_setup_env(const char *prog, const char *dflt);
 
 /* "3f2a91c0": the hash of the decisions used so far (8 hex digits) into buf
  * (at least 9 bytes); returns buf. "none" when no product was planned. */
@@ -66,6 +78,9 @@ const char *tg_gemm_plan_describe(char *buf, size_t len);
 /* Forget which decisions were used (not the decisions): the next name covers
  * what is used from here on (a benchmark between sizes). */
 void tg_gemm_plan_reset_used(void);
+
+/* "measure", "estimate" or "file": the mode in use (what a run's log says beside the name). */
+const char *tg_gemm_plan_mode(void);
 
 /* The machine key (see above) into buf; returns buf. */
 const char *tg_gemm_plan_machine(char *buf, size_t len);

@@ -111,6 +111,12 @@ check train_win 0 "ok, it trains like tg_attention" "plugin:$ok" --d-head 16 --t
 grep -q "^--train 20: attn_scale's default model (hist, d_head 16, seed 1, --window 8, --kv-heads 1)" train_win.out ||
     no "--train --window 8 --kv-heads 1: the table does not say so"
 check train_nowin 2 "--window for --train needs a kernel that declares windows" "plugin:$cat:textbook_only" --train 20 --window 8
+# the library decides nothing about files on its own: attn_check (which does not ask for a measured product plan)
+# leaves no plan file and no folder in HOME's cache, TG_PLAN unset
+mkdir -p home
+env -u TG_PLAN -u TG_PLAN_DIR -u XDG_CACHE_HOME HOME="$PWD/home" "$bin" builtin:composed --d-head 8 >home.out 2>&1 ||
+    no "attn_check with TG_PLAN unset: $(tail -2 home.out)"
+[ -z "$(ls -A home)" ] || no "attn_check wrote into HOME on its own: $(find home | head -3)"
 # usage and loading
 check nokernel 2 "no KERNEL" --d-head 8
 check badbuiltin 2 "the built-in ops are builtin:composed and builtin:fused" builtin:flash

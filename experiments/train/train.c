@@ -103,6 +103,7 @@ static char *make_header(const tg_train_cfg *c, tg_train_model *m) {
     fprintf(f, "# blas=%s\n", tg_blas_info_str(&bi, blas, sizeof blas));
     char plan[TG_PLAN_NAME_BUF];
     fprintf(f, "# gemm_plan=%s\n", tg_gemm_plan_name(plan));
+    fprintf(f, "# gemm_plan_mode=%s\n", tg_gemm_plan_mode());   /* the program's choice: measure, estimate, file */
     fprintf(f, "step\tloss");
     if (m->columns) m->columns(m->user, f, 0);
     fprintf(f, "\tgrad_norm\tlr");
@@ -435,12 +436,13 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     }
     if (c->log) {
         char info[1024] = "", old_blas[256] = "", blas[256];
-        const char *log_free[TG_TRAIN_MAX_FREE + 5];   /* what a resumed log's header may change: those flags, and the BLAS line */
+        const char *log_free[TG_TRAIN_MAX_FREE + 6];   /* what a resumed log's header may change: those flags, and the BLAS line */
         int nf = 0;
         for (const char *const *o = c->may_differ; o && *o; o++) log_free[nf++] = *o;   /* at most TG_TRAIN_MAX_FREE */
         for (const char *const *o = c->header_may_differ; o && *o; o++) log_free[nf++] = *o;
         log_free[nf++] = "blas";
         log_free[nf++] = "gemm_plan";   /* a requeued run may land on another CPU: said below, at the step */
+        log_free[nf++] = "gemm_plan_mode";
         log_free[nf++] = "steps";       /* as flags they are in may_differ; written by the kit, free too */
         log_free[nf++] = "log_every";
         log_free[nf] = NULL;
