@@ -80,7 +80,7 @@ class Log:
         self.columns = None
         self.rows = []
         with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
+            for lineno, line in enumerate(f, 1):
                 line = line.rstrip("\n")
                 if line.startswith("# "):
                     key, _, value = line[2:].partition("=")
@@ -93,6 +93,11 @@ class Log:
                     self.columns = fields
                     self.index = {name: i for i, name in enumerate(fields)}
                 else:
+                    for name, v in zip(self.columns, fields):   # every column of a run log is a number
+                        try:
+                            float(v)
+                        except ValueError:
+                            raise LogError("%s:%d: column %s: not a number: %r" % (path, lineno, name, v))
                     self.rows.append(fields)
         if self.columns is None:
             raise LogError("%s: no column line" % path)

@@ -174,6 +174,10 @@ grep -q "every one of the 30 steps was skipped for non-finite values: the model 
 [ "$(grep -c 'non-finite loss' allnan.err)" -le 10 ] || no "--on-nan skip: one stderr line per skipped step ($(grep -c 'non-finite loss' allnan.err))"
 tail -1 allnan.tsv | grep -q "^# failed: every one of the 30 steps was skipped" || no "--on-nan skip: the log does not say it failed"
 grep -q "final_loss=" allnan.out && no "--on-nan skip with nothing trained printed a summary line"
+# most steps skipped (3 of 4 calls NaN): more than the stated half, so it fails too
+run 3 often $T --steps 40 --attn "plugin:$cat:nan_often" --on-nan skip --log often.tsv
+tail -1 often.tsv | grep -qE "^# failed: ([0-9]+ of the 40 steps \([0-9]+%\) were skipped for non-finite values, more than 50%|the last loss is nan)" ||
+    no "--on-nan skip with 3 of 4 steps NaN: $(tail -1 often.tsv)"
 # a right kernel with grouped heads and a window (it declares both): the built-in op's losses
 run 0 gqa_win $T --steps 10 --kv-heads 1 --window 4 --attn "plugin:$ok" --log gqa_win.tsv
 run 0 gqa_win_ref $T --steps 10 --kv-heads 1 --window 4 --log gqa_win_ref.tsv

@@ -222,7 +222,7 @@ class Garbage(unittest.TestCase):
             write_log(p, "none", [(0, "oops", 0.5, 0.1, 0.2, 3.0), (5, 1.0, 0.5, 0.1, 0.2, 3.0)])
             out, err = io.StringIO(), io.StringIO()
             self.assertEqual(tglogs.summarize([p], out=out, err=err), 1)
-            self.assertIn("not a number: 'oops'", err.getvalue())
+            self.assertIn("g.tsv:12: column loss: not a number: 'oops'", err.getvalue())
         finally:
             shutil.rmtree(d)
 

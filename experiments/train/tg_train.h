@@ -93,6 +93,8 @@ typedef struct tg_train_cfg {
     float momentum, weight_decay;
     uint64_t data_seed;        /* the data RNG: PCG32 (data_seed, 0xda7a) */
     int on_nan;                /* TG_ONNAN_STOP (exit 3) or TG_ONNAN_SKIP (no update that step) */
+    float max_skipped;         /* SKIP: a run that skipped more than this share of its steps (default 0.5), or
+                                  ends on a non-finite loss, fails (exit 3) */
     int debug_nan;             /* testing aid: poison a gradient at this step (-1: never) */
     const char *log, *save, *resume;   /* NULL: none */
     int overwrite;             /* a fresh run may replace another run's log or checkpoint */

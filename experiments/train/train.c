@@ -18,8 +18,8 @@
 void tg_train_defaults(tg_train_cfg *c, const char *prog) {
     *c = (tg_train_cfg){.prog = prog, .steps = 100, .warmup = 0, .log_every = 10, .save_every = 100, .lr = 1e-3f,
                         .lr_min = 1e-4f, .clip = 1.0f, .optim = TG_OPTIM_ADAM, .beta1 = 0.9f, .beta2 = 0.95f,
-                        .eps = 1e-8f, .momentum = 0.9f, .data_seed = 1, .on_nan = TG_ONNAN_STOP, .debug_nan = -1,
-                        .progress = 1};
+                        .eps = 1e-8f, .momentum = 0.9f, .data_seed = 1, .on_nan = TG_ONNAN_STOP, .max_skipped = 0.5f,
+                        .debug_nan = -1, .progress = 1};
 }
 
 static int count(const char *const *list) {
@@ -47,6 +47,7 @@ int tg_train_cfg_check(const tg_train_cfg *c, char *err, size_t errlen) {
     if (!(c->momentum >= 0 && c->momentum < 1)) BAD("tg_train_cfg: momentum %g must be in [0, 1)", c->momentum);
     if (!(c->weight_decay >= 0 && isfinite(c->weight_decay))) BAD("tg_train_cfg: weight_decay %g must be >= 0", c->weight_decay);
     if (c->on_nan != TG_ONNAN_STOP && c->on_nan != TG_ONNAN_SKIP) BAD("tg_train_cfg: on_nan %d is not STOP or SKIP", c->on_nan);
+    if (!(c->max_skipped >= 0 && c->max_skipped <= 1)) BAD("tg_train_cfg: max_skipped %g is outside 0..1", c->max_skipped);
     if (c->n_opts < 0 || (c->n_opts > 0 && !c->opts)) BAD("tg_train_cfg: n_opts %d without opts", c->n_opts);
     if (c->n_settings < 0 || (c->n_settings > 0 && !c->settings)) BAD("tg_train_cfg: n_settings %d without settings", c->n_settings);
     if (c->n_files < 0 || (c->n_files > 0 && !c->files)) BAD("tg_train_cfg: n_files %d without files", c->n_files);
@@ -286,12 +287,21 @@ static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_
     if (tty) fprintf(stderr, "\n");
     r->seconds = now_s() - t0;
     if (r->skipped) fprintf(stderr, "%s: %d steps skipped for non-finite values (--on-nan skip)\n", prog, r->skipped);
-    /* every update skipped: nothing trained, whatever the loop says */
+    /* a run that skipped more than max_skipped of its steps, or ends on a non-finite loss, did not train
+     * as asked, whatever the loop says */
     const int updates = (r->step < c->steps ? r->step : c->steps) - start;
-    if (status == 0 && !stopped && r->skipped > 0 && r->skipped >= updates) {
-        fprintf(stderr, "%s: every one of the %d steps was skipped for non-finite values: the model did not train\n",
-                prog, updates);
-        log_note(L, "failed: every one of the %d steps was skipped for non-finite values (--on-nan skip)", updates);
+    const double last = st->n_logged ? st->logged[2 * (st->n_logged - 1)] : 0;
+    if (status == 0 && !stopped && r->skipped > 0 && (r->skipped > c->max_skipped * updates || !isfinite(last))) {
+        char why[200];
+        if (r->skipped >= updates)
+            snprintf(why, sizeof why, "every one of the %d steps was skipped for non-finite values", updates);
+        else if (!isfinite(last))
+            snprintf(why, sizeof why, "the last loss is %g after %d of %d steps were skipped", last, r->skipped, updates);
+        else
+            snprintf(why, sizeof why, "%d of the %d steps (%.0f%%) were skipped for non-finite values, more than %.0f%%",
+                     r->skipped, updates, 100.0 * r->skipped / updates, 100.0 * c->max_skipped);
+        fprintf(stderr, "%s: %s: the model did not train as asked\n", prog, why);
+        log_note(L, "failed: %s (--on-nan skip)", why);
         status = TG_EXIT_NONFINITE;
     }
     if (status == 0 && !stopped) {

@@ -168,3 +168,11 @@ static tg_tensor *nan_out(tg_ctx *ctx, const tg_attn_args *in) {   /* every outp
     return out;
 }
 TG_ATTENTION_PLUGIN(nan_out, F_ALL)
+static uint64_t often_calls;
+static tg_tensor *nan_often(tg_ctx *ctx, const tg_attn_args *in) {   /* NaN but every 4th call */
+    tg_tensor *out = tg_attend(ctx, in);
+    if (++often_calls % 4)
+        for (int64_t i = 0; i < out->numel; i++) out->data[i] = NAN;
+    return out;
+}
+TG_ATTENTION_PLUGIN(nan_often, F_ALL)
