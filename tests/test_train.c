@@ -225,6 +225,80 @@ static void test_cfg_check(void **s) {
     expect_bad(&d, "prog is not set");
 }
 
+/* tg_train is tg_train_update with a driver around it: a loop of one's own over the same batches
+ * gives the same losses, byte for byte (no log, no checkpoint). */
+typedef struct {
+    tg_model m;
+    tg_task_cfg task;
+    int B, *x, *y, n;
+    float loss[64];
+} own_run;
+
+static void own_batch(void *u, tg_rng *rng, int step) {
+    own_run *r = u;
+    (void)step;
+    tg_task_batch(&r->task, rng, r->B, r->x, r->y);
+}
+
+static tg_tensor *own_forward(tg_ctx *ctx, void *u, int logging) {
+    own_run *r = u;
+    (void)logging;
+    tg_tensor *l = tg_model_forward(&r->m, ctx, r->x, r->y, r->B, 0);
+    if (r->n < 64) r->loss[r->n++] = l->data[0];
+    return l;
+}
+
+static void own_init(own_run *r) {
+    tg_model_cfg mc = {.vocab = 32, .seq_len = 12, .d_model = 32, .heads = 2, .d_head = 16, .layers = 1,
+                       .scale_mode = TG_SCALE_SQRT, .init = TG_INIT_FANIN};
+    *r = (own_run){.task = {.kind = TG_TASK_RECALL, .vocab = 32, .seq_len = 12, .keys = 4, .values = 4}, .B = 8};
+    tg_model_init(&r->m, &mc, 5);
+    r->x = malloc(sizeof(int) * 8 * 12);
+    r->y = malloc(sizeof(int) * 8 * 12);
+}
+
+static void own_free(own_run *r) {
+    free(r->x);
+    free(r->y);
+    tg_model_free(&r->m);
+}
+
+static void test_update_is_the_loop(void **s) {
+    (void)s;
+    tg_train_cfg c;
+    tg_train_defaults(&c, "test_train");
+    c.steps = 20, c.warmup = 3, c.log_every = 5, c.lr = 3e-3f, c.progress = 0, c.data_seed = 9;
+    own_run a, b;
+    own_init(&a);
+    tg_train_model tm = {.P = &a.m.P, .user = &a, .batch = own_batch, .forward = own_forward};
+    tg_train_result res;
+    assert_int_equal(tg_train(&c, &tm, &res), 0);
+    assert_int_equal(a.n, c.steps + 2);   /* the planning pass, the steps, the evaluation after the last */
+    own_init(&b);
+    tg_adamw adam;
+    tg_sgd sgd;
+    tg_train_optim_init(&c, &b.m.P, &adam, &sgd);
+    tg_rng rng;
+    tg_rng_seed(&rng, c.data_seed, 0xda7a);   /* tg_train's data RNG (tg_train.h) */
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    for (int step = 0; step < c.steps; step++) {
+        tg_ctx_reset(&ctx);
+        own_batch(&b, &rng, step);
+        tg_tensor *loss = tg_model_forward(&b.m, &ctx, b.x, b.y, b.B, 0);
+        float gnorm, lr;
+        assert_int_equal(tg_train_update(&c, &b.m.P, &adam, &sgd, &ctx, loss, step, NULL, &gnorm, &lr), 0);
+        if (loss->data[0] != a.loss[1 + step])
+            fail_msg("step %d: own loop %.9g, tg_train %.9g", step, loss->data[0], a.loss[1 + step]);
+    }
+    for (size_t i = 0; i < b.m.P.numel; i++)
+        if (a.m.P.data[i] != b.m.P.data[i]) fail_msg("parameter %zu differs after %d steps", i, c.steps);
+    tg_ctx_free(&ctx);
+    tg_train_optim_free(&c, &adam, &sgd);
+    own_free(&a);
+    own_free(&b);
+}
+
 int main(void) {
     openblas_set_num_threads(1);
     const struct CMUnitTest tests[] = {
@@ -233,6 +307,7 @@ int main(void) {
         cmocka_unit_test(test_backward_twice),
         cmocka_unit_test(test_end_to_end_learns),
         cmocka_unit_test(test_cfg_check),
+        cmocka_unit_test(test_update_is_the_loop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,6 +36,7 @@
 #include "tg_checkpoint.h"
 #include "tg_cli.h"
 #include "tg_core.h"
+#include "tg_optim.h"
 #include "tg_profile.h"
 #include "tg_runlog.h"
 
@@ -139,6 +140,26 @@ void tg_train_defaults(tg_train_cfg *c, const char *prog);
 #define TG_TRAIN_MAX_FILES 16
 #define TG_TRAIN_MAX_FREE 36
 int tg_train_cfg_check(const tg_train_cfg *c, char *err, size_t errlen);
+/* The step, for a loop of your own (KANN's kann_train_fnn1, llm.c's inline loop): tg_train is
+ * this function with the checkpoints, log, locks, signals and NaN guard around it.
+ *   tg_adamw adam; tg_sgd sgd;
+ *   tg_train_optim_init(&c, &P, &adam, &sgd);                  (the optimizer c names)
+ *   for (int step = 0; step < c.steps; step++) {
+ *       tg_ctx_reset(&ctx);
+ *       tg_tensor *loss = my_forward(&ctx, ...);
+ *       float gnorm, lr;
+ *       if (tg_train_update(&c, &P, &adam, &sgd, &ctx, loss, step, NULL, &gnorm, &lr)) ...   (non-finite)
+ *   }
+ *   tg_train_optim_free(&c, &adam, &sgd);
+ * tg_train_update: zero the grads, backward, global grad-norm clipping (c->clip), the rate of step
+ * (warm-up + cosine of c), and the update of the optimizer c names (adam or sgd; the other may be
+ * NULL). *gnorm and *lr say what was used. Returns 0, or 1 when the gradient norm is not finite:
+ * nothing updated, *lr = 0. prof: NULL, or a profile to mark the phases in. */
+void tg_train_optim_init(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd);
+void tg_train_optim_free(const tg_train_cfg *c, tg_adamw *adam, tg_sgd *sgd);
+int tg_train_update(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd, tg_ctx *ctx, tg_tensor *loss,
+                    int step, tg_profile *prof, float *gnorm, float *lr);
+
 /* The parameters of the checkpoint c->resume into P (declared and allocated as
  * for training), checked against c's settings as a resume is; the optimizer
  * state and data RNG in it are read and dropped (for inference: sampling, a

@@ -149,6 +149,25 @@ static void plan_products(tg_ctx *ctx, tg_train_model *m, const tg_train_state *
     tg_ctx_reset(ctx);   /* the loop's context: its arena is grown already */
 }
 
+int tg_train_update(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd, tg_ctx *ctx, tg_tensor *loss,
+                    int step, tg_profile *prof, float *gnorm, float *lr) {
+    tg_params_zero_grad(P);
+    if (prof) tg_profile_phase(prof, "zero_grad");
+    tg_backward(ctx, loss);
+    if (step == c->debug_nan) P->grad[0] = NAN;   /* as an overflowing backward would */
+    *gnorm = tg_clip_grad_norm(P, c->clip);
+    if (prof) tg_profile_phase(prof, "clip");
+    *lr = tg_lr_schedule(step, c->warmup, c->steps, c->lr, c->lr_min);
+    if (!isfinite(*gnorm)) {   /* nothing updated */
+        *lr = 0;
+        return 1;
+    }
+    if (c->optim == TG_OPTIM_ADAM) tg_adamw_step(adam, P, *lr);
+    else tg_sgd_step(sgd, P, *lr);
+    if (prof) tg_profile_phase(prof, "optimizer");
+    return 0;
+}
+
 /* From st (fresh or resumed) to c->steps; returns the exit status. */
 static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_state *st, tg_runlog *L,
                 tg_train_result *r) {
@@ -212,20 +231,10 @@ static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_
             tg_guard_forward(ctx, P, why, sizeof why);
             bad = "loss";
         } else if (step < c->steps) {   /* the last row is an evaluation after the last update */
-            tg_params_zero_grad(P);
-            if (prof) tg_profile_phase(prof, "zero_grad");
-            tg_backward(ctx, loss);
-            if (step == c->debug_nan) P->grad[0] = NAN;   /* as an overflowing backward would */
-            gnorm = tg_clip_grad_norm(P, c->clip);
-            if (prof) tg_profile_phase(prof, "clip");
-            lr = tg_lr_schedule(step, c->warmup, c->steps, c->lr, c->lr_min);
-            if (!isfinite(gnorm)) {
+            if (tg_train_update(c, P, st->adam, st->sgd, ctx, loss, step, prof, &gnorm, &lr)) {
                 tg_guard_backward(ctx, P, why, sizeof why);
                 bad = "gradient norm";
-                lr = 0;
-            } else if (st->adam) tg_adamw_step(st->adam, P, lr);
-            else tg_sgd_step(st->sgd, P, lr);
-            if (prof) tg_profile_phase(prof, "optimizer");
+            }
         }
         if (bad) {
             if (c->on_nan == TG_ONNAN_STOP || r->skipped < 10)
@@ -322,21 +331,23 @@ static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_
     return status;
 }
 
-/* The optimizer c names, on P (its state is part of a checkpoint). */
-static void optim_init(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd) {
+void tg_train_optim_init(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd) {
     if (c->optim == TG_OPTIM_ADAM) tg_adamw_init(adam, P, c->beta1, c->beta2, c->eps, c->weight_decay);
     else tg_sgd_init(sgd, P, c->momentum, c->weight_decay);
 }
 
-static void optim_free(const tg_train_cfg *c, tg_adamw *adam, tg_sgd *sgd) {
+void tg_train_optim_free(const tg_train_cfg *c, tg_adamw *adam, tg_sgd *sgd) {
     if (c->optim == TG_OPTIM_ADAM) tg_adamw_free(adam);
     else tg_sgd_free(sgd);
 }
 
+
+
+
 int tg_train_load_params(const tg_train_cfg *c, tg_params *P, char *err, size_t errlen) {
     tg_adamw adam;
     tg_sgd sgd;
-    optim_init(c, P, &adam, &sgd);
+    tg_train_optim_init(c, P, &adam, &sgd);
     tg_rng data;
     tg_train_state st = {.P = P, .adam = c->optim == TG_OPTIM_ADAM ? &adam : NULL,
                          .sgd = c->optim == TG_OPTIM_SGD ? &sgd : NULL, .data_rng = &data,
@@ -344,7 +355,7 @@ int tg_train_load_params(const tg_train_cfg *c, tg_params *P, char *err, size_t 
     char changed[512];
     int rc = tg_ckpt_load(c->resume, &st, c->opts, c->n_opts, c->may_differ, changed, sizeof changed, err, errlen);
     tg_train_state_free_logged(&st);
-    optim_free(c, &adam, &sgd);
+    tg_train_optim_free(c, &adam, &sgd);
     return rc;
 }
 
@@ -382,7 +393,7 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     tg_rng_seed(&data_rng, c->data_seed, 0xda7a);
     tg_adamw adam;
     tg_sgd sgd;
-    optim_init(c, m->P, &adam, &sgd);
+    tg_train_optim_init(c, m->P, &adam, &sgd);
     tg_train_state st = {.P = m->P, .adam = c->optim == TG_OPTIM_ADAM ? &adam : NULL,
                          .sgd = c->optim == TG_OPTIM_SGD ? &sgd : NULL, .data_rng = &data_rng,
                          .settings = c->settings, .n_settings = c->n_settings, .added = c->added};
@@ -500,6 +511,6 @@ done:
     tg_runlock_release(locks, nlocks);
     free(hdr);
     tg_train_state_free_logged(&st);
-    optim_free(c, &adam, &sgd);
+    tg_train_optim_free(c, &adam, &sgd);
     return status;
 }
