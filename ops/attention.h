@@ -91,6 +91,10 @@ typedef struct tg_attn_args {
  * no bias, ALiBi, cap, sinks or dropout. */
 tg_attn_args tg_attn_args_make(tg_tensor *q, tg_tensor *k, tg_tensor *v, float scale);
 
+/* args as this version's whole struct: what args->size holds, the later fields at their defaults
+ * (a caller built against an older header), size set to this version's. No checks: an op checks. */
+tg_attn_args tg_attn_args_of(const tg_attn_args *args);
+
 /* Any attention op that takes the args: tg_attend, tg_flash_attend. */
 typedef tg_tensor *(*tg_attend_fn)(tg_ctx *ctx, const tg_attn_args *args);
 

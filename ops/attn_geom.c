@@ -12,6 +12,13 @@ tg_attn_args tg_attn_args_make(tg_tensor *q, tg_tensor *k, tg_tensor *v, float s
                           .window_left = -1, .window_right = -1};
 }
 
+tg_attn_args tg_attn_args_of(const tg_attn_args *args) {
+    tg_attn_args a = tg_attn_args_make(NULL, NULL, NULL, 0);
+    memcpy(&a, args, args->size < sizeof a ? args->size : sizeof a);
+    a.size = sizeof a;
+    return a;
+}
+
 void tg_attn_geom_of(const tg_attn_args *a, tg_attn_geom *g) {
     *g = (tg_attn_geom){.B = a->q->shape[0], .Tq = a->q->shape[1], .H = a->q->shape[2], .d = a->q->shape[3],
                         .Tk = a->k->shape[1], .Hkv = a->k->shape[2], .dv = a->v->shape[3], .scale = a->scale,
@@ -30,7 +37,6 @@ void tg_attn_geom_of(const tg_attn_args *a, tg_attn_geom *g) {
 void tg_attn_read(tg_ctx *ctx, const char *op, const tg_attn_args *args, tg_attn_args *a, tg_attn_geom *g) {
     if (!args) tg_fail(ctx, "%s: args is NULL", op);
     /* a caller built against another version: read what its size holds, default the rest */
-    *a = tg_attn_args_make(NULL, NULL, NULL, 0);
     if (args->size < TG_ATTN_ARGS_SIZE_V1)
         tg_fail(ctx, "%s: args.size is %zu, less than the first version's %zu: make the args with tg_attn_args_make",
                 op, args->size, (size_t)TG_ATTN_ARGS_SIZE_V1);
@@ -41,8 +47,7 @@ void tg_attn_read(tg_ctx *ctx, const char *op, const tg_attn_args *args, tg_attn
                 tg_fail(ctx, "%s: args.size is %zu and sets fields this tapegrad (args of %zu bytes) does not know: "
                         "byte %zu is not 0", op, args->size, sizeof *a, i);
     }
-    memcpy(a, args, args->size < sizeof *a ? args->size : sizeof *a);
-    a->size = sizeof *a;
+    *a = tg_attn_args_of(args);
     const tg_tensor *q = a->q, *k = a->k, *v = a->v;
     if (!q || !k || !v) tg_fail(ctx, "%s: q, k and v must all be given (q %p, k %p, v %p)", op, (void *)q, (void *)k, (void *)v);
     if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)

@@ -30,9 +30,7 @@ const char *tg_attn_features_str(unsigned f, char *buf, size_t len) {
 }
 
 unsigned tg_attn_args_features(const tg_attn_args *args) {
-    /* fields past the caller's size are at their defaults: read only what it holds */
-    tg_attn_args a = tg_attn_args_make(NULL, NULL, NULL, 0);
-    memcpy(&a, args, args->size < sizeof a ? args->size : sizeof a);
+    const tg_attn_args a = tg_attn_args_of(args);   /* fields past the caller's size at their defaults */
     unsigned f = 0;
     if (a.q && a.v && a.v->ndim == 4 && a.q->ndim == 4 && a.v->shape[3] != a.q->shape[3]) f |= TG_ATTN_F_DV;
     if (a.q && a.k && a.k->ndim == 4 && a.q->ndim == 4) {
@@ -60,8 +58,7 @@ tg_tensor *tg_attn_kernel_call(tg_ctx *ctx, const tg_attn_kernel *k, const tg_at
                 tg_attn_features_str(k->features, has, sizeof has));
     }
     if (k->attend) return k->attend(ctx, args);
-    tg_attn_args a = tg_attn_args_make(NULL, NULL, NULL, 0);
-    memcpy(&a, args, args->size < sizeof a ? args->size : sizeof a);
+    const tg_attn_args a = tg_attn_args_of(args);
     return k->textbook(ctx, a.q, a.k, a.v, a.head_scale, a.scale, a.causal, a.stats);
 }
 

@@ -844,9 +844,9 @@ static void probe_sinks(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg
     const float sk[2] = {0.5f, -1.0f};
     tg_ctx ctx;
     tg_ctx_init(&ctx, 0);
-    tg_attn_args a = span_args(&ctx, B, T, T, d);
     tg_tensor *q = tg_zeros(&ctx, 4, (int[]){B, T, H, d}), *k = tg_zeros(&ctx, 4, (int[]){B, T, H, d});
-    a.q = q, a.k = k, a.v = k, a.sinks = vec(&ctx, H, sk), a.scale = 0.25f;
+    tg_attn_args a = tg_attn_args_make(q, k, k, 0.25f);   /* q = k = 0: equal logits */
+    a.sinks = vec(&ctx, H, sk);
     float P[B * H * T * T];
     char why[400];
     if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why))
@@ -878,9 +878,9 @@ static void probe_dropout(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
     const float p = 0.25f;
     tg_ctx ctx;
     tg_ctx_init(&ctx, 0);
-    tg_attn_args a = span_args(&ctx, B, T, T, d);
     tg_tensor *q = tg_zeros(&ctx, 4, (int[]){B, T, H, d}), *k = tg_zeros(&ctx, 4, (int[]){B, T, H, d});
-    a.q = q, a.k = k, a.v = k, a.dropout = p, a.dropout_seed = 7;
+    tg_attn_args a = tg_attn_args_make(q, k, k, 0.3f);   /* q = k = 0: equal logits */
+    a.dropout = p, a.dropout_seed = 7;
     float *P1 = malloc(sizeof(float) * 3 * n), *P2 = P1 + n, *P3 = P2 + n;
     char why[400];
     int rc = tg_attn_weights(&ctx, K, &a, P1, why, sizeof why);

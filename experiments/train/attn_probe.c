@@ -47,9 +47,8 @@ static tg_tensor *call_identity(tg_ctx *ctx, const tg_attn_kernel *kernel, const
     for (int b = 0; b < B; b++)
         for (int j = 0; j < Tk; j++)
             for (int g = 0; g < Hkv; g++) v->data[(((size_t)b * Tk + j) * Hkv + g) * dv + j] = 1.0f;
-    tg_attn_args a = tg_attn_args_make(NULL, NULL, NULL, 0);
-    memcpy(&a, args, args->size < sizeof a ? args->size : sizeof a);
-    a.size = sizeof a, a.v = v, a.stats = NULL;
+    tg_attn_args a = tg_attn_args_of(args);
+    a.v = v, a.stats = NULL;
     if (!dropout) a.dropout = 0, a.dropout_seed = 0;
     char msg[400];
     tg_tensor *o = tg_attn_call_caught(ctx, kernel, &a, 0, msg, sizeof msg);
@@ -95,9 +94,7 @@ int tg_attn_measure(tg_ctx *ctx, const tg_attn_kernel *kernel, const tg_attn_arg
                        "of Hkv", q ? TG_SHAPE(q) : "NULL", k ? TG_SHAPE(k) : "NULL");
     const int B = q->shape[0], Tq = q->shape[1], H = q->shape[2], d = q->shape[3], Tk = k->shape[1],
               Hkv = k->shape[2], group = H / Hkv, dv = Tk < d ? d : Tk;
-    tg_attn_args a = tg_attn_args_make(NULL, NULL, NULL, 0);
-    memcpy(&a, args, args->size < sizeof a ? args->size : sizeof a);
-    a.size = sizeof a;
+    const tg_attn_args a = tg_attn_args_of(args);
     tg_tensor *o = call_identity(ctx, kernel, &a, 0, err, errlen);
     if (!o) return TG_MEASURE_FAILED;
     const float *bias = a.bias ? a.bias->data : NULL, *alibi = a.alibi ? a.alibi->data : NULL;
@@ -130,11 +127,11 @@ int tg_attn_measure(tg_ctx *ctx, const tg_attn_kernel *kernel, const tg_attn_arg
                                    "weights (does the kernel assume dv = d?)", i, h, sum,
                                    lo == hi ? "0 (it sees no key)" : sinks ? "at most 1" : "1"), TG_MEASURE_FAILED;
             }
+    /* one row's logits and log-weights, from the step's arena: a logged step mallocs nothing past the first */
+    double *s = tg_arena_alloc(ctx, sizeof(double) * 2 * (size_t)(Tk > 0 ? Tk : 1)), *lp = s + (Tk > 0 ? Tk : 1);
     for (int h = 0; h < H; h++) {
         const int g = h / group;
         double ent = 0, sat = 0, rows = 0, sxy = 0, sxx = 0, smax = -INFINITY, smin = INFINITY;
-        double *s = malloc(sizeof(double) * 2 * (size_t)(Tk > 0 ? Tk : 1)), *lp = s + (Tk > 0 ? Tk : 1);
-        if (!s) return tg_errf(err, errlen, "tg_attn_measure: out of memory"), TG_MEASURE_FAILED;
         for (int b = 0; b < B; b++)
             for (int i = 0; i < Tq; i++) {
                 const float *p = o->data + (((size_t)b * Tq + i) * H + h) * dv;
@@ -167,7 +164,6 @@ int tg_attn_measure(tg_ctx *ctx, const tg_attn_kernel *kernel, const tg_attn_arg
                 ms /= m, ml /= m;
                 for (int j = 0; j < m; j++) sxy += (s[j] - ms) * (lp[j] - ml), sxx += (s[j] - ms) * (s[j] - ms);
             }
-        free(s);
         double c = sxx > 0 ? sxy / sxx : NAN;
         if (stats && stats->entropy) stats->entropy[h] = (float)(rows ? ent / rows : 0);
         if (stats && stats->saturation) stats->saturation[h] = (float)(rows ? sat / rows : 0);
