@@ -46,6 +46,7 @@ static struct {
     int ready, mode;
     int planned;                 /* a product was planned: the mode is fixed from here on */
     char file[4096];             /* the plan file ("" when none) */
+    char dir[3900];              /* measure: its folder, named by the program ("" when kept by none) */
     char key[600];
     int file_loaded;             /* measure mode: the file was read once */
     entry tab[CAP];
@@ -132,15 +133,6 @@ static int estimate(int ta, int M, int N, int K) {
 }
 
 /* ---- the file --------------------------------------------------------------- */
-static int file_dir(char *dir, size_t len) {
-    const char *d = getenv("TG_PLAN_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-    if (d && *d) snprintf(dir, len, "%s", d);
-    else if (x && *x) snprintf(dir, len, "%s/tapegrad", x);
-    else if (h && *h) snprintf(dir, len, "%s/.cache/tapegrad", h);
-    else return -1;
-    return 0;
-}
-
 static int mkdirs(const char *dir) {
     char p[4096];
     snprintf(p, sizeof p, "%s", dir);
@@ -342,16 +334,16 @@ static int measure(const shape *k, float *us_x, float *us_b, int *xsmm) {
 /* ---- set-up --------------------------------------------------------------------- */
 static int setup_locked(const char *spec, char *err, size_t errlen) {
     tg_gemm_plan_machine(S.key, sizeof S.key);
-    if (!spec || !*spec || strcmp(spec, "measure") == 0) {
-        S.mode = TG_PLAN_MEASURE;
-        char dir[3900], h[17];
-        if (file_dir(dir, sizeof dir)) {
-            S.file[0] = 0;
-        } else {
+    S.dir[0] = S.file[0] = 0;
+    if (spec && (strcmp(spec, "measure") == 0 || strncmp(spec, "measure=", 8) == 0)) {
+        S.mode = TG_PLAN_MEASURE;   /* "measure": in this process only; "measure=DIR": kept in the folder named */
+        if (spec[7] == '=' && spec[8]) {
+            char h[17];
+            snprintf(S.dir, sizeof S.dir, "%s", spec + 8);
             snprintf(h, sizeof h, "%016llx", (unsigned long long)tg_fnv1a64(TG_FNV1A64_INIT, S.key, strlen(S.key)));
-            snprintf(S.file, sizeof S.file, "%s/gemm-plan-%s.tsv", dir, h);
+            snprintf(S.file, sizeof S.file, "%s/gemm-plan-%s.tsv", S.dir, h);
         }
-    } else if (strcmp(spec, "estimate") == 0) {
+    } else if (!spec || !*spec || strcmp(spec, "estimate") == 0) {
         S.mode = TG_PLAN_ESTIMATE;
         S.file[0] = 0;
     } else {
@@ -390,8 +382,16 @@ const char *tg_gemm_plan_mode(void) {
 
 int tg_gemm_plan_setup_env(const char *prog, const char *dflt) {
     const char *spec = getenv("TG_PLAN");
-    char err[1200];
+    char err[1200], kept[4000];
     if (!spec || !*spec) spec = dflt;
+    if (spec && strcmp(spec, "measure") == 0) {   /* the machine's plan folder, as a program keeps it */
+        const char *d = getenv("TG_PLAN_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+        if (d && *d) snprintf(kept, sizeof kept, "measure=%s", d);
+        else if (x && *x) snprintf(kept, sizeof kept, "measure=%s/tapegrad", x);
+        else if (h && *h) snprintf(kept, sizeof kept, "measure=%s/.cache/tapegrad", h);
+        else snprintf(kept, sizeof kept, "measure");
+        spec = kept;
+    }
     if (tg_gemm_plan_setup(spec, err, sizeof err) == 0) return 0;
     fprintf(stderr, "%s: TG_PLAN: %s; estimating every product instead\n", prog, err);   /* the program asked */
     return -1;
@@ -411,12 +411,12 @@ static void load_measure_file(void) {
 /* Measures shape e under the file's lock, after re-reading the file (another
  * run may have measured it meanwhile), and saves the union. */
 static void measure_and_keep(entry *e) {
-    char err[1200], dir[3900], lockpath[4200];
+    char err[1200], lockpath[4200];
     int fd = -1;
-    if (S.file[0] && !file_dir(dir, sizeof dir)) {
+    if (S.file[0]) {   /* the folder the program named: made on its word */
         snprintf(lockpath, sizeof lockpath, "%s.lock", S.file);
-        if (mkdirs(dir))
-            snprintf(err, sizeof err, "cannot make the folder %.900s: %s", dir, strerror(errno));
+        if (mkdirs(S.dir))
+            snprintf(err, sizeof err, "cannot make the folder %.900s: %s", S.dir, strerror(errno));
         else if (tg_file_check_target(lockpath, err, sizeof err) == 0 &&
                  (fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0)
             snprintf(err, sizeof err, "%.900s: %s", lockpath, strerror(errno));

@@ -14,16 +14,17 @@
  * library that no program set up estimates every product, and never reads an
  * environment variable, creates a folder, takes a lock or writes a file of its
  * own (FFTW's wisdom: imported and exported on the program's word):
- *   measure    the machine's plan file, shapes not in it measured and added
- *              (attn_scale, bench_step, bench_gemm and bench_attn ask for it
- *              unless TG_PLAN says otherwise);
+ *   measure=DIR  the machine's plan file in the folder DIR (made if missing),
+ *              shapes not in it measured and added (attn_scale, bench_step,
+ *              bench_gemm and bench_attn ask for it unless TG_PLAN says otherwise);
+ *   measure    shapes measured, kept in this process only;
  *   estimate   the rule only, no file read or written (the default; tests, CI,
  *              attn_check, the other programs);
  *   FILE       that plan file, read-only; shapes not in it estimated.
- * The machine's plan file is
- *   $TG_PLAN_DIR, else $XDG_CACHE_HOME/tapegrad, else $HOME/.cache/tapegrad,
- *   /gemm-plan-<16 hex of the machine key>.tsv
- * and its second line is the machine key: the CPU (model name, family, model,
+ * The machine's plan file is DIR/gemm-plan-<16 hex of the machine key>.tsv;
+ * tg_gemm_plan_setup_env turns TG_PLAN=measure (or its default "measure") into
+ * DIR = $TG_PLAN_DIR, else $XDG_CACHE_HOME/tapegrad, else $HOME/.cache/tapegrad.
+ * The file's second line is the machine key: the CPU (model name, family, model,
  * stepping), OpenBLAS's build and core, libxsmm's version and target, the
  * format version. A file whose key is not this machine's, from another library
  * version, or damaged anywhere is refused as a whole, with a message naming the
@@ -60,7 +61,8 @@ enum { TG_PLAN_MEASURE, TG_PLAN_ESTIMATE, TG_PLAN_FILE };
 int tg_gemm_plan_setup(const char *spec, char *err, size_t errlen);
 
 /* For a program's main: tg_gemm_plan_setup with the environment variable TG_PLAN,
- * or dflt when it is unset or empty; a value that fails is said on stderr, "PROG:
+ * or dflt when it is unset or empty, "measure" kept in the machine's plan folder
+ * (above): the one place that reads those variables. A value that fails is said on stderr, "PROG:
  * TG_PLAN: ...; estimating every product instead" (the program asked for it), and
  * the products are estimated. 0, or -1. */
 int tg_gemm_plan_setup_env(const char *prog, const char *dflt);
