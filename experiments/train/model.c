@@ -288,7 +288,6 @@ static void preflight_fail(const char *msg, void *u) {
     _exit(3);
 }
 
-
 /* The child: 'T' after a training step's forward and backward, then 'M' and the
  * measurement's rc and note. */
 static int preflight_child(void *u, int fd) {
