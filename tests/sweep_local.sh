@@ -113,8 +113,16 @@ parents=$(for p in $orphans; do ps -o ppid= -p "$p"; done)
 kill -KILL $(ps -o pid=,comm= -s "$sid" | awk '$2 != "attn_scale" { print $1 }') 2>/dev/null
 reparented() { for p in $orphans; do ps -o ppid= -p "$p" | grep -qxF -f <(printf '%s\n' $parents) && return 1; done; return 0; }
 wait_for 30 reparented || no "the training processes kept their killed parents"
-orphans=$(for p in $orphans; do kill -STOP "$p" 2>/dev/null && echo "$p"; done)
+# Pause them only once every other process of the session has exited: a
+# process group that turns orphaned while one of its members is stopped gets
+# SIGHUP (the training process would then save and leave, and the next sweep
+# would meet no lock). The kernel decides that when each process exits, so
+# none may still be exiting when the orphans stop.
 wait "$sid" 2>/dev/null
+others() { ps -o pid=,stat=,comm= -s "$sid" | awk '$3 != "attn_scale" && $2 !~ /^Z/' | grep -q .; }
+alone() { ! others; }
+wait_for 30 alone || no "processes of the killed sweep still running: $(ps -o pid=,comm= -s "$sid" | tr '\n' ' ')"
+orphans=$(for p in $orphans; do kill -STOP "$p" 2>/dev/null && echo "$p"; done)
 sid=""
 echo "sweep SIGKILLed: $(n_done test) of 8 runs done, training processes left (paused): $(echo $orphans)"
 
