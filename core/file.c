@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tg_core.h"
+#include "tg_profile.h"   /* its clock */
 
 int tg_write_all(int fd, const void *p, size_t n) {
     const char *c = p;
@@ -158,4 +160,79 @@ int tg_file_replace(const char *path, const void *p, size_t n, char *err, size_t
         return -1;
     }
     return tg_file_commit(&f, 0, err, errlen);
+}
+
+/* ---- reading, locking ----------------------------------------------------------------- */
+int tg_file_open_read(const char *path, char *err, size_t errlen) {
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; cleared once it is known to be a file */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        int e = errno;
+        tg_errf(err, errlen, "%s: %s", path, e == ENOENT ? "no such file" : strerror(e));
+        errno = e;
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        tg_errf(err, errlen, "%s: not a regular file (%s)", path, kind_of(st.st_mode));
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl != -1) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+/* "process N on HOST": the lock's holder (F_GETLK) and the host it wrote, if any. */
+static void lock_holder(int fd, char *buf, size_t len) {
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    char text[128] = "";
+    ssize_t k = pread(fd, text, sizeof text - 1, 0);
+    text[k > 0 ? k : 0] = 0;
+    text[strcspn(text, "\n")] = 0;
+    if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK && fl.l_pid > 0) {
+        const char *host = strstr(text, "host=");
+        snprintf(buf, len, "process %ld%s%.64s", (long)fl.l_pid, host ? " on " : "", host ? host + 5 : "");
+    } else
+        snprintf(buf, len, "another process (%.80s)", text[0] ? text : "no pid recorded");
+}
+
+int tg_file_lock(const char *path, double wait_s, int *fd_out, char *err, size_t errlen) {
+    *fd_out = -1;
+    /* O_NOFOLLOW: a link planted at the lock's name is not followed; O_NONBLOCK: nor does a FIFO hang us */
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        int e = errno;
+        tg_errf(err, errlen, "%s: cannot create or open the lock file (%s)", path, strerror(e));
+        errno = e;   /* the caller may tell a read-only folder from the rest */
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        tg_errf(err, errlen, "%s: the lock file is not a regular file", path);
+        errno = EINVAL;
+        return -1;
+    }
+    const double t0 = tg_profile_clock();
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    while (fcntl(fd, F_SETLK, &fl)) {
+        if (errno != EACCES && errno != EAGAIN && errno != EINTR) {
+            int e = errno;
+            close(fd);
+            return tg_errf(err, errlen, "%s: cannot lock (%s)", path, strerror(e));
+        }
+        if (tg_profile_clock() - t0 >= wait_s) {
+            char who[160];
+            lock_holder(fd, who, sizeof who);
+            close(fd);
+            tg_errf(err, errlen, "%s", who);
+            return TG_FILE_BUSY;
+        }
+        struct timespec nap = {0, 20 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    *fd_out = fd;
+    return 0;
 }

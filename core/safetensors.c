@@ -23,15 +23,6 @@ static const struct { const char *name; size_t size; } dtypes[TG_ST_NDTYPES] = {
 const char *tg_st_dtype_name(tg_st_dtype d) { return (unsigned)d < TG_ST_NDTYPES ? dtypes[d].name : "?"; }
 size_t tg_st_dtype_size(tg_st_dtype d) { return (unsigned)d < TG_ST_NDTYPES ? dtypes[d].size : 0; }
 
-uint64_t tg_fnv1a64(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
 /* Length of the valid UTF-8 sequence at s (at most n bytes), 0 if invalid:
  * no overlong forms, no surrogates, nothing above U+10FFFF. */
 static size_t utf8_len(const unsigned char *s, size_t n) {

@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tg_core.h"   /* tg_fnv1a64, the checksum's hash */
+
 #define TG_ST_MAX_DIMS 8
 #define TG_ST_CHECKSUM_KEY "checksum_fnv1a64"
 
@@ -87,9 +89,5 @@ const char *tg_st_meta(const tg_st_file *f, const char *key);   /* NULL if absen
 void tg_st_get_f32(const tg_st_entry *e, float *out);
 void tg_st_get_f64(const tg_st_entry *e, double *out);
 void tg_st_get_i64(const tg_st_entry *e, int64_t *out);
-
-/* FNV-1a 64, continuing from h (start with TG_FNV1A64_INIT). */
-#define TG_FNV1A64_INIT 0xcbf29ce484222325ULL
-uint64_t tg_fnv1a64(uint64_t h, const void *p, size_t n);
 
 #endif

@@ -44,6 +44,11 @@ TG_NORETURN void tg_fail_h(const tg_errh *h, const char *fmt, ...)
  * Writes the message into err (errlen bytes) and returns -1. */
 int tg_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* FNV-1a 64, continuing from h (start with TG_FNV1A64_INIT): a checkpoint's
+ * checksum (safetensors.h), the product plan's keys. Not cryptographic. */
+#define TG_FNV1A64_INIT 0xcbf29ce484222325ULL
+uint64_t tg_fnv1a64(uint64_t h, const void *p, size_t n);
+
 /* ---- tensors ------------------------------------------------------------ */
 typedef struct tg_tensor {
     int ndim;

@@ -46,4 +46,21 @@ void tg_file_abort(tg_file *f);   /* removes the temporary file; the target is a
 
 int tg_file_replace(const char *path, const void *p, size_t n, char *err, size_t errlen);
 
+/* Opens path for reading: an fd (close-on-exec), or -1 with errno kept and a
+ * message in err ("PATH: no such file", "PATH: not a regular file (a FIFO)").
+ * Anything but a regular file is refused without blocking (a FIFO would wait
+ * for a writer) and without reading from it. */
+int tg_file_open_read(const char *path, char *err, size_t errlen);
+
+/* An exclusive POSIX record lock (fcntl F_SETLK) on the file path, created if
+ * missing (mode 0666 less the umask); a symbolic link or anything but a regular
+ * file at path is refused. Waits up to wait_s seconds on a monotonic clock (0:
+ * one try). Returns 0 with *fd holding the lock (closing it releases it),
+ * TG_FILE_BUSY with the holder in err ("process 4242 on node1"), or -1 with the
+ * reason. Record locks belong to a process: two threads of one process do not
+ * exclude each other, and closing any other descriptor of the same file
+ * releases the lock, so lock a file kept for locking only (a "NAME.lock"). */
+#define TG_FILE_BUSY 1
+int tg_file_lock(const char *path, double wait_s, int *fd, char *err, size_t errlen);
+
 #endif

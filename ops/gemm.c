@@ -2,8 +2,11 @@
 
 #include <cblas.h>
 #include <libxsmm.h>
+#include <stdlib.h>
 
+#include "gemm_plan.h"     /* the plan's store: decisions by shape */
 #include "parallel.h"
+#include "tg_profile.h"    /* its clock */
 
 #define TILE TG_GEMM_TILE
 
@@ -58,9 +61,18 @@ void tg_gemm_plan_fixed(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, fl
     if (xsmm) tg_gemm_plan_xsmm(p);
 }
 
+static int measure(const tg_plan_shape *k, float *us_x, float *us_b, int *xsmm);
+
+/* The plan's decision for a libxsmm-able shape (ops/gemm_plan.h); measured
+ * here (the timer) only where the caller may take the time. */
+static int decide(int ta, int M, int N, int K, int lda, int ldb, int ldc, int blocks, int may_measure) {
+    const tg_plan_shape k = {!!ta, M, N, K, lda, ldb, ldc, !!blocks};
+    return tg_gemm_plan_choose(&k, may_measure ? measure : NULL);
+}
+
 static void plan(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb, float beta,
                  int ldc, int blocks, int may_measure) {
-    int x = xsmm_able(tb, alpha, beta) && tg_gemm_plan_choose(!!ta, M, N, K, lda, ldb, ldc, blocks, may_measure);
+    int x = xsmm_able(tb, alpha, beta) && decide(ta, M, N, K, lda, ldb, ldc, blocks, may_measure);
     tg_gemm_plan_fixed(p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, x);
 }
 
@@ -75,7 +87,11 @@ void tg_gemm_plan_make(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, flo
 }
 
 void tg_gemm_prepare(int ta, int M, int N, int K, int lda, int ldb, int ldc) {
-    (void)tg_gemm_plan_choose(!!ta, M, N, K, lda, ldb, ldc, 0, 1);
+    (void)decide(ta, M, N, K, lda, ldb, ldc, 0, 1);
+}
+
+int tg_gemm_picks_xsmm(int ta, int M, int N, int K, int lda, int ldb, int ldc, int blocks) {
+    return decide(ta, M, N, K, lda, ldb, ldc, blocks, 1);
 }
 
 int tg_gemm_plan_xsmm(tg_gemm_plan *p) {
@@ -200,3 +216,51 @@ void tg_transpose(const float *X, int ld, int rows, int cols, float *Y) {
 const char *tg_gemm_backend(const tg_gemm_plan *p) { return p->xsmm ? "libxsmm" : "openblas"; }
 
 const char *tg_gemm_target(void) { return libxsmm_get_target_arch(); }
+
+/* ---- the plan's timer ------------------------------------------------------------ */
+/* Both libraries on this shape with its strides, on the calling thread, as
+ * a step runs it: a head's product (run whole) on operands cycled through
+ * copies that together outgrow the L2 cache, as the attention ops stream
+ * through heads (one hot copy flattered libxsmm on a head's 64×128×64 by
+ * 10%: AVX2 code on an AMD Zen 5, OpenBLAS Haswell, libxsmm hsw); a linear
+ * layer's (run in blocks) on one hot copy, as tg_matmul runs on what was
+ * just made (cycled, a 128×64×2048 weight grad came out 13% the other way
+ * there); rounds alternating the two libraries, each the best of
+ * its rounds (the least disturbed). 0 and the times, or -1 (out of memory). */
+static int measure(const tg_plan_shape *k, float *us_x, float *us_b, int *xsmm) {
+    const int M = k->M, N = k->N, K = k->K;
+    size_t na = (size_t)(k->ta ? K : M) * k->lda, nb = (size_t)K * k->ldb, nc = (size_t)M * k->ldc;
+    size_t one = (na + nb + nc) * sizeof(float);
+    int copies = (int)((size_t)(8 << 20) / one);
+    copies = copies < 1 ? 1 : copies > 32 ? 32 : copies;
+    if (k->blocks) copies = 1;   /* a linear layer's product: its operands were just made, and are hot */
+    float *mem = malloc(one * (size_t)copies);
+    if (!mem) return -1;
+    for (size_t i = 0; i < (na + nb + nc) * (size_t)copies; i++) mem[i] = (float)((i * 7) % 13) * 0.01f - 0.06f;
+    tg_gemm_plan px, pb;
+    tg_gemm_plan_fixed(&pb, k->ta, 0, M, N, K, 1.0f, k->lda, k->ldb, 0.0f, k->ldc, 0);
+    tg_gemm_plan_fixed(&px, k->ta, 0, M, N, K, 1.0f, k->lda, k->ldb, 0.0f, k->ldc, 1);
+    *xsmm = px.xsmm;
+    double flops = 2.0 * M * N * K;
+    int reps = (int)(4e6 / (flops > 1 ? flops : 1)) + 1;   /* a round: ~4 MFLOP, 0.05-0.3 ms */
+    if (reps < copies) reps = copies;
+    if (reps > 2000) reps = 2000;
+    double best[2] = {1e30, 1e30}, spent = 0;
+    /* round -1 warms pages, caches and kernels; then at least 9 rounds and 20 ms */
+    for (int round = -1; round < 9 || (spent < 20e3 && round < 40); round++)
+        for (int w = 0; w < 1 + px.xsmm; w++) {
+            const tg_gemm_plan *p = w ? &px : &pb;
+            double t0 = 1e6 * tg_profile_clock();
+            for (int r = 0; r < reps; r++) {
+                float *A = mem + (size_t)(r % copies) * (na + nb + nc);
+                tg_gemm_run_serial(p, k->blocks, A, A + na, A + na + nb);
+            }
+            double t = (1e6 * tg_profile_clock() - t0) / reps;
+            if (round >= 0 && t < best[w]) best[w] = t;
+            if (round >= 0) spent += t * reps;
+        }
+    *us_b = (float)best[0];
+    *us_x = px.xsmm ? (float)best[1] : 0.0f;
+    free(mem);
+    return 0;
+}

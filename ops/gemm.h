@@ -31,12 +31,6 @@
 
 #define TG_GEMM_TILE 64          /* rows and columns of C a libxsmm kernel call makes */
 #define TG_GEMM_KCHUNK 256       /* K a libxsmm kernel call sums at most */
-/* The AVX-512 estimate (gemm_plan.c; bench_gemm, one thread, AMD Zen 5): with
- * A as stored (ta = 0) libxsmm was 2-25% faster up to the widest measured,
- * N = 1024; with A transposed (weight grads, K = the batch's rows, long) only
- * while C is small, M·N <= 256·512. */
-#define TG_GEMM_XSMM_MAX_N 1024
-#define TG_GEMM_XSMM_MAX_MN_TA (256 * 512)
 #define TG_GEMM_BLAS_BLOCK 128   /* rows or columns of C an OpenBLAS call makes in tg_gemm_run_threads */
 
 /* A libxsmm kernel: c (+)= a·b in column-major terms (libxsmm_smmfunction). */
@@ -62,11 +56,10 @@ TG_GEMM_API void tg_gemm_plan_init(tg_gemm_plan *p, int ta, int tb, int M, int N
 TG_GEMM_API void tg_gemm_plan_fixed(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
                         float beta, int ldc, int xsmm);
 
-/* The product plan's decision for a libxsmm-able shape (1: libxsmm);
- * may_measure: the caller is outside any parallel region, so a shape not
- * decided yet may be timed here (gemm_plan.c). */
-TG_GEMM_API int tg_gemm_plan_choose(int ta, int M, int N, int K, int lda, int ldb, int ldc, int blocks,
-                                    int may_measure);
+/* Whether the product plan puts this libxsmm-able shape on libxsmm (1) or
+ * OpenBLAS (0); a shape not decided yet may be timed here, so call it outside
+ * any parallel region (an op deciding whether to make Bᵀ first). */
+TG_GEMM_API int tg_gemm_picks_xsmm(int ta, int M, int N, int K, int lda, int ldb, int ldc, int blocks);
 
 /* tg_gemm_plan_init for a product run by tg_gemm_run_threads (blocks = 1:
  * OpenBLAS then runs in blocks of C, a plan of its own) or tg_gemm_run (0). */

@@ -1,18 +1,26 @@
 /* The product plan (tg_gemm_plan.h): a table of decided shapes, the machine's
- * plan file, the measurement, the estimate. Not an op. */
-#define _GNU_SOURCE   /* flock, mkdir */
+ * plan file, the estimate. Not an op, and not the products: ops/gemm.c asks
+ * it for decisions and hands it a timer (ops/gemm_plan.h); this file never
+ * runs a product itself.
+ *
+ * Threads: a decided shape is read without a lock (its slot's state is
+ * published with release/acquire after its fields are written; slots are
+ * never freed while products run). The mutex guards inserts, set-up and the
+ * first read of the file; a measurement runs outside it, one at a time in the
+ * process (S.measuring), under the plan file's lock. */
+#define _GNU_SOURCE   /* mkdir, nanosleep */
 #include "tg_gemm_plan.h"
+#include "gemm_plan.h"
 
 #include <cblas.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <libxsmm.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,59 +28,101 @@
 #include <cpuid.h>
 #endif
 
-#include "gemm.h"
+#include "tg_core.h"   /* tg_errf, tg_fnv1a64 */
 #include "tg_file.h"
-#include "tg_profile.h"   /* its clock */
-#include "safetensors.h"   /* tg_fnv1a64 */
 
 #define FORMAT "# tapegrad gemm plan 1"
 #define COLUMNS "ta\tM\tN\tK\tlda\tldb\tldc\trun\tlib\txsmm_us\tblas_us"
 #define CAP 4096                 /* shapes a process can hold (a model has tens) */
-#define LOCK_WAIT_S 120          /* then measure without the lock, and say so */
+#define LOCK_WAIT_S 120          /* then measure for this process only, and say so */
 #define MARGIN 0.03f             /* what the other library must win by to replace the estimate's pick */
+/* The AVX-512 estimate (bench_gemm, one thread, AMD Zen 5): with A as stored
+ * libxsmm was 2-25% faster up to the widest measured, N = 1024; with A
+ * transposed (weight grads, K = the batch's rows, long) only while C is
+ * small, M·N <= 256·512. */
+#define XSMM_MAX_N 1024
+#define XSMM_MAX_MN_TA (256 * 512)
+
+enum { EMPTY, PENDING, DECIDED };   /* a slot's state: PENDING while one thread measures it */
 
 typedef struct {
-    int ta, M, N, K, lda, ldb, ldc;   /* the key (the strides too: a head's view runs
-                                         slower than a whole matrix); M = 0: empty slot */
-    int blocks;                  /* key too: 1 when run by tg_gemm_run_threads (OpenBLAS in blocks of C) */
+    _Atomic int state;
+    tg_plan_shape k;             /* set before the state leaves EMPTY, never changed after */
     signed char xsmm;            /* the decision */
     char from;                   /* 'f' the file, 'm' measured now, 'e' estimated */
-    char used;
+    atomic_char used;            /* looked up since the start or the last reset */
     float us_xsmm, us_blas;      /* measured times (0: not measured) */
 } entry;
 
+/* What the plan says at most once a process (notes go to the program's
+ * callback, tg_gemm_plan_on_note; none set, nothing is said). */
+enum { SAID_REFUSED = 1, SAID_NOT_KEPT = 2, SAID_BUSY = 4, SAID_SAVE = 8, SAID_FULL = 16 };
+
 static struct {
-    pthread_mutex_t mu;
-    int ready, mode;
-    int planned;                 /* a product was planned: the mode is fixed from here on */
+    pthread_mutex_t mu;          /* inserts, set-up, notes; never a decided shape's look-up */
+    pthread_cond_t decided;      /* broadcast when a PENDING slot is decided */
+    pthread_mutex_t measuring;   /* one measurement at a time: they would disturb each other, and
+                                    the file's record lock belongs to the process, not a thread */
+    _Atomic int ready;
+    int mode, planned, file_loaded, said;
     char file[4096];             /* the plan file ("" when none) */
     char dir[3900];              /* measure: its folder, named by the program ("" when kept by none) */
     char key[600];
-    int file_loaded;             /* measure mode: the file was read once */
+    void (*note)(const char *msg, void *user);
+    void *note_user;
     entry tab[CAP];
-    int warned_full, warned_keep;
-} S = {.mu = PTHREAD_MUTEX_INITIALIZER};
+} S = {.mu = PTHREAD_MUTEX_INITIALIZER, .decided = PTHREAD_COND_INITIALIZER,
+       .measuring = PTHREAD_MUTEX_INITIALIZER};
 
-
-typedef struct { int ta, M, N, K, lda, ldb, ldc, blocks; } shape;
-
-static int same(const entry *e, const shape *k) {
-    return e->ta == k->ta && e->M == k->M && e->N == k->N && e->K == k->K && e->lda == k->lda && e->ldb == k->ldb &&
-           e->ldc == k->ldc && e->blocks == k->blocks;
+static int same(const tg_plan_shape *a, const tg_plan_shape *b) {
+    return a->ta == b->ta && a->M == b->M && a->N == b->N && a->K == b->K && a->lda == b->lda &&
+           a->ldb == b->ldb && a->ldc == b->ldc && a->blocks == b->blocks;
 }
 
-static entry *slot(const shape *k) {
+static int cmp_shape(const tg_plan_shape *x, const tg_plan_shape *y) {
+    const int a[8] = {x->ta, x->M, x->N, x->K, x->lda, x->ldb, x->ldc, x->blocks};
+    const int b[8] = {y->ta, y->M, y->N, y->K, y->lda, y->ldb, y->ldc, y->blocks};
+    for (int i = 0; i < 8; i++)
+        if (a[i] != b[i]) return a[i] < b[i] ? -1 : 1;
+    return 0;
+}
+
+static int state(const entry *e) { return atomic_load_explicit(&((entry *)e)->state, memory_order_acquire); }
+static void publish(entry *e, int st) { atomic_store_explicit(&e->state, st, memory_order_release); }
+
+/* The slot holding k, or NULL with *empty the first empty slot on its probe
+ * path (NULL too: the table is full). Lock-free: EMPTY ends the path, and a
+ * slot's key is written before its state leaves EMPTY. */
+static entry *find(const tg_plan_shape *k, entry **empty) {
     uint64_t h = tg_fnv1a64(TG_FNV1A64_INIT, k, sizeof *k);
+    if (empty) *empty = NULL;
     for (unsigned i = 0; i < CAP; i++) {
         entry *e = &S.tab[(h + i) % CAP];
-        if (!e->M || same(e, k)) return e;
+        int st = state(e);
+        if (st == EMPTY) {
+            if (empty) *empty = e;
+            return NULL;
+        }
+        if (same(&e->k, k)) return e;
     }
     return NULL;
 }
 
-static entry new_entry(const shape *k, int xsmm, char from) {
-    return (entry){.ta = k->ta, .M = k->M, .N = k->N, .K = k->K, .lda = k->lda, .ldb = k->ldb, .ldc = k->ldc,
-                   .blocks = k->blocks, .xsmm = (signed char)xsmm, .from = from};
+static void mark_used(entry *e) {
+    if (!atomic_load_explicit(&e->used, memory_order_relaxed)) atomic_store_explicit(&e->used, 1, memory_order_relaxed);
+}
+
+/* Says msg once per kind (under S.mu), to the program's callback if it set one. */
+static void note_locked(int kind, const char *msg) {
+    if (S.said & kind) return;
+    S.said |= kind;
+    if (S.note) S.note(msg, S.note_user);
+}
+
+static void note(int kind, const char *msg) {
+    pthread_mutex_lock(&S.mu);
+    note_locked(kind, msg);
+    pthread_mutex_unlock(&S.mu);
 }
 
 /* ---- the machine key ---------------------------------------------------- */
@@ -127,7 +177,7 @@ const char *tg_gemm_plan_machine(char *buf, size_t len) {
  * M·N·K at most 2^17. */
 static int estimate(int ta, int M, int N, int K) {
     if (libxsmm_get_target_archid() >= LIBXSMM_X86_AVX512_CORE)
-        return ta ? (int64_t)M * N <= TG_GEMM_XSMM_MAX_MN_TA : N <= TG_GEMM_XSMM_MAX_N;
+        return ta ? (int64_t)M * N <= XSMM_MAX_MN_TA : N <= XSMM_MAX_N;
     if (ta) return (int64_t)M * N * K <= ((int64_t)1 << 17);
     return N <= 64 || K <= 64;
 }
@@ -145,244 +195,315 @@ static int mkdirs(const char *dir) {
     return mkdir(p, 0755) && errno != EEXIST ? -1 : 0;
 }
 
-/* Reads path into the table ('f' entries; a shape decided already is kept,
- * but for adopt, which takes the file's decision if the file has it).
- * 0 read (or no file: *missing = 1), -1 refused with the reason in err. */
-typedef struct { shape k; int x; float ux, ub; } file_row;
-static int load(const char *path, int *missing, entry *adopt, char *err, size_t errlen) {
+
+/* ---- the file --------------------------------------------------------------- */
+/* A file's rows, read whole or not at all (refused: the reason in err). */
+typedef struct { tg_plan_shape k; int x; float ux, ub; } row;
+typedef struct { row *r; int n; } rows;
+
+static int read_rows(const char *path, rows *out, int *missing, char *err, size_t errlen) {
+    *out = (rows){0};
     *missing = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) {
+    char why[4400];
+    int fd = tg_file_open_read(path, why, sizeof why);   /* a FIFO named as the plan is refused, not waited on */
+    if (fd < 0) {
         if (errno == ENOENT) {
             *missing = 1;
             return 0;
         }
-        snprintf(err, errlen, "plan file %s: %s", path, strerror(errno));
-        return -1;
+        return tg_errf(err, errlen, "plan file %s", why);
+    }
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        close(fd);
+        return tg_errf(err, errlen, "plan file %s: %s", path, strerror(errno));
     }
     char line[1024], want[700];
     snprintf(want, sizeof want, "# machine=%s", S.key);
-    static file_row rows[CAP];   /* under S.mu */
-    int n = 0, ln = 0, rc = 0;
-    while (fgets(line, sizeof line, f)) {
+    row *r = malloc(CAP * sizeof *r);
+    int n = 0, ln = 0, rc = r ? 0 : tg_errf(err, errlen, "plan file %s: out of memory", path);
+    while (!rc && fgets(line, sizeof line, f)) {
         ln++;
         size_t l = strlen(line);
         if (!l || line[l - 1] != '\n') {
-            snprintf(err, errlen, "plan file %s line %d: cut short or longer than %zu bytes", path, ln, sizeof line - 2);
-            rc = -1;
+            rc = tg_errf(err, errlen, "plan file %s line %d: cut short or longer than %zu bytes", path, ln, sizeof line - 2);
             break;
         }
         line[--l] = 0;
         if (ln == 1 && strcmp(line, FORMAT) != 0) {
-            snprintf(err, errlen, "plan file %s line 1: not a tapegrad plan of this format (want '%s')", path, FORMAT);
-            rc = -1;
+            rc = tg_errf(err, errlen, "plan file %s line 1: not a tapegrad plan of this format (want '%s')", path, FORMAT);
             break;
         }
         if (ln == 2 && strcmp(line, want) != 0) {
-            snprintf(err, errlen, "plan file %s was made on another machine or with other libraries: it says '%.250s', "
-                     "this is '%.250s'", path, strncmp(line, "# machine=", 10) ? line : line + 10, S.key);
-            rc = -1;
+            rc = tg_errf(err, errlen, "plan file %s was made on another machine or with other libraries: it says '%.250s', "
+                         "this is '%.250s'", path, strncmp(line, "# machine=", 10) ? line : line + 10, S.key);
             break;
         }
         if (ln <= 3) {   /* line 3: the column names */
             if (ln == 3 && strcmp(line, COLUMNS) != 0) {
-                snprintf(err, errlen, "plan file %s line 3: not the column line", path);
-                rc = -1;
+                rc = tg_errf(err, errlen, "plan file %s line 3: not the column line", path);
                 break;
             }
             continue;
         }
         char lib[16], run[16], tail;
-        shape k;
+        tg_plan_shape k;
         float ux, ub;
         if (sscanf(line, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%15s\t%15s\t%f\t%f%c", &k.ta, &k.M, &k.N, &k.K, &k.lda,
                    &k.ldb, &k.ldc, run, lib, &ux, &ub, &tail) != 11 || (strcmp(run, "whole") && strcmp(run, "blocks")) ||
             (k.ta != 0 && k.ta != 1) || k.M <= 0 || k.N <= 0 || k.K <= 0 || k.lda < (k.ta ? k.M : k.K) ||
             k.ldb < k.N || k.ldc < k.N || !(ux >= 0) || !(ub >= 0) ||
             (strcmp(lib, "libxsmm") && strcmp(lib, "openblas"))) {
-            snprintf(err, errlen, "plan file %s line %d: not 'ta M N K lda ldb ldc whole|blocks libxsmm|openblas xsmm_us "
-                     "blas_us' "
-                     "with sizes that fit: '%.80s'", path, ln, line);
-            rc = -1;
+            rc = tg_errf(err, errlen, "plan file %s line %d: not 'ta M N K lda ldb ldc whole|blocks libxsmm|openblas "
+                         "xsmm_us blas_us' with sizes that fit: '%.80s'", path, ln, line);
             break;
         }
         k.blocks = run[0] == 'b';
         if (n == CAP) {
-            snprintf(err, errlen, "plan file %s: more than %d shapes", path, CAP);
-            rc = -1;
+            rc = tg_errf(err, errlen, "plan file %s: more than %d shapes", path, CAP);
             break;
         }
-        rows[n++] = (file_row){k, lib[0] == 'l', ux, ub};
+        r[n++] = (row){k, lib[0] == 'l', ux, ub};
     }
-    if (!rc && ferror(f)) {
-        snprintf(err, errlen, "plan file %s: read error", path);
-        rc = -1;
-    }
-    if (!rc && ln < 3) {
-        snprintf(err, errlen, "plan file %s: %s", path, ln ? "cut short before its column line" : "empty");
-        rc = -1;
-    }
+    if (!rc && ferror(f)) rc = tg_errf(err, errlen, "plan file %s: read error", path);
+    if (!rc && ln < 3) rc = tg_errf(err, errlen, "plan file %s: %s", path, ln ? "cut short before its column line" : "empty");
     fclose(f);
-    if (rc) return rc;   /* refused as a whole: nothing of it is used */
-    for (int i = 0; i < n; i++) {
-        entry *e = slot(&rows[i].k);
-        if (!e || (e->M && e != adopt)) continue;
-        char used = e->M ? e->used : 0;
-        *e = new_entry(&rows[i].k, rows[i].x, 'f');
-        e->used = used;
-        e->us_xsmm = rows[i].ux;
-        e->us_blas = rows[i].ub;
+    if (rc) {   /* refused as a whole: nothing of it is used */
+        free(r);
+        return -1;
     }
+    *out = (rows){r, n};
     return 0;
 }
 
-static int cmp_entry(const void *a, const void *b) {
-    const entry *x = *(entry *const *)a, *y = *(entry *const *)b;
-    if (x->ta != y->ta) return x->ta - y->ta;
-    if (x->M != y->M) return x->M < y->M ? -1 : 1;
-    if (x->N != y->N) return x->N < y->N ? -1 : 1;
-    if (x->K != y->K) return x->K < y->K ? -1 : 1;
-    if (x->lda != y->lda) return x->lda < y->lda ? -1 : 1;
-    if (x->ldb != y->ldb) return x->ldb < y->ldb ? -1 : 1;
-    if (x->ldc != y->ldc) return x->ldc < y->ldc ? -1 : 1;
-    return x->blocks - y->blocks;
+static const row *row_of(const rows *rs, const tg_plan_shape *k) {
+    for (int i = 0; i < rs->n; i++)
+        if (same(&rs->r[i].k, k)) return &rs->r[i];
+    return NULL;
 }
 
-/* The entries (all, or the used ones) in key order: 0..n into list. */
-static int sorted(entry **list, int used_only, int measured_only) {
+/* The file's rows as decisions of this process, for shapes not decided yet (under S.mu). */
+static void adopt(const rows *rs) {
+    for (int i = 0; i < rs->n; i++) {
+        entry *empty, *e = find(&rs->r[i].k, &empty);
+        if (e || !empty) continue;
+        empty->k = rs->r[i].k;
+        empty->xsmm = (signed char)rs->r[i].x;
+        empty->from = 'f';
+        empty->us_xsmm = rs->r[i].ux;
+        empty->us_blas = rs->r[i].ub;
+        atomic_store_explicit(&empty->used, 0, memory_order_relaxed);
+        publish(empty, DECIDED);
+    }
+}
+
+static int cmp_row(const void *a, const void *b) {
+    const row *x = a, *y = b;
+    int c = cmp_shape(&x->k, &y->k);
+    return c ? c : x->x - y->x;
+}
+
+/* Under the file's lock: the file as it is now (rows), with this process's
+ * measured and read decisions over it, written whole. Another run's rows for
+ * shapes this run only estimated stay. measured: the slot this thread just
+ * measured (PENDING until the caller publishes it). */
+static int save_merged(const rows *file, const entry *measured, char *err, size_t errlen) {
+    row *all = malloc((size_t)(file->n + CAP) * sizeof *all);
+    if (!all) return tg_errf(err, errlen, "out of memory");
     int n = 0;
     for (int i = 0; i < CAP; i++) {
-        entry *e = &S.tab[i];
-        if (e->M && (!used_only || e->used) && (!measured_only || e->from != 'e')) list[n++] = e;
+        const entry *e = &S.tab[i];
+        if ((state(e) == DECIDED || e == measured) && e->from != 'e') /* measured: still PENDING, this thread's */
+            all[n++] = (row){e->k, e->xsmm, e->us_xsmm, e->us_blas};
     }
-    qsort(list, (size_t)n, sizeof *list, cmp_entry);
-    return n;
-}
-
-static int save(const char *path, char *err, size_t errlen) {
-    static entry *list[CAP];
-    int n = sorted(list, 0, 1);
+    for (int i = 0; i < file->n; i++) {
+        int mine = 0;
+        for (int j = 0; j < n && !mine; j++) mine = same(&all[j].k, &file->r[i].k);
+        if (!mine) all[n++] = file->r[i];
+    }
+    qsort(all, (size_t)n, sizeof *all, cmp_row);
     size_t cap = 256 + strlen(S.key) + (size_t)n * 144, len = 0;
     char *buf = malloc(cap);
     if (!buf) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
+        free(all);
+        return tg_errf(err, errlen, "out of memory");
     }
     len += (size_t)snprintf(buf + len, cap - len, "%s\n# machine=%s\n%s\n", FORMAT, S.key, COLUMNS);
     for (int i = 0; i < n; i++) {
-        const entry *e = list[i];
-        len += (size_t)snprintf(buf + len, cap - len, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%.2f\t%.2f\n", e->ta, e->M,
-                                e->N, e->K, e->lda, e->ldb, e->ldc, e->blocks ? "blocks" : "whole",
-                                e->xsmm ? "libxsmm" : "openblas", e->us_xsmm, e->us_blas);
+        const row *r = &all[i];
+        len += (size_t)snprintf(buf + len, cap - len, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%.2f\t%.2f\n", r->k.ta,
+                                r->k.M, r->k.N, r->k.K, r->k.lda, r->k.ldb, r->k.ldc, r->k.blocks ? "blocks" : "whole",
+                                r->x ? "libxsmm" : "openblas", r->ux, r->ub);
     }
-    int rc = tg_file_replace(path, buf, len, err, errlen);
+    int rc = tg_file_replace(S.file, buf, len, err, errlen);
     free(buf);
+    free(all);
     return rc;
 }
 
 /* ---- measuring ---------------------------------------------------------------- */
-static double now_us(void) { return 1e6 * tg_profile_clock(); }
-
-/* Both libraries on this shape with its strides, on the calling thread, as
- * a step runs it: a head's product (run whole) on operands cycled through
- * copies that together outgrow the L2 cache, as the attention ops stream
- * through heads (one hot copy flattered libxsmm on a head's 64×128×64 by
- * 10%: AVX2 code on an AMD Zen 5, OpenBLAS Haswell, libxsmm hsw); a linear
- * layer's (run in blocks) on one hot copy, as tg_matmul runs on what was
- * just made (cycled, a 128×64×2048 weight grad came out 13% the other way
- * there); rounds alternating the two libraries, each the best of
- * its rounds (the least disturbed).
- * 0 and the times, or -1 (out of memory: the caller estimates). */
-static int measure(const shape *k, float *us_x, float *us_b, int *xsmm) {
-    const int M = k->M, N = k->N, K = k->K;
-    size_t na = (size_t)(k->ta ? K : M) * k->lda, nb = (size_t)K * k->ldb, nc = (size_t)M * k->ldc;
-    size_t one = (na + nb + nc) * sizeof(float);
-    int copies = (int)((size_t)(8 << 20) / one);
-    copies = copies < 1 ? 1 : copies > 32 ? 32 : copies;
-    if (k->blocks) copies = 1;   /* a linear layer's product: its operands were just made, and are hot */
-    float *mem = malloc(one * (size_t)copies);
-    if (!mem) return -1;
-    for (size_t i = 0; i < (na + nb + nc) * (size_t)copies; i++) mem[i] = (float)((i * 7) % 13) * 0.01f - 0.06f;
-    tg_gemm_plan px, pb;
-    tg_gemm_plan_fixed(&pb, k->ta, 0, M, N, K, 1.0f, k->lda, k->ldb, 0.0f, k->ldc, 0);
-    tg_gemm_plan_fixed(&px, k->ta, 0, M, N, K, 1.0f, k->lda, k->ldb, 0.0f, k->ldc, 1);
-    *xsmm = px.xsmm;
-    double flops = 2.0 * M * N * K;
-    int reps = (int)(4e6 / (flops > 1 ? flops : 1)) + 1;   /* a round: ~4 MFLOP, 0.05-0.3 ms */
-    if (reps < copies) reps = copies;
-    if (reps > 2000) reps = 2000;
-    double best[2] = {1e30, 1e30}, spent = 0;
-    /* round -1 warms pages, caches and kernels; then at least 9 rounds and 20 ms */
-    for (int round = -1; round < 9 || (spent < 20e3 && round < 40); round++)
-        for (int w = 0; w < 1 + px.xsmm; w++) {
-            const tg_gemm_plan *p = w ? &px : &pb;
-            double t0 = now_us();
-            for (int r = 0; r < reps; r++) {
-                float *A = mem + (size_t)(r % copies) * (na + nb + nc);
-                tg_gemm_run_serial(p, k->blocks, A, A + na, A + na + nb);
-            }
-            double t = (now_us() - t0) / reps;
-            if (round >= 0 && t < best[w]) best[w] = t;
-            if (round >= 0) spent += t * reps;
-        }
-    *us_b = (float)best[0];
-    *us_x = px.xsmm ? (float)best[1] : 0.0f;
-    free(mem);
-    return 0;
+/* The estimate's pick stays unless the other library is faster by more than
+ * MARGIN: near ties would otherwise flip from one measurement to the next, and
+ * with them the rounding, for nothing; and unless a second measurement says so
+ * too (a neighbour's burst of load, on a shared AMD Zen 5, once made a product
+ * look 10% slower on libxsmm where it is 15% faster). */
+static void measure(entry *e, tg_plan_timer timer) {
+    float ux, ub, ux2, ub2;
+    int can_x;
+    if (timer(&e->k, &ux, &ub, &can_x)) return;   /* out of memory: the estimate stands */
+    int pick = can_x && (e->xsmm ? !(ub < ux * (1 - MARGIN)) : ux < ub * (1 - MARGIN));
+    struct timespec pause = {0, 30 * 1000 * 1000};
+    if (pick != e->xsmm && can_x && nanosleep(&pause, NULL) == 0 && timer(&e->k, &ux2, &ub2, &can_x) == 0) {
+        int again = e->xsmm ? !(ub2 < ux2 * (1 - MARGIN)) : ux2 < ub2 * (1 - MARGIN);
+        if (again != pick) pick = e->xsmm;
+        ux = ux < ux2 ? ux : ux2;
+        ub = ub < ub2 ? ub : ub2;
+    }
+    e->xsmm = (signed char)pick;
+    e->us_xsmm = ux;
+    e->us_blas = ub;
+    e->from = 'm';
 }
+
+/* Decides the PENDING slot e by measuring it (no S.mu held): under the plan
+ * file's lock, after re-reading the file (another run may have measured it
+ * meanwhile), then the file saved with the union. Without the lock (a folder
+ * that cannot hold it, a holder past LOCK_WAIT_S) it is measured for this
+ * process only, never saved. */
+static void measure_and_keep(entry *e, tg_plan_timer timer) {
+    pthread_mutex_lock(&S.measuring);
+    char err[4600], msg[4800], lockpath[4200];
+    int fd = -1;
+    rows file = {0};
+    if (S.file[0]) {   /* the folder the program named: made on its word */
+        snprintf(lockpath, sizeof lockpath, "%s.lock", S.file);
+        int rc = mkdirs(S.dir) ? tg_errf(err, sizeof err, "cannot make the folder %.900s: %s", S.dir, strerror(errno))
+                               : tg_file_lock(lockpath, LOCK_WAIT_S, &fd, err, sizeof err);
+        if (rc == TG_FILE_BUSY) {
+            snprintf(msg, sizeof msg, "%.4200s held for %d s by %.300s: measuring for this process only, not kept",
+                     lockpath, LOCK_WAIT_S, err);
+            note(SAID_BUSY, msg);
+        } else if (rc) {
+            snprintf(msg, sizeof msg, "the product plan is not kept (%.4600s): measuring in this process only", err);
+            note(SAID_NOT_KEPT, msg);
+        } else {
+            int missing;
+            if (read_rows(S.file, &file, &missing, err, sizeof err)) {
+                snprintf(msg, sizeof msg, "%.4600s; measuring again (the file will be replaced)", err);
+                note(SAID_REFUSED, msg);
+            }
+            const row *r = row_of(&file, &e->k);
+            if (r) {   /* another run measured it meanwhile */
+                e->xsmm = (signed char)r->x;
+                e->us_xsmm = r->ux;
+                e->us_blas = r->ub;
+                e->from = 'f';
+            }
+        }
+    }
+    if (e->from != 'f') {
+        measure(e, timer);
+        if (fd >= 0 && e->from == 'm' && save_merged(&file, e, err, sizeof err)) {
+            snprintf(msg, sizeof msg, "the product plan could not be kept: %.4600s", err);
+            note(SAID_SAVE, msg);
+        }
+    }
+    free(file.r);
+    if (fd >= 0) close(fd);   /* releases the file's lock */
+    pthread_mutex_unlock(&S.measuring);
+}
+
+/* ---- fork ---------------------------------------------------------------------- */
+/* A fork while another thread held S.mu would leave the child's copy locked
+ * for ever; one while a thread measured would leave its slot PENDING with no
+ * thread to decide it. So a fork waits for S.mu, and the child starts with
+ * fresh locks and every PENDING slot estimated. */
+static void fork_prepare(void) { pthread_mutex_lock(&S.mu); }
+static void fork_parent(void) { pthread_mutex_unlock(&S.mu); }
+static void fork_child(void) {
+    pthread_mutex_init(&S.mu, NULL);
+    pthread_mutex_init(&S.measuring, NULL);
+    pthread_cond_init(&S.decided, NULL);
+    for (int i = 0; i < CAP; i++)
+        if (state(&S.tab[i]) == PENDING) {
+            entry *e = &S.tab[i];
+            e->xsmm = (signed char)estimate(e->k.ta, e->k.M, e->k.N, e->k.K);
+            e->from = 'e';
+            e->us_xsmm = e->us_blas = 0;
+            publish(e, DECIDED);
+        }
+}
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void register_atfork(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
 
 /* ---- set-up --------------------------------------------------------------------- */
 static int setup_locked(const char *spec, char *err, size_t errlen) {
     tg_gemm_plan_machine(S.key, sizeof S.key);
     S.dir[0] = S.file[0] = 0;
+    S.file_loaded = 0;
+    int rc = 0;
     if (spec && (strcmp(spec, "measure") == 0 || strncmp(spec, "measure=", 8) == 0)) {
         S.mode = TG_PLAN_MEASURE;   /* "measure": in this process only; "measure=DIR": kept in the folder named */
         if (spec[7] == '=' && spec[8]) {
-            char h[17];
             snprintf(S.dir, sizeof S.dir, "%s", spec + 8);
-            snprintf(h, sizeof h, "%016llx", (unsigned long long)tg_fnv1a64(TG_FNV1A64_INIT, S.key, strlen(S.key)));
-            snprintf(S.file, sizeof S.file, "%s/gemm-plan-%s.tsv", S.dir, h);
+            snprintf(S.file, sizeof S.file, "%s/gemm-plan-%016llx.tsv", S.dir,
+                     (unsigned long long)tg_fnv1a64(TG_FNV1A64_INIT, S.key, strlen(S.key)));
         }
     } else if (!spec || !*spec || strcmp(spec, "estimate") == 0) {
         S.mode = TG_PLAN_ESTIMATE;
-        S.file[0] = 0;
     } else {
         S.mode = TG_PLAN_FILE;
         snprintf(S.file, sizeof S.file, "%s", spec);
+        rows rs;
         int missing;
-        if (load(S.file, &missing, NULL, err, errlen) || missing) {
-            if (missing) snprintf(err, errlen, "plan file %s: no such file", S.file);
-            S.ready = 1;
-            return -1;   /* the caller says so; products are estimated */
+        if (read_rows(S.file, &rs, &missing, err, errlen) || missing) {
+            if (missing) tg_errf(err, errlen, "plan file %s: no such file", S.file);
+            rc = -1;   /* the caller says so; products are estimated */
+        } else {
+            adopt(&rs);
+            free(rs.r);
         }
     }
-    S.ready = 1;
-    return 0;
+    atomic_store_explicit(&S.ready, 1, memory_order_release);
+    return rc;
 }
 
 int tg_gemm_plan_setup(const char *spec, char *err, size_t errlen) {
+    pthread_once(&atfork_once, register_atfork);
     pthread_mutex_lock(&S.mu);
     int rc = -1;
-    if (S.planned) snprintf(err, errlen, "the product plan is already in use (set it before the first product)");
+    if (S.planned) tg_errf(err, errlen, "the product plan is already in use (set it before the first product)");
     else {   /* before any product the mode may be set again (a forked child that only probes, say) */
         memset(S.tab, 0, sizeof S.tab);
-        S.file_loaded = 0;
         rc = setup_locked(spec, err, errlen);
     }
     pthread_mutex_unlock(&S.mu);
     return rc;
 }
 
+void tg_gemm_plan_on_note(void (*fn)(const char *msg, void *user), void *user) {
+    pthread_mutex_lock(&S.mu);
+    S.note = fn;
+    S.note_user = user;
+    pthread_mutex_unlock(&S.mu);
+}
+
 const char *tg_gemm_plan_mode(void) {
     pthread_mutex_lock(&S.mu);
-    const int m = S.ready ? S.mode : TG_PLAN_ESTIMATE;
+    const int m = atomic_load(&S.ready) ? S.mode : TG_PLAN_ESTIMATE;
     pthread_mutex_unlock(&S.mu);
     return m == TG_PLAN_MEASURE ? "measure" : m == TG_PLAN_FILE ? "file" : "estimate";
 }
 
+static const char *note_prog = "tapegrad";
+static void say_on_stderr(const char *msg, void *user) {
+    (void)user;
+    fprintf(stderr, "%s: %s\n", note_prog, msg);
+}
+
 int tg_gemm_plan_setup_env(const char *prog, const char *dflt) {
     const char *spec = getenv("TG_PLAN");
-    char err[1200], kept[4000];
+    char err[4600], kept[4000];
     if (!spec || !*spec) spec = dflt;
     if (spec && strcmp(spec, "measure") == 0) {   /* the machine's plan folder, as a program keeps it */
         const char *d = getenv("TG_PLAN_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
@@ -392,133 +513,124 @@ int tg_gemm_plan_setup_env(const char *prog, const char *dflt) {
         else snprintf(kept, sizeof kept, "measure");
         spec = kept;
     }
+    note_prog = prog;   /* the program's word: the plan's notes on its stderr */
+    tg_gemm_plan_on_note(say_on_stderr, NULL);
     if (tg_gemm_plan_setup(spec, err, sizeof err) == 0) return 0;
-    fprintf(stderr, "%s: TG_PLAN: %s; estimating every product instead\n", prog, err);   /* the program asked */
+    fprintf(stderr, "%s: TG_PLAN: %s; estimating every product instead\n", prog, err);
     return -1;
 }
 
-/* measure mode: the file read once, refused files said once (and replaced by
- * the next save, as measuring goes on). */
-static void load_measure_file(void) {
-    if (S.file_loaded || !S.file[0]) return;
-    S.file_loaded = 1;
-    char err[1200];
-    int missing;
-    if (load(S.file, &missing, NULL, err, sizeof err))
-        fprintf(stderr, "tapegrad: %s; measuring again (the file will be replaced)\n", err);
-}
-
-/* Measures shape e under the file's lock, after re-reading the file (another
- * run may have measured it meanwhile), and saves the union. */
-static void measure_and_keep(entry *e) {
-    char err[1200], lockpath[4200];
-    int fd = -1;
-    if (S.file[0]) {   /* the folder the program named: made on its word */
-        snprintf(lockpath, sizeof lockpath, "%s.lock", S.file);
-        if (mkdirs(S.dir))
-            snprintf(err, sizeof err, "cannot make the folder %.900s: %s", S.dir, strerror(errno));
-        else if (tg_file_check_target(lockpath, err, sizeof err) == 0 &&
-                 (fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0)
-            snprintf(err, sizeof err, "%.900s: %s", lockpath, strerror(errno));
-        if (fd < 0 && !S.warned_keep) {   /* measured all the same, kept for this process only */
-            fprintf(stderr, "tapegrad: the product plan is not kept (%s): measuring in this process only\n", err);
-            S.warned_keep = 1;
-        }
-        if (fd >= 0) {
-            double t0 = now_us();
-            while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-                if (now_us() - t0 > LOCK_WAIT_S * 1e6) {
-                    fprintf(stderr, "tapegrad: %s held for %d s by another run: measuring without it\n", lockpath,
-                            LOCK_WAIT_S);
-                    break;
-                }
-                struct timespec ts = {0, 20 * 1000 * 1000};
-                nanosleep(&ts, NULL);
-            }
-            int missing;   /* re-read: another run may have measured this shape meanwhile (a refused file was said at the first load, and is replaced below) */
-            if (load(S.file, &missing, e, err, sizeof err) == 0 && e->from == 'f') {
-                close(fd);
-                return;
-            }
-        }
-    }
-    float ux, ub;
-    int can_x;
-    shape k = {e->ta, e->M, e->N, e->K, e->lda, e->ldb, e->ldc, e->blocks};
-    if (measure(&k, &ux, &ub, &can_x) == 0) {
-        /* the estimate's pick stays unless the other library is faster by more than
-         * MARGIN: near ties would otherwise flip from one measurement to the next, and
-         * with them the rounding, for nothing; and unless a second measurement says
-         * so too (a neighbour's burst of load, on a shared AMD Zen 5, once made a
-         * product look 10% slower on libxsmm where it is 15% faster) */
-        int pick = can_x && (e->xsmm ? !(ub < ux * (1 - MARGIN)) : ux < ub * (1 - MARGIN));
-        float ux2, ub2;
-        struct timespec pause = {0, 30 * 1000 * 1000};
-        if (pick != e->xsmm && can_x && nanosleep(&pause, NULL) == 0 && measure(&k, &ux2, &ub2, &can_x) == 0) {
-            int again = e->xsmm ? !(ub2 < ux2 * (1 - MARGIN)) : ux2 < ub2 * (1 - MARGIN);
-            if (again != pick) pick = e->xsmm;
-            ux = ux < ux2 ? ux : ux2;
-            ub = ub < ub2 ? ub : ub2;
-        }
-        e->xsmm = (signed char)pick;
-        e->us_xsmm = ux;
-        e->us_blas = ub;
-        e->from = 'm';
-        if (S.file[0] && fd >= 0 && save(S.file, err, sizeof err))
-            fprintf(stderr, "tapegrad: the product plan could not be kept: %s\n", err);
-    }
-    if (fd >= 0) close(fd);   /* releases the lock */
-}
-
-int tg_gemm_plan_choose(int ta, int M, int N, int K, int lda, int ldb, int ldc, int blocks, int may_measure) {
-    shape k = {ta, M, N, K, lda, ldb, ldc, blocks};
+/* ---- deciding ------------------------------------------------------------------- */
+static int choose_slow(const tg_plan_shape *k, tg_plan_timer timer) {
+    pthread_once(&atfork_once, register_atfork);
     pthread_mutex_lock(&S.mu);
-    if (!S.ready) {   /* no program set a plan up: the estimate, nothing read or written */
+    if (!atomic_load(&S.ready)) {   /* no program set a plan up: the estimate, nothing read or written */
         char err[64];
         setup_locked("estimate", err, sizeof err);
     }
     S.planned = 1;
-    if (S.mode == TG_PLAN_MEASURE) load_measure_file();
-    entry *e = slot(&k);
-    int x;
-    if (!e) {   /* the table is full: estimate, unrecorded */
-        if (!S.warned_full) fprintf(stderr, "tapegrad: more than %d product shapes: the rest are estimated\n", CAP);
-        S.warned_full = 1;
-        x = estimate(ta, M, N, K);
-    } else {
-        if (!e->M) {
-            *e = new_entry(&k, estimate(ta, M, N, K), 'e');
-            if (may_measure && S.mode == TG_PLAN_MEASURE) measure_and_keep(e);
+    if (S.mode == TG_PLAN_MEASURE && S.file[0] && !S.file_loaded) {   /* read once; a refused file is said once */
+        S.file_loaded = 1;
+        rows rs;
+        int missing;
+        char err[4600], msg[4800];
+        if (read_rows(S.file, &rs, &missing, err, sizeof err)) {
+            snprintf(msg, sizeof msg, "%.4600s; measuring again (the file will be replaced)", err);
+            note_locked(SAID_REFUSED, msg);
+        } else {
+            adopt(&rs);
+            free(rs.r);
         }
-        e->used = 1;
-        x = e->xsmm;
     }
-    pthread_mutex_unlock(&S.mu);
-    return x;
+    for (;;) {
+        entry *empty, *e = find(k, &empty);
+        if (e && state(e) == PENDING) {   /* another thread measures it: its decision is ours */
+            pthread_cond_wait(&S.decided, &S.mu);
+            continue;
+        }
+        int x;
+        if (e) x = e->xsmm, mark_used(e);
+        else if (!empty) {   /* the table is full: estimate, unrecorded */
+            char msg[96];
+            snprintf(msg, sizeof msg, "more than %d product shapes: the rest are estimated", CAP);
+            note_locked(SAID_FULL, msg);
+            x = estimate(k->ta, k->M, k->N, k->K);
+        } else {
+            e = empty;
+            e->k = *k;
+            e->xsmm = (signed char)estimate(k->ta, k->M, k->N, k->K);
+            e->from = 'e';
+            e->us_xsmm = e->us_blas = 0;
+            atomic_store_explicit(&e->used, 1, memory_order_relaxed);
+            if (timer && S.mode == TG_PLAN_MEASURE) {
+                publish(e, PENDING);
+                pthread_mutex_unlock(&S.mu);
+                measure_and_keep(e, timer);
+                pthread_mutex_lock(&S.mu);
+            }
+            publish(e, DECIDED);
+            pthread_cond_broadcast(&S.decided);
+            x = e->xsmm;
+        }
+        pthread_mutex_unlock(&S.mu);
+        return x;
+    }
 }
 
-const char *tg_gemm_plan_name(char *buf) {
-    static entry *list[CAP];
-    pthread_mutex_lock(&S.mu);
-    int n = sorted(list, 1, 0);
+int tg_gemm_plan_choose(const tg_plan_shape *k, tg_plan_timer timer) {
+    if (atomic_load_explicit(&S.ready, memory_order_acquire)) {   /* the hot path: no lock */
+        entry *e = find(k, NULL);
+        if (e && state(e) == DECIDED) {
+            mark_used(e);
+            return e->xsmm;
+        }
+    }
+    return choose_slow(k, timer);
+}
+
+/* ---- naming --------------------------------------------------------------------- */
+static int cmp_entry(const void *a, const void *b) {
+    return cmp_shape(&(*(entry *const *)a)->k, &(*(entry *const *)b)->k);
+}
+
+/* The decided entries looked up since the last reset, in key order (under S.mu). */
+static int used_sorted(entry **list) {
+    int n = 0;
+    for (int i = 0; i < CAP; i++) {
+        entry *e = &S.tab[i];
+        if (state(e) == DECIDED && atomic_load_explicit(&e->used, memory_order_relaxed)) list[n++] = e;
+    }
+    qsort(list, (size_t)n, sizeof *list, cmp_entry);
+    return n;
+}
+
+static const char *name_locked(char *buf) {
+    static entry *list[CAP];   /* under S.mu */
+    int n = used_sorted(list);
     uint64_t h = TG_FNV1A64_INIT;
     for (int i = 0; i < n; i++) {
         const entry *e = list[i];
-        int k[9] = {e->ta, e->M, e->N, e->K, e->lda, e->ldb, e->ldc, e->blocks, e->xsmm};
+        int k[9] = {e->k.ta, e->k.M, e->k.N, e->k.K, e->k.lda, e->k.ldb, e->k.ldc, e->k.blocks, e->xsmm};
         h = tg_fnv1a64(h, k, sizeof k);
     }
-    pthread_mutex_unlock(&S.mu);
     if (!n) snprintf(buf, TG_PLAN_NAME_BUF, "none");
     else snprintf(buf, TG_PLAN_NAME_BUF, "%08x", (unsigned)(h ^ (h >> 32)));
     return buf;
 }
 
-const char *tg_gemm_plan_describe(char *buf, size_t len) {
-    static entry *list[CAP];
-    char name[TG_PLAN_NAME_BUF];
-    tg_gemm_plan_name(name);
+const char *tg_gemm_plan_name(char *buf) {
     pthread_mutex_lock(&S.mu);
-    int n = sorted(list, 1, 0), nx = 0, nm = 0, ne = 0;
+    name_locked(buf);
+    pthread_mutex_unlock(&S.mu);
+    return buf;
+}
+
+const char *tg_gemm_plan_describe(char *buf, size_t len) {
+    static entry *list[CAP];   /* under S.mu */
+    char name[TG_PLAN_NAME_BUF];
+    pthread_mutex_lock(&S.mu);
+    name_locked(name);
+    int n = used_sorted(list), nx = 0, nm = 0, ne = 0;
     for (int i = 0; i < n; i++) {
         nx += list[i]->xsmm;
         nm += list[i]->from == 'm';
@@ -533,6 +645,6 @@ const char *tg_gemm_plan_describe(char *buf, size_t len) {
 
 void tg_gemm_plan_reset_used(void) {
     pthread_mutex_lock(&S.mu);
-    for (int i = 0; i < CAP; i++) S.tab[i].used = 0;
+    for (int i = 0; i < CAP; i++) atomic_store_explicit(&S.tab[i].used, 0, memory_order_relaxed);
     pthread_mutex_unlock(&S.mu);
 }

@@ -32,7 +32,7 @@ static void matmul_backward(tg_ctx *ctx, const tg_node *n) {
     float beta_a = a->grad && tg_grad_first(a) ? 0.0f : 1.0f;
     float beta_b = b->grad && tg_grad_first(b) ? 0.0f : 1.0f;
     float *bt = a->grad && !r->ta && !r->tb && M >= TRANSPOSE_MIN_ROWS &&
-                        tg_gemm_plan_choose(0, M, K, N, N, K, lda, 1, 1)
+                        tg_gemm_picks_xsmm(0, M, K, N, N, K, lda, 1)
                     ? tg_arena_alloc(ctx, (size_t)K * N * sizeof(float)) : NULL;
     for (int i = 0; i < r->nbatch; i++) {
         const float *A = a->data + i * sa, *B = b->data + i * sb, *dC = c->grad + i * sc;

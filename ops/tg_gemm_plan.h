@@ -31,16 +31,20 @@
  * file (and line): measure mode then measures again and replaces it, FILE mode
  * estimates. Nothing crashes on a bad file.
  *
- * Runs started together: measuring takes an exclusive lock (flock) on the
- * plan file's ".lock" beside it, re-reads the file under the lock (another run
- * may have just measured the same shapes), measures only what is still
- * missing, and replaces the file atomically (tg_file.h) with the union of both.
- * So runs on one machine never time their products at the same time, and the
- * file is never half-written. A run that measures while others train on the
- * same machine times its products under their load (each time is the best of
- * 9 rounds, which keeps most of it out); to keep it out entirely, plan each
- * configuration once before starting the runs (attn_scale ... --steps 1
- * --warmup 0 without --log, docs/speed.md#plan).
+ * Runs started together: measuring takes an exclusive POSIX record lock
+ * (tg_file_lock) on the plan file's ".lock" beside it, re-reads the file under
+ * the lock (another run may have just measured the same shape), measures only
+ * what is still missing, and replaces the file atomically (tg_file.h) with the
+ * union: its rows as they are now, this process's measured rows over them. So
+ * runs on one machine never time their products at the same time, no run's
+ * rows are lost, and the file is never half-written. A run that cannot hold the
+ * lock (a folder it cannot write, a holder past 120 s) measures for itself and
+ * saves nothing. A plan file that is not a regular file (a FIFO, a device) is
+ * refused without being opened for long. A run that measures while others
+ * train on the same machine times its products under their load (each time is
+ * the best of 9 rounds, which keeps most of it out); to keep it out entirely,
+ * plan each configuration once before starting the runs (attn_scale ...
+ * --steps 1 --warmup 0 without --log, docs/speed.md#plan).
  *
  * The plan is part of the rounding: libxsmm and OpenBLAS sum in different
  * orders. tg_gemm_plan_name() names the decisions a process used (a short hash
@@ -49,7 +53,17 @@
  * and bench lines carry it (docs/logs.md, docs/speed.md#plan).
  *
  * Process-wide, like libxsmm's own kernel registry: the plan describes the
- * machine, not a model, so two contexts share it; it is guarded by a mutex. */
+ * machine, not a model, so two contexts share it. A shape decided before is
+ * read without a lock (the products' hot path); a new shape is inserted under
+ * a mutex, and measured outside it, one measurement at a time. After fork()
+ * the child has its own copy, with a shape another thread was measuring at the
+ * fork decided by the estimate.
+ *
+ * The library says nothing of its own: what the plan would report (a refused
+ * file, a plan that could not be kept, a busy lock) goes to the callback the
+ * program sets with tg_gemm_plan_on_note, each kind once a process; none set,
+ * nothing is said. tg_gemm_plan_setup_env sets one that prints "PROG: ..." on
+ * stderr. */
 #ifndef TG_GEMM_PLAN_H
 #define TG_GEMM_PLAN_H
 #include <stddef.h>
@@ -64,8 +78,12 @@ int tg_gemm_plan_setup(const char *spec, char *err, size_t errlen);
  * or dflt when it is unset or empty, "measure" kept in the machine's plan folder
  * (above): the one place that reads those variables. A value that fails is said on stderr, "PROG:
  * TG_PLAN: ...; estimating every product instead" (the program asked for it), and
- * the products are estimated. 0, or -1. */
+ * the products are estimated; the plan's notes go to stderr too. 0, or -1. */
 int tg_gemm_plan_setup_env(const char *prog, const char *dflt);
+
+/* Where the plan's notes go (msg without a newline), each kind once a process;
+ * NULL: nowhere (the default). */
+void tg_gemm_plan_on_note(void (*fn)(const char *msg, void *user), void *user);
 
 /* "3f2a91c0": the hash of the decisions used so far (8 hex digits) into buf
  * (at least 9 bytes); returns buf. "none" when no product was planned. */

@@ -18,20 +18,6 @@ static int held(const tg_runlock *locks, int n, const struct stat *st) {
     return 0;
 }
 
-/* "pid=N host=H" of the holder, from the lock (pid) and the file (host). */
-static void holder(int fd, char *buf, size_t len) {
-    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-    char text[128] = "";
-    ssize_t k = pread(fd, text, sizeof text - 1, 0);
-    text[k > 0 ? k : 0] = 0;
-    text[strcspn(text, "\n")] = 0;
-    if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK && fl.l_pid > 0) {
-        const char *host = strstr(text, "host=");
-        snprintf(buf, len, "process %ld%s%.64s", (long)fl.l_pid, host ? " on " : "", host ? host + 5 : "");
-    } else
-        snprintf(buf, len, "another process (%.80s)", text[0] ? text : "no pid recorded");
-}
-
 int tg_runlock_take(tg_runlock *locks, int *n, const char *flag, const char *file, int optional, char *err, size_t errlen) {
     size_t len = strlen(file) + 6;
     char *path = malloc(len);
@@ -43,33 +29,28 @@ int tg_runlock_take(tg_runlock *locks, int *n, const char *flag, const char *fil
             free(path);
             return 0;
         }
-        /* O_NONBLOCK: a FIFO planted at FILE.lock must not hang the open */
-        int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
-        if (fd < 0 && optional && (errno == EACCES || errno == EPERM || errno == EROFS)) {
+        int fd;
+        char why[300];
+        int rc = tg_file_lock(path, 0, &fd, why, sizeof why);   /* tg_file.h: the one lock */
+        if (rc == TG_FILE_BUSY) {
+            tg_errf(err, errlen, "%s %s is in use by %s (it holds %s); refusing to be a second writer of that run",
+                    flag, file, why, path);
+            free(path);
+            return TG_RUNLOCK_BUSY;
+        }
+        if (rc && optional && (errno == EACCES || errno == EPERM || errno == EROFS)) {
             free(path);   /* a read-only folder: nobody can write there either */
             return 0;
         }
-        if (fd < 0) {
-            int e = errno;
-            tg_errf(err, errlen, "%s %s: cannot create a file in its folder (%s: %s)", flag, file, path, strerror(e));
+        if (rc) {
+            tg_errf(err, errlen, "%s %s: %s (%s)", flag, file,
+                    errno == EINVAL ? "cannot hold its lock" : "cannot create a file in its folder", why);
             free(path);
             return -1;
         }
-        if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        if (fstat(fd, &st)) {
             close(fd);
-            tg_errf(err, errlen, "%s %s: its lock file %s is not a regular file", flag, file, path);
-            free(path);
-            return -1;
-        }
-        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-        if (fcntl(fd, F_SETLK, &fl)) {
-            char who[160];
-            holder(fd, who, sizeof who);
-            close(fd);
-            tg_errf(err, errlen, "%s %s is in use by %s (it holds %s); refusing to be a second writer of that run",
-                    flag, file, who, path);
-            free(path);
-            return TG_RUNLOCK_BUSY;
+            continue;
         }
         struct stat now;
         if (stat(path, &now) || now.st_dev != st.st_dev || now.st_ino != st.st_ino) {
