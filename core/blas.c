@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L   /* setenv, readlink, fork, strsignal */
 #include "tg_blas.h"
 #include "tg_core.h"
+#include "tg_child.h"   /* the one fork-with-timeout runner */
 
 #include <cblas.h>
 #include <errno.h>
@@ -221,46 +222,37 @@ static int check_here(const char *core, char *detail, size_t len) {
     return TG_CHECK_PASSED;
 }
 
+typedef struct { const char *core; } check_job;
+typedef struct { char *buf; size_t len, got; } check_text;
+
+static int check_in_child(void *user, int fd) {
+    const check_job *j = user;
+    /* OpenBLAS's thread pool did not come along (Debian's build has no
+     * fork handler): one thread, so no call waits for a thread that is gone */
+    openblas_set_num_threads(1);
+    char msg[256] = "";
+    int r = check_here(j->core, msg, sizeof msg);
+    ssize_t w = write(fd, msg, strlen(msg));
+    return r == TG_CHECK_PASSED && w >= 0 ? 0 : 1;
+}
+
+static void keep_text(void *u, const char *bytes, size_t n) {
+    check_text *t = u;
+    while (n-- && t->got + 1 < t->len) t->buf[t->got++] = *bytes++;
+    if (t->len) t->buf[t->got] = '\0';
+}
+
 int tg_blas_selfcheck(const char *core, char *detail, size_t len) {
     if (len) detail[0] = '\0';
-    int fd[2];
-    if (pipe(fd)) return check_here(core, detail, len);   /* no child: no crash guard either */
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fd[0]);
-        close(fd[1]);
-        return check_here(core, detail, len);
-    }
-    if (pid == 0) {
-        close(fd[0]);
-        setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0});   /* a crash here is an answer, not a core file */
-        const int fatal[] = {SIGILL, SIGSEGV, SIGBUS, SIGFPE, SIGABRT, SIGALRM};
-        for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++) signal(fatal[i], SIG_DFL);   /* no handler of ours */
-        alarm(10);
-        /* OpenBLAS's thread pool did not come along (Debian's build has no
-         * fork handler): one thread, so no call waits for a thread that is gone */
-        openblas_set_num_threads(1);
-        char msg[256] = "";
-        int r = check_here(core, msg, sizeof msg);
-        ssize_t w = write(fd[1], msg, strlen(msg));
-        _exit(r == TG_CHECK_PASSED && w >= 0 ? 0 : 1);
-    }
-    close(fd[1]);
-    size_t got = 0;
-    for (;;) {
-        ssize_t k = got + 1 < len ? read(fd[0], detail + got, len - 1 - got) : 0;
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) break;
-        got += (size_t)k;
-    }
-    if (len) detail[got] = '\0';
-    close(fd[0]);
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) return snprintf(detail, len, "lost the check's process"), TG_CHECK_CRASHED;
-    if (WIFEXITED(st)) return WEXITSTATUS(st) == 0 ? TG_CHECK_PASSED : TG_CHECK_MISMATCH;
-    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) snprintf(detail, len, "no answer in 10 s");
-    else if (WIFSIGNALED(st)) snprintf(detail, len, "killed by signal %d, %s", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    check_job job = {core};
+    check_text text = {detail, len, 0};
+    tg_child_end end;
+    char err[160];
+    if (tg_child_run(check_in_child, &job, 10.0, keep_text, &text, &end, err, sizeof err))
+        return check_here(core, detail, len);   /* no child: no crash guard either */
+    if (end.timed_out) snprintf(detail, len, "no answer in 10 s");
+    else if (end.signal) snprintf(detail, len, "killed by signal %d, %s", end.signal, strsignal(end.signal));
+    else return end.status == 0 ? TG_CHECK_PASSED : TG_CHECK_MISMATCH;
     return TG_CHECK_CRASHED;
 }
 

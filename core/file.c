@@ -172,7 +172,7 @@ int tg_file_open_read(const char *path, char *err, size_t errlen) {
         errno = e;
         return -1;
     }
-    struct stat st;
+    struct stat st = {0};
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
         tg_errf(err, errlen, "%s: not a regular file (%s)", path, kind_of(st.st_mode));
         close(fd);

@@ -715,12 +715,15 @@ int tg_st_parse(const void *bytes, size_t size, tg_st_file *f, char *err, size_t
 
 int tg_st_read(const char *path, tg_st_file *f, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY);
+    char why[600];
+    int fd = tg_file_open_read(path, why, sizeof why);   /* a FIFO is refused, not waited on */
+    if (fd < 0 && errno == EINVAL) return tg_errf(err, errlen, "%s", why);
     if (fd < 0) return tg_errf(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st)) {
+        int e = errno;
         close(fd);
-        return tg_errf(err, errlen, "%s: not a regular file", path);
+        return tg_errf(err, errlen, "%s: cannot stat (%s)", path, strerror(e));
     }
     size_t size = (size_t)st.st_size;
     f->buf = malloc(size ? size : 1);

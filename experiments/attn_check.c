@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "attn_cfg.h"
@@ -18,6 +17,7 @@
 #include "tg_attn_log.h"
 #include "tg_attn_plugin.h"
 #include "tg_blas.h"
+#include "tg_child.h"
 #include "tg_cli.h"
 #include "tg_model.h"
 #include "tg_tasks.h"
@@ -106,6 +106,21 @@ static int train_compare(const tg_attn_kernel *K, const char *name, int d_head, 
     return fail;
 }
 
+typedef struct {
+    const tg_attn_kernel *K;
+    const char *name;
+    int d_head, window, kv_heads, steps;
+} train_job;
+
+/* The training comparison in a child (tg_child.h): it prints on stdout itself. */
+static int train_child(void *user, int fd) {
+    (void)fd;
+    const train_job *j = user;
+    int bad = train_compare(j->K, j->name, j->d_head, j->window, j->kv_heads, j->steps);
+    fflush(stdout);
+    return bad;
+}
+
 int main(int argc, char **argv) {
     if (tg_runtime_init("attn_check", argc, argv)) return 1;   /* first: it may restart the program; threads */
     int d_head = 0, tsv = 0, train = 0, window = 0, kv_heads = 0, threads = 1;
@@ -179,18 +194,16 @@ int main(int argc, char **argv) {
     tg_attn_check_print(stdout, &r, tsv);
     tg_attn_check_free(&r);
     if (train > 0) {   /* in a child: a kernel that crashes while training is a finding, not our crash */
-        fflush(stdout);
-        pid_t pid = fork();
-        if (pid == 0) {
-            int bad = train_compare(K, spec,
-                                    d_head > 0 ? d_head : 128, window, kv_heads, train);
-            fflush(stdout);
-            _exit(bad);
+        train_job j = {K, spec, d_head > 0 ? d_head : 128, window, kv_heads, train};
+        tg_child_end end;
+        char err[200];
+        if (tg_child_run(train_child, &j, 0, NULL, NULL, &end, err, sizeof err)) {
+            fprintf(stderr, "attn_check: --train: %s\n", err);
+            status = 1;
+        } else {
+            if (end.signal) printf("train: FAIL, the kernel crashed while training (signal %d)\n", end.signal);
+            if (end.signal || end.status) status = 1;
         }
-        int ws = 0;
-        waitpid(pid, &ws, 0);
-        if (WIFSIGNALED(ws)) printf("train: FAIL, the kernel crashed while training (signal %d)\n", WTERMSIG(ws));
-        if (!WIFEXITED(ws) || WEXITSTATUS(ws)) status = 1;
     }
     tg_attn_plugin_close(&plugin);
     return status;

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -246,6 +247,77 @@ static void test_link_mode_cloexec(void **s) {
     unlink(real);
 }
 
+/* tg_file_open_read: a regular file opens (close-on-exec, blocking again); a
+ * FIFO (which open(2) would wait on for a writer) and a folder are refused at
+ * once, a missing file says so with ENOENT. */
+static void test_open_read(void **s) {
+    (void)s;
+    char err[512];
+    const char *file = in_dir("plain"), *fifo = in_dir("fifo2");
+    assert_int_equal(tg_file_replace(file, "abc", 3, err, sizeof err), 0);
+    int fd = tg_file_open_read(file, err, sizeof err);
+    assert_true(fd >= 0);
+    assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    assert_false(fcntl(fd, F_GETFL) & O_NONBLOCK);
+    close(fd);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(tg_file_open_read(fifo, err, sizeof err), -1);
+    assert_non_null(strstr(err, "fifo2: not a regular file (a FIFO)"));
+    assert_int_equal(tg_file_open_read(dir, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not a regular file (a folder)"));
+    assert_int_equal(tg_file_open_read(in_dir("missing"), err, sizeof err), -1);
+    assert_int_equal(errno, ENOENT);
+    assert_non_null(strstr(err, "missing: no such file"));
+    unlink(fifo);
+    unlink(file);
+}
+
+/* tg_file_lock: held by another process, it says who (its pid) after the wait;
+ * a holder that lets go within the wait is waited for; a symbolic link or a
+ * FIFO at the lock's name is refused. */
+static void test_lock(void **s) {
+    (void)s;
+    char err[512];
+    const char *lock = in_dir("x.lock");
+    int ready[2], fd;
+    assert_int_equal(pipe(ready), 0);
+    pid_t pid = fork();
+    if (pid == 0) {   /* the holder: 400 ms, then gone */
+        char e[256];
+        int f;
+        if (tg_file_lock(lock, 0, &f, e, sizeof e)) _exit(1);
+        if (write(ready[1], "x", 1) != 1) _exit(2);
+        usleep(400 * 1000);
+        _exit(0);
+    }
+    char c;
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    assert_int_equal(tg_file_lock(lock, 0, &fd, err, sizeof err), TG_FILE_BUSY);
+    char want[64];
+    snprintf(want, sizeof want, "process %ld", (long)pid);
+    assert_non_null(strstr(err, want));
+    assert_int_equal(fd, -1);
+    assert_int_equal(tg_file_lock(lock, 10, &fd, err, sizeof err), 0);   /* waits out the holder */
+    assert_true(fd >= 0);
+    assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    close(fd);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(ready[0]);
+    close(ready[1]);
+    const char *link = in_dir("l.lock"), *fifo = in_dir("f.lock");
+    assert_int_equal(symlink(in_dir("elsewhere"), link), 0);
+    assert_int_equal(tg_file_lock(link, 0, &fd, err, sizeof err), -1);
+    assert_int_equal(access(in_dir("elsewhere"), F_OK), -1);   /* nothing made through the link */
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(tg_file_lock(fifo, 0, &fd, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not a regular file"));
+    unlink(link);
+    unlink(fifo);
+    unlink(lock);
+}
+
 static int setup(void **s) {
     (void)s;
     snprintf(dir, sizeof dir, "/tmp/tg_file_test.XXXXXX");
@@ -264,6 +336,8 @@ int main(void) {
         cmocka_unit_test(test_each_kind),
         cmocka_unit_test(test_not_regular),
         cmocka_unit_test(test_link_mode_cloexec),
+        cmocka_unit_test(test_open_read),
+        cmocka_unit_test(test_lock),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "child.h"
+#include "tg_child.h"
 #include "gradcheck.h"
 #include "tg_attn_probe.h"
 

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE   /* realpath, dlopen flags */
 #include "tg_attn_plugin.h"
+#include "tg_file.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -166,13 +167,10 @@ int tg_attn_plugin_open(tg_attn_plugin *p, const char *spec, char *err, size_t e
     char file[4096];
     if (tg_attn_plugin_spec(spec, file, sizeof file, p->symbol, sizeof p->symbol, err, errlen)) return -1;
     /* one open: every check, the hash and the load read this descriptor's file */
-    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    char why[4200];
+    int fd = tg_file_open_read(file, why, sizeof why);   /* the one regular-file rule (tg_file.h) */
+    if (fd < 0 && errno == EINVAL) return tg_errf(err, errlen, "plugin %s", why);
     if (fd < 0) return tg_errf(err, errlen, "plugin %s: %s", file, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return tg_errf(err, errlen, "plugin %s: not a regular file", file);
-    }
     if (!realpath(file, p->path)) snprintf(p->path, sizeof p->path, "%s", file);   /* for the log only */
     if (check_elf(fd, file, err, errlen)) {
         close(fd);

@@ -1,6 +1,6 @@
 #define _POSIX_C_SOURCE 200809L   /* strsignal */
 #include "tg_model.h"
-#include "child.h"
+#include "tg_child.h"
 
 #include <math.h>
 #include <stdio.h>

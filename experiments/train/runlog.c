@@ -213,9 +213,13 @@ int tg_runlog_resume(tg_runlog *L, const char *path, const char *header, const c
 }
 
 int tg_runlog_header_value(const char *path, const char *key, char *val, size_t len) {
-    struct stat st;
-    FILE *f = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? fopen(path, "rb") : NULL;   /* a FIFO would block */
-    if (!f) return -1;
+    char why[600];
+    int fd = tg_file_open_read(path, why, sizeof why);   /* a FIFO would block: refused */
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
     char line[2048];
     size_t k = strlen(key);
     int rc = -1;

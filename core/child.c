@@ -1,16 +1,17 @@
 #define _POSIX_C_SOURCE 200809L   /* fork, poll, kill */
-#include "child.h"
+#include "tg_child.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "tg_core.h"
-#include "tg_timing.h"
+#include "tg_profile.h"   /* its clock */
 
 int tg_child_run(int (*fn)(void *user, int fd), void *user, double seconds,
                  void (*on_bytes)(void *u, const char *bytes, size_t n), void *u, tg_child_end *end, char *err,
@@ -26,17 +27,18 @@ int tg_child_run(int (*fn)(void *user, int fd), void *user, double seconds,
     }
     if (pid == 0) {
         close(fds[0]);
+        setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0});
         const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
         for (int i = 0; i < 5; i++) signal(fatal[i], SIG_DFL);
         int rc = fn(user, fds[1]);
         _exit(rc & 255);
     }
     close(fds[1]);
-    const double t0 = tg_timing_now_ms();
+    const double t0 = tg_profile_clock();
     int status = 0, eof = 0;
     char buf[4096];
     for (;;) {
-        const double left_ms = seconds * 1e3 - (tg_timing_now_ms() - t0);
+        const double left_ms = seconds > 0 ? seconds * 1e3 - 1e3 * (tg_profile_clock() - t0) : 1e9;
         if (left_ms <= 0) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);

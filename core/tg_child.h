@@ -1,10 +1,11 @@
-/* Internal to the training kit (not installed): a function run in a forked
- * child with a wall-clock limit, its answer read from a pipe. A kernel we did
- * not write may crash or hang: the child takes it, not the caller. The one
- * fork-with-timeout runner of the kit (attn_check's probes, the plugin
- * pre-flight). */
-#ifndef TG_KIT_CHILD_H
-#define TG_KIT_CHILD_H
+/* Code you do not trust, run in a forked child with a wall-clock limit, its
+ * answer read from a pipe. Code we did not write may crash or hang (a BLAS
+ * kernel the CPU cannot run, an attention plugin): the child takes it, not the
+ * caller. The one fork-with-timeout runner of tapegrad: the BLAS self-check
+ * (core/blas.c), attn_check's probes and its training comparison, the plugin
+ * pre-flight (the training kit). */
+#ifndef TG_CHILD_H
+#define TG_CHILD_H
 #include <stddef.h>
 
 typedef struct {
@@ -17,10 +18,12 @@ typedef struct {
  * answer: a sanitizer's handler would exit 1 instead), then fn(user, fd) runs
  * and the child _exits with its return value. The parent passes every byte the
  * child writes to fd to on_bytes(u, bytes, n) as it comes, until the child ends
- * or `seconds` pass on a monotonic clock (then SIGKILL). Returns 0 with *end
+ * or `seconds` pass on a monotonic clock (then SIGKILL; seconds <= 0: no
+ * limit). Core dumps are off in the child (a crash is an answer, not a core
+ * file). Returns 0 with *end
  * filled, or -1 when no child could be started (err). Call it before any OpenMP
  * region has run in this process (the child forks from it). */
-__attribute__((visibility("hidden"))) int tg_child_run(int (*fn)(void *user, int fd), void *user, double seconds,
+int tg_child_run(int (*fn)(void *user, int fd), void *user, double seconds,
                  void (*on_bytes)(void *u, const char *bytes, size_t n), void *u, tg_child_end *end, char *err,
                  size_t errlen);
 
