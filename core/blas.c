@@ -3,6 +3,7 @@
  * See tg_blas.h for the rules. */
 #define _POSIX_C_SOURCE 200809L   /* setenv, readlink, fork, strsignal */
 #include "tg_blas.h"
+#include "tg_runtime.h"
 #include "tg_core.h"
 #include "tg_child.h"   /* the one fork-with-timeout runner */
 
@@ -75,10 +76,10 @@ tg_cpu_features tg_cpu_detect(void) {
 }
 
 /* ---- the decision --------------------------------------------------------------- */
-static tg_blas_plan plan(tg_blas_action a, const char *core, const char *fmt, ...)
+static tg_blas_decision plan(tg_blas_action a, const char *core, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static tg_blas_plan plan(tg_blas_action a, const char *core, const char *fmt, ...) {
-    tg_blas_plan p = {.action = a, .core = core};
+static tg_blas_decision plan(tg_blas_action a, const char *core, const char *fmt, ...) {
+    tg_blas_decision p = {.action = a, .core = core};
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(p.msg, sizeof p.msg, fmt, ap);
@@ -86,7 +87,7 @@ static tg_blas_plan plan(tg_blas_action a, const char *core, const char *fmt, ..
     return p;
 }
 
-tg_blas_plan tg_blas_decide(const tg_blas_state *s) {
+tg_blas_decision tg_blas_decide(const tg_blas_state *s) {
     const int best = tg_cpu_tier(&s->cpu), cur = tg_blas_core_tier(s->core);
     const char *core = s->core ? s->core : "unnamed";
     const char *detail = s->check_detail && s->check_detail[0] ? s->check_detail : "no detail";
@@ -363,7 +364,7 @@ int tg_blas_ensure(const char *prog, char **argv) {
 #endif
     s.core = openblas_get_corename();
     for (int round = 0; round < 4; round++) {   /* decide, check, decide: at most 3 rounds */
-        tg_blas_plan p = tg_blas_decide(&s);
+        tg_blas_decision p = tg_blas_decide(&s);
         if (p.action != TG_BLAS_GO && p.action != TG_BLAS_CHECK) fprintf(stderr, "%s: %s\n", prog, p.msg);
         switch (p.action) {
         case TG_BLAS_GO:

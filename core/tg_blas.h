@@ -80,11 +80,11 @@ typedef enum {
     TG_BLAS_FAIL,      /* print msg, exit non-zero */
 } tg_blas_action;
 
-typedef struct tg_blas_plan {
+typedef struct tg_blas_decision {
     tg_blas_action action;
     const char *core;    /* TG_BLAS_RESTART: the core to set (a static string) */
     char msg[512];       /* the stderr line, without the program's name */
-} tg_blas_plan;
+} tg_blas_decision;
 
 /* Pure: the same state gives the same plan on any machine. The rules:
  * - a core weaker than the CPU's best tier, no OPENBLAS_CORETYPE set, no
@@ -96,7 +96,7 @@ typedef struct tg_blas_plan {
  * - OPENBLAS_CORETYPE set by the user is never replaced: a weaker core or a
  *   failed check is a warning; a crash in the check fails, as the program
  *   would crash in its first product anyway. */
-tg_blas_plan tg_blas_decide(const tg_blas_state *s);
+tg_blas_decision tg_blas_decide(const tg_blas_state *s);
 
 /* ---- the self-check ------------------------------------------------------------ */
 /* cblas_sgemm against a double-accumulated loop on a few shapes (every
@@ -124,18 +124,6 @@ int tg_blas_selfcheck(const char *core, char *detail, size_t len);
  * x86-64 machine. */
 int tg_blas_ensure(const char *prog, char **argv);
 
-/* The start of every program, first thing in main(): tg_blas_ensure (the kernel
- * check, the self-check, at most one restart, the note when OPENBLAS_CORETYPE
- * keeps OpenBLAS below what the CPU can do), then the threads: `--threads N`
- * from argv if the program has that flag, else the variable TG_THREADS, else 1
- * (tg_set_threads). Returns 0 to go on, or the status to exit with (1: no
- * kernel passed the self-check; 2: TG_THREADS is not a number). */
-int tg_runtime_init(const char *prog, int argc, char **argv);
-
-/* Threads for the library's ops: n OpenMP threads, OpenBLAS single-threaded (the
- * ops split batch, heads and rows themselves; OpenBLAS's own threads would
- * allocate per call). Every result is the same for any n (docs/speed.md#threads).
- * tg_runtime_init calls it; call it again to change the count. */
-void tg_set_threads(int n);
+/* tg_runtime_init (which calls tg_blas_ensure) and tg_set_threads: tg_runtime.h. */
 
 #endif

@@ -19,6 +19,7 @@
 #include "tg_blas.h"
 #include "tg_child.h"
 #include "tg_cli.h"
+#include "tg_runtime.h"
 #include "tg_model.h"
 #include "tg_tasks.h"
 #include "tg_train.h"

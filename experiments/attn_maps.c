@@ -25,6 +25,7 @@
 
 #include "safetensors.h"
 #include "tg_blas.h"
+#include "tg_runtime.h"
 
 static int meta_int(const tg_st_file *f, const char *key, int lo, int hi, int *v) {
     const char *s = tg_st_meta(f, key);

@@ -20,6 +20,7 @@
 #include "tg_attn_plugin.h"
 #include "tg_attn_probe.h"
 #include "tg_blas.h"
+#include "tg_runtime.h"
 #include "tg_corpus.h"
 #include "tg_gemm_plan.h"
 #include "tg_guard.h"

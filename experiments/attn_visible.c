@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "tg_blas.h"
+#include "tg_runtime.h"
 #include "tg_cli.h"
 #include "tg_ops.h"
 

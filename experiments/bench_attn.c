@@ -22,6 +22,7 @@
 #include "tg_model.h"
 #include "tg_ops.h"
 #include "tg_blas.h"
+#include "tg_runtime.h"
 #include "tg_timing.h"
 
 int main(int argc, char **argv) {

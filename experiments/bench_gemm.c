@@ -17,6 +17,7 @@
 #include "tg_gemm_plan.h"
 #include "parallel.h"
 #include "tg_blas.h"
+#include "tg_runtime.h"
 #include "tg_core.h"
 #include "tg_timing.h"
 
@@ -40,7 +41,7 @@ typedef struct {
 
 typedef struct {
     const product *p;
-    const tg_gemm_plan *plan;
+    const tg_gemm_call *plan;
     float *buf[3];
     int T, HD, d, H;
     float *bt;   /* non-NULL: B transposed into here first (per thread: K·N floats each) */
@@ -96,7 +97,7 @@ static void linear(const char *name, int BT, int in, int out, int count) {
 
 /* Times the product with plan p (with Bᵀ made first into bt if not NULL),
  * best of reps runs. */
-static double time_plan(const product *pr, const tg_gemm_plan *p, float **buf, int heads, int T, int HD, int d,
+static double time_plan(const product *pr, const tg_gemm_call *p, float **buf, int heads, int T, int HD, int d,
                         int H, int reps, float *bt) {
     head_job j = { pr, p, {buf[0], buf[1], buf[2]}, T, HD, d, H, bt };
     double best = INFINITY;
@@ -188,17 +189,17 @@ int main(int argc, char **argv) {
         const product *p = &products[i];
         int heads = p->kind[2] == WHOLE ? 0 : B * H;
         /* libxsmm's column for a transposed B: Bᵀ made first (its time included), as the ops may */
-        tg_gemm_plan pick, blas, xsmm;
+        tg_gemm_call pick, blas, xsmm;
         int blocks = !heads;   /* a whole matrix runs as tg_matmul runs it: tg_gemm_run_threads */
-        tg_gemm_plan_make(&blas, p->ta, p->tb, p->M, p->N, p->K, 1.0f, p->lda, p->ldb, p->beta, p->ldc, blocks);
-        tg_gemm_plan_make(&xsmm, p->ta, 0, p->M, p->N, p->K, 1.0f, p->lda, p->tb ? p->N : p->ldb, p->beta, p->ldc,
+        tg_gemm_call_make(&blas, p->ta, p->tb, p->M, p->N, p->K, 1.0f, p->lda, p->ldb, p->beta, p->ldc, blocks);
+        tg_gemm_call_make(&xsmm, p->ta, 0, p->M, p->N, p->K, 1.0f, p->lda, p->tb ? p->N : p->ldb, p->beta, p->ldc,
                           blocks);
         /* tg_matmul makes Bᵀ only where the plan puts that product on libxsmm (else
          * OpenBLAS takes B transposed); the attention op by its own rule (T >= 2d) */
         int transposes = p->tb && p->op_transposes && (heads || xsmm.xsmm);
         pick = transposes ? xsmm : blas;
         blas.xsmm = 0;
-        int has_xsmm = tg_gemm_plan_xsmm(&xsmm);
+        int has_xsmm = tg_gemm_call_xsmm(&xsmm);
         float *btx = p->tb ? bt : NULL, *btp = transposes ? bt : NULL;
         double tb = time_plan(p, &blas, buf, heads, T, HD, d, H, reps, NULL);
         double tx = has_xsmm ? time_plan(p, &xsmm, buf, heads, T, HD, d, H, reps, btx) : NAN;

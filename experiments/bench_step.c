@@ -19,6 +19,7 @@
 #include "tg_ops.h"
 #include "tg_optim.h"
 #include "tg_blas.h"
+#include "tg_runtime.h"
 #include "tg_gemm_plan.h"
 #include "tg_profile.h"
 #include "tg_timing.h"

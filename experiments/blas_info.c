@@ -11,6 +11,7 @@
 
 #include "tg_cli.h"
 #include "tg_blas.h"
+#include "tg_runtime.h"
 #include "tg_core.h"
 #include "tg_timing.h"
 

@@ -12,6 +12,7 @@
 #include "tg_cli.h"
 #include "seedfig.h"
 #include "tg_blas.h"
+#include "tg_runtime.h"
 
 #define MAX_ROWS 128
 

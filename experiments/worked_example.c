@@ -10,6 +10,7 @@
 #include "tg_cli.h"
 #include "seedfig.h"
 #include "tg_blas.h"
+#include "tg_runtime.h"
 
 /* "#   [ 0.506  0.186  0.307]" rows of two matrices side by side. */
 static void print_pair(FILE *f, const char *title, const float *a, const float *b, int rows, int cols,

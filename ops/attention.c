@@ -90,7 +90,7 @@ static int transpose_first(int T, int d) { return T >= 2 * d; }
 static int64_t off(int b, int T, int heads, int h, int width) { return ((int64_t)b * T * heads + h) * width; }
 
 /* The products, planned once a call (ops/gemm.h); [0] writes, [1] adds. */
-typedef struct { tg_gemm_plan S, dV[2], dP, G, dK[2]; } bwd_plans;
+typedef struct { tg_gemm_call S, dV[2], dP, G, dK[2]; } bwd_plans;
 
 typedef struct {
     const attn_rec *r;
@@ -256,19 +256,19 @@ static void attention_backward(tg_ctx *ctx, const tg_node *n) {
     double *dsink = tg_arena_alloc(ctx, (size_t)B * H * sizeof(double));
     bwd_plans pl;
     for (int add = 0; add < 2; add++) {
-        if (v->grad) tg_gemm_plan_init(&pl.dV[add], 1, 0, Tk, dv, Tq, 1.0f, Tk, ldo, add ? 1.0f : 0.0f, ldv);
-        if (k->grad) tg_gemm_plan_init(&pl.dK[add], 1, 0, Tk, d, Tq, 1.0f, Tk, ldq, add ? 1.0f : 0.0f, ldk);
+        if (v->grad) tg_gemm_call_init(&pl.dV[add], 1, 0, Tk, dv, Tq, 1.0f, Tk, ldo, add ? 1.0f : 0.0f, ldv);
+        if (k->grad) tg_gemm_call_init(&pl.dK[add], 1, 0, Tk, d, Tq, 1.0f, Tk, ldq, add ? 1.0f : 0.0f, ldk);
     }
     if (transpose_first(Tk, dv))
-        tg_gemm_plan_init(&pl.dP, 0, 0, Tq, Tk, dv, 1.0f, ldo, Tk, 0.0f, Tk);
+        tg_gemm_call_init(&pl.dP, 0, 0, Tq, Tk, dv, 1.0f, ldo, Tk, 0.0f, Tk);
     else
-        tg_gemm_plan_init(&pl.dP, 0, 1, Tq, Tk, dv, 1.0f, ldo, ldv, 0.0f, Tk);
+        tg_gemm_call_init(&pl.dP, 0, 1, Tq, Tk, dv, 1.0f, ldo, ldv, 0.0f, Tk);
     if (transpose_first(Tk, d))   /* the forward's S = Q Kᵀ, for the softcap's derivative */
-        tg_gemm_plan_init(&pl.S, 0, 0, Tq, Tk, d, 1.0f, ldq, Tk, 0.0f, Tk);
+        tg_gemm_call_init(&pl.S, 0, 0, Tq, Tk, d, 1.0f, ldq, Tk, 0.0f, Tk);
     else
-        tg_gemm_plan_init(&pl.S, 0, 1, Tq, Tk, d, 1.0f, ldq, ldk, 0.0f, Tk);
+        tg_gemm_call_init(&pl.S, 0, 1, Tq, Tk, d, 1.0f, ldq, ldk, 0.0f, Tk);
     float *Kt = g->softcap > 0 && !pl.S.tb ? tg_arena_alloc(ctx, (size_t)nt * d * Tk * sizeof(float)) : NULL;
-    tg_gemm_plan_init(&pl.G, 0, 0, Tq, d, Tk, 1.0f, Tk, ldk, 0.0f, d);
+    tg_gemm_call_init(&pl.G, 0, 0, Tq, d, Tk, 1.0f, Tk, ldk, 0.0f, d);
     /* grads nothing wrote yet are written (beta 0), not zeroed and added to. The
      * flags are taken in the order a thread writes (dV, dQ, dK): when q, k, v are
      * one tensor only the first write may overwrite. */
@@ -294,7 +294,7 @@ static void attention_backward(tg_ctx *ctx, const tg_node *n) {
 
 typedef struct {
     const attn_rec *r;
-    const tg_gemm_plan *S, *O;   /* S = Q Kᵀ, O = P V */
+    const tg_gemm_call *S, *O;   /* S = Q Kᵀ, O = P V */
     const tg_tensor *q, *k, *v, *hs, *out;
     int want_stats;
     tg_attn_part *parts;   /* per (b, h) */
@@ -359,12 +359,12 @@ tg_tensor *tg_attend(tg_ctx *ctx, const tg_attn_args *args) {
     r.psink = g->sinks ? tg_arena_alloc(ctx, (size_t)B * H * Tq * sizeof(float)) : NULL;
     tg_tensor *out = tg_new(ctx, 4, (int[]){B, Tq, H, dv});
     tg_attn_part *parts = tg_arena_alloc(ctx, (size_t)B * H * sizeof *parts);
-    tg_gemm_plan pS, pO;
+    tg_gemm_call pS, pO;
     if (transpose_first(Tk, d))
-        tg_gemm_plan_init(&pS, 0, 0, Tq, Tk, d, 1.0f, H * d, Tk, 0.0f, Tk);
+        tg_gemm_call_init(&pS, 0, 0, Tq, Tk, d, 1.0f, H * d, Tk, 0.0f, Tk);
     else
-        tg_gemm_plan_init(&pS, 0, 1, Tq, Tk, d, 1.0f, H * d, g->Hkv * d, 0.0f, Tk);
-    tg_gemm_plan_init(&pO, 0, 0, Tq, dv, Tk, 1.0f, Tk, g->Hkv * dv, 0.0f, H * dv);
+        tg_gemm_call_init(&pS, 0, 1, Tq, Tk, d, 1.0f, H * d, g->Hkv * d, 0.0f, Tk);
+    tg_gemm_call_init(&pO, 0, 0, Tq, dv, Tk, 1.0f, Tk, g->Hkv * dv, 0.0f, H * dv);
     const float *Kt = pS.tb ? NULL : tg_attn_kt(ctx, g, a.k->data);
     float *Pd = g->dropout > 0 ? tg_arena_alloc(ctx, (size_t)tg_threads() * Tq * Tk * sizeof(float)) : NULL;
     fwd_job job = {&r, &pS, &pO, a.q, a.k, a.v, a.head_scale, out, a.stats != NULL, parts, Kt, Pd};

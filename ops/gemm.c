@@ -16,7 +16,7 @@ static int min_int(int a, int b) { return a < b ? a : b; }
  * use; code after them (glibc's exp in cross-entropy) then ran 3-4x slower
  * (measured: cross-entropy from 4% to 13% of a `small` step). vzeroupper
  * after a run of kernels costs nothing measurable. */
-static void clean_upper(const tg_gemm_plan *p) {
+static void clean_upper(const tg_gemm_call *p) {
 #if defined(__x86_64__) || defined(__i386__)
     if (p->avx) __asm__ volatile("vzeroupper");
 #else
@@ -26,7 +26,7 @@ static void clean_upper(const tg_gemm_plan *p) {
 
 /* Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: libxsmm's a is
  * our B as stored (never transposed here), its b our A (TRANS_B when ta). */
-static tg_gemm_kernel dispatch(const tg_gemm_plan *p, int rows, int cols, int k, float beta) {
+static tg_gemm_kernel dispatch(const tg_gemm_call *p, int rows, int cols, int k, float beta) {
     const float one = 1.0f;
     const libxsmm_blasint lda = p->ldb, ldb = p->lda, ldc = p->ldc;
     const int flags = (p->ta ? LIBXSMM_GEMM_FLAG_TRANS_B : 0) | (beta == 0.0f ? LIBXSMM_GEMM_FLAG_BETA_0 : 0);
@@ -35,7 +35,7 @@ static tg_gemm_kernel dispatch(const tg_gemm_plan *p, int rows, int cols, int k,
 }
 
 /* One kernel per kind of tile and K chunk the product has. */
-static int dispatch_all(tg_gemm_plan *p) {
+static int dispatch_all(tg_gemm_call *p) {
     int last_rows = p->M - (p->mt - 1) * TILE, last_cols = p->N - (p->nt - 1) * TILE;
     int last_k = p->K - (p->nkc - 1) * p->kc;
     for (int r = p->mt > 1 ? 0 : 1; r < 2; r++)
@@ -54,11 +54,11 @@ static int dispatch_all(tg_gemm_plan *p) {
 /* Only B as stored, alpha 1 and beta 0 or 1 have a libxsmm kernel here. */
 static int xsmm_able(int tb, float alpha, float beta) { return !tb && alpha == 1.0f && (beta == 0.0f || beta == 1.0f); }
 
-void tg_gemm_plan_fixed(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb, float beta,
+void tg_gemm_call_fixed(tg_gemm_call *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb, float beta,
                         int ldc, int xsmm) {
-    *p = (tg_gemm_plan){ .ta = !!ta, .tb = !!tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc,
+    *p = (tg_gemm_call){ .ta = !!ta, .tb = !!tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc,
                          .alpha = alpha, .beta = beta };
-    if (xsmm) tg_gemm_plan_xsmm(p);
+    if (xsmm) tg_gemm_call_xsmm(p);
 }
 
 static int measure(const tg_plan_shape *k, float *us_x, float *us_b, int *xsmm);
@@ -70,18 +70,18 @@ static int decide(int ta, int M, int N, int K, int lda, int ldb, int ldc, int bl
     return tg_gemm_plan_choose(&k, may_measure ? measure : NULL);
 }
 
-static void plan(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb, float beta,
+static void plan(tg_gemm_call *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb, float beta,
                  int ldc, int blocks, int may_measure) {
     int x = xsmm_able(tb, alpha, beta) && decide(ta, M, N, K, lda, ldb, ldc, blocks, may_measure);
-    tg_gemm_plan_fixed(p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, x);
+    tg_gemm_call_fixed(p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, x);
 }
 
-void tg_gemm_plan_init(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
+void tg_gemm_call_init(tg_gemm_call *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
                        float beta, int ldc) {
     plan(p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, 0, 1);
 }
 
-void tg_gemm_plan_make(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
+void tg_gemm_call_make(tg_gemm_call *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
                        float beta, int ldc, int blocks) {
     plan(p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, !!blocks, 1);
 }
@@ -94,7 +94,7 @@ int tg_gemm_picks_xsmm(int ta, int M, int N, int K, int lda, int ldb, int ldc, i
     return decide(ta, M, N, K, lda, ldb, ldc, blocks, 1);
 }
 
-int tg_gemm_plan_xsmm(tg_gemm_plan *p) {
+int tg_gemm_call_xsmm(tg_gemm_call *p) {
     if (!xsmm_able(p->tb, p->alpha, p->beta)) return 0;
     p->nkc = (p->K + TG_GEMM_KCHUNK - 1) / TG_GEMM_KCHUNK;
     p->kc = (p->K + p->nkc - 1) / p->nkc;   /* equal chunks but the last */
@@ -107,7 +107,7 @@ int tg_gemm_plan_xsmm(tg_gemm_plan *p) {
 }
 
 /* Tile t (row-major order over C's tiles) over the whole K. */
-static void run_tile(const tg_gemm_plan *p, const float *A, const float *B, float *C, int t) {
+static void run_tile(const tg_gemm_call *p, const float *A, const float *B, float *C, int t) {
     int i = t / p->nt, j = t % p->nt, r = i == p->mt - 1, c = j == p->nt - 1;
     int64_t r0 = (int64_t)i * TILE, c0 = (int64_t)j * TILE;
     float *Ct = C + r0 * p->ldc + c0;
@@ -118,12 +118,12 @@ static void run_tile(const tg_gemm_plan *p, const float *A, const float *B, floa
     }
 }
 
-static void blas(const tg_gemm_plan *p, int M, int N, const float *A, const float *B, float *C) {
+static void blas(const tg_gemm_call *p, int M, int N, const float *A, const float *B, float *C) {
     cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans, p->tb ? CblasTrans : CblasNoTrans, M, N, p->K,
                 p->alpha, A, p->lda, B, p->ldb, p->beta, C, p->ldc);
 }
 
-void tg_gemm_run(const tg_gemm_plan *p, const float *A, const float *B, float *C) {
+void tg_gemm_run(const tg_gemm_call *p, const float *A, const float *B, float *C) {
     if (!p->xsmm) {
         blas(p, p->M, p->N, A, B, C);
         return;
@@ -134,7 +134,7 @@ void tg_gemm_run(const tg_gemm_plan *p, const float *A, const float *B, float *C
 
 void tg_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
              float beta, float *C, int ldc) {
-    tg_gemm_plan p;
+    tg_gemm_call p;
     plan(&p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, 0, 0);
     tg_gemm_run(&p, A, B, C);
 }
@@ -147,7 +147,7 @@ void tg_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, i
  * the call (measured: its Haswell kernels, 512×64×256 with B transposed, as
  * one call or as two of 256 rows), so the split must not. */
 typedef struct {
-    const tg_gemm_plan *p;
+    const tg_gemm_call *p;
     const float *A, *B;
     float *C;
     int by_rows, chunk;
@@ -163,7 +163,7 @@ static void tile_item(void *arg, int t, int thread) {
 static void blas_item(void *arg, int i, int thread) {
     (void)thread;
     const gemm_job *g = arg;
-    const tg_gemm_plan *p = g->p;
+    const tg_gemm_call *p = g->p;
     int len = g->by_rows ? p->M : p->N, lo = i * g->chunk, n = min_int(len - lo, g->chunk);
     if (n <= 0) return;
     if (g->by_rows)   /* rows lo.. of op(A) and C */
@@ -172,7 +172,7 @@ static void blas_item(void *arg, int i, int thread) {
         blas(p, p->M, n, g->A, g->B + (p->tb ? (int64_t)lo * p->ldb : lo), g->C + lo);
 }
 
-void tg_gemm_run_serial(const tg_gemm_plan *p, int blocks, const float *A, const float *B, float *C) {
+void tg_gemm_run_serial(const tg_gemm_call *p, int blocks, const float *A, const float *B, float *C) {
     if (p->xsmm || !blocks) {
         tg_gemm_run(p, A, B, C);
         return;
@@ -182,7 +182,7 @@ void tg_gemm_run_serial(const tg_gemm_plan *p, int blocks, const float *A, const
     for (int i = 0; i < (len + g.chunk - 1) / g.chunk; i++) blas_item(&g, i, 0);
 }
 
-void tg_gemm_run_threads(const tg_gemm_plan *p, const float *A, const float *B, float *C) {
+void tg_gemm_run_threads(const tg_gemm_call *p, const float *A, const float *B, float *C) {
     gemm_job g = { p, A, B, C, p->M >= p->N, 0 };
     int64_t work = (int64_t)p->M * p->N * p->K;
     if (p->xsmm) {
@@ -198,8 +198,8 @@ void tg_gemm_run_threads(const tg_gemm_plan *p, const float *A, const float *B, 
 
 void tg_gemm_threads(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                      int ldb, float beta, float *C, int ldc) {
-    tg_gemm_plan p;
-    tg_gemm_plan_make(&p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, 1);
+    tg_gemm_call p;
+    tg_gemm_call_make(&p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, 1);
     tg_gemm_run_threads(&p, A, B, C);
 }
 
@@ -213,7 +213,7 @@ void tg_transpose(const float *X, int ld, int rows, int cols, float *Y) {
         }
 }
 
-const char *tg_gemm_backend(const tg_gemm_plan *p) { return p->xsmm ? "libxsmm" : "openblas"; }
+const char *tg_gemm_backend(const tg_gemm_call *p) { return p->xsmm ? "libxsmm" : "openblas"; }
 
 const char *tg_gemm_target(void) { return libxsmm_get_target_arch(); }
 
@@ -237,9 +237,9 @@ static int measure(const tg_plan_shape *k, float *us_x, float *us_b, int *xsmm) 
     float *mem = malloc(one * (size_t)copies);
     if (!mem) return -1;
     for (size_t i = 0; i < (na + nb + nc) * (size_t)copies; i++) mem[i] = (float)((i * 7) % 13) * 0.01f - 0.06f;
-    tg_gemm_plan px, pb;
-    tg_gemm_plan_fixed(&pb, k->ta, 0, M, N, K, 1.0f, k->lda, k->ldb, 0.0f, k->ldc, 0);
-    tg_gemm_plan_fixed(&px, k->ta, 0, M, N, K, 1.0f, k->lda, k->ldb, 0.0f, k->ldc, 1);
+    tg_gemm_call px, pb;
+    tg_gemm_call_fixed(&pb, k->ta, 0, M, N, K, 1.0f, k->lda, k->ldb, 0.0f, k->ldc, 0);
+    tg_gemm_call_fixed(&px, k->ta, 0, M, N, K, 1.0f, k->lda, k->ldb, 0.0f, k->ldc, 1);
     *xsmm = px.xsmm;
     double flops = 2.0 * M * N * K;
     int reps = (int)(4e6 / (flops > 1 ? flops : 1)) + 1;   /* a round: ~4 MFLOP, 0.05-0.3 ms */
@@ -249,7 +249,7 @@ static int measure(const tg_plan_shape *k, float *us_x, float *us_b, int *xsmm) 
     /* round -1 warms pages, caches and kernels; then at least 9 rounds and 20 ms */
     for (int round = -1; round < 9 || (spent < 20e3 && round < 40); round++)
         for (int w = 0; w < 1 + px.xsmm; w++) {
-            const tg_gemm_plan *p = w ? &px : &pb;
+            const tg_gemm_call *p = w ? &px : &pb;
             double t0 = 1e6 * tg_profile_clock();
             for (int r = 0; r < reps; r++) {
                 float *A = mem + (size_t)(r % copies) * (na + nb + nc);

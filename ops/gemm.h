@@ -13,7 +13,7 @@
  *     from K alone;
  *   - OpenBLAS's cblas_sgemm for the rest (transposed B, other alphas, shapes
  *     where it is faster, and whenever libxsmm returns no kernel).
- * Kernels are dispatched when the plan is made, on the calling thread: the
+ * Kernels are dispatched when a call is prepared, on the calling thread: the
  * first time a shape is seen libxsmm compiles it (tens of µs, and mallocs),
  * later it is a look-up in libxsmm's registry. A training step has the same
  * shapes every time, so only the first step compiles or allocates.
@@ -36,7 +36,9 @@
 /* A libxsmm kernel: c (+)= a·b in column-major terms (libxsmm_smmfunction). */
 typedef void (*tg_gemm_kernel)(const float *a, const float *b, float *c, ...);
 
-typedef struct tg_gemm_plan {
+/* One product prepared (not "plan": that is the product plan, tg_gemm_plan.h,
+ * which decides the library; this holds the decision and the kernels). */
+typedef struct tg_gemm_call {
     int ta, tb, M, N, K, lda, ldb, ldc;
     float alpha, beta;
     int xsmm;                 /* 1: the kernels below; 0: cblas_sgemm */
@@ -44,16 +46,16 @@ typedef struct tg_gemm_plan {
     int kc, nkc;              /* K chunk length and count (the last may be shorter) */
     int mt, nt;               /* tiles down and across C */
     tg_gemm_kernel fn[2][2][2][2];   /* [last tile row][last tile col][last K chunk][not the first chunk] */
-} tg_gemm_plan;
+} tg_gemm_call;
 
 /* Picks the library and dispatches its kernels for one product shape (run
  * with tg_gemm_run). */
-TG_GEMM_API void tg_gemm_plan_init(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
+TG_GEMM_API void tg_gemm_call_init(tg_gemm_call *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
                        float beta, int ldc);
 
-/* A plan on the library given (1 libxsmm if it can, 0 OpenBLAS), not asking
+/* A call on the library given (1 libxsmm if it can, 0 OpenBLAS), not asking
  * the product plan: measurements and benchmarks. */
-TG_GEMM_API void tg_gemm_plan_fixed(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
+TG_GEMM_API void tg_gemm_call_fixed(tg_gemm_call *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
                         float beta, int ldc, int xsmm);
 
 /* Whether the product plan puts this libxsmm-able shape on libxsmm (1) or
@@ -61,14 +63,14 @@ TG_GEMM_API void tg_gemm_plan_fixed(tg_gemm_plan *p, int ta, int tb, int M, int 
  * any parallel region (an op deciding whether to make Bᵀ first). */
 TG_GEMM_API int tg_gemm_picks_xsmm(int ta, int M, int N, int K, int lda, int ldb, int ldc, int blocks);
 
-/* tg_gemm_plan_init for a product run by tg_gemm_run_threads (blocks = 1:
- * OpenBLAS then runs in blocks of C, a plan of its own) or tg_gemm_run (0). */
-TG_GEMM_API void tg_gemm_plan_make(tg_gemm_plan *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
+/* tg_gemm_call_init for a product run by tg_gemm_run_threads (blocks = 1:
+ * OpenBLAS then runs in blocks of C, a decision of its own) or tg_gemm_run (0). */
+TG_GEMM_API void tg_gemm_call_make(tg_gemm_call *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
                        float beta, int ldc, int blocks);
 
 /* The product on the calling thread as tg_gemm_run_threads (blocks = 1) or
  * tg_gemm_run (0) runs it: the plan's measurements. */
-TG_GEMM_API void tg_gemm_run_serial(const tg_gemm_plan *p, int blocks, const float *A, const float *B, float *C);
+TG_GEMM_API void tg_gemm_run_serial(const tg_gemm_call *p, int blocks, const float *A, const float *B, float *C);
 
 /* Decides a shape that tg_gemm will meet inside a parallel region (where
  * nothing is measured), from outside it. */
@@ -76,12 +78,12 @@ TG_GEMM_API void tg_gemm_prepare(int ta, int M, int N, int K, int lda, int ldb, 
 
 /* Makes p run on libxsmm whatever its width, if libxsmm can do it at all;
  * returns p->xsmm (benchmarks: setting p->xsmm = 0 makes it OpenBLAS). */
-TG_GEMM_API int tg_gemm_plan_xsmm(tg_gemm_plan *p);
+TG_GEMM_API int tg_gemm_call_xsmm(tg_gemm_call *p);
 
 /* The whole product on the calling thread. */
-TG_GEMM_API void tg_gemm_run(const tg_gemm_plan *p, const float *A, const float *B, float *C);
+TG_GEMM_API void tg_gemm_run(const tg_gemm_call *p, const float *A, const float *B, float *C);
 
-/* Plan and run on the calling thread (a plan look-up and a libxsmm look-up,
+/* Prepare and run on the calling thread (a plan look-up and a libxsmm look-up,
  * ~50 ns, per call). Never measures: inside parallel regions; a shape not
  * decided yet is estimated (tg_gemm_prepare it outside first). */
 TG_GEMM_API void tg_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
@@ -89,7 +91,7 @@ TG_GEMM_API void tg_gemm(int ta, int tb, int M, int N, int K, float alpha, const
 
 /* The product split over tapegrad's threads (ops/parallel.h) in blocks of C
  * when it is worth it; call it outside any parallel region. */
-TG_GEMM_API void tg_gemm_run_threads(const tg_gemm_plan *p, const float *A, const float *B, float *C);
+TG_GEMM_API void tg_gemm_run_threads(const tg_gemm_call *p, const float *A, const float *B, float *C);
 
 /* Plan and run split over tapegrad's threads (ops/parallel.h) in blocks of C
  * when the product is worth it; call it outside any parallel region. */
@@ -100,8 +102,8 @@ TG_GEMM_API void tg_gemm_threads(int ta, int tb, int M, int N, int K, float alph
  * would be transposed (libxsmm 1.17 has no kernel for that), done once. */
 TG_GEMM_API void tg_transpose(const float *X, int ld, int rows, int cols, float *Y);
 
-/* "libxsmm" or "openblas": which library the plan runs on (benchmarks). */
-TG_GEMM_API const char *tg_gemm_backend(const tg_gemm_plan *p);
+/* "libxsmm" or "openblas": which library the call runs on (benchmarks). */
+TG_GEMM_API const char *tg_gemm_backend(const tg_gemm_call *p);
 
 /* The instruction set libxsmm compiles for ("cpx", "skx", "hsw", ...). */
 TG_GEMM_API const char *tg_gemm_target(void);

@@ -127,7 +127,7 @@ static void test_decide_table(void **st) {
         tg_blas_state s = {.cpu = r->cpu, .core = r->core, .user_core = r->user, .asked = r->asked,
                            .restarts = r->restarts, .check = r->check, .check_detail = "x",
                            .can_restart = r->can_restart};
-        tg_blas_plan p = tg_blas_decide(&s);
+        tg_blas_decision p = tg_blas_decide(&s);
         if (p.action != r->action || (r->set && (!p.core || strcmp(p.core, r->set))) || !strstr(p.msg, r->says))
             fail_msg("%s: action %d core %s msg '%s'; want %d %s '%s'", r->what, p.action, p.core ? p.core : "-", p.msg,
                      r->action, r->set ? r->set : "-", r->says);
@@ -151,7 +151,7 @@ static void test_chain_ends(void **st) {
                     int processes = 1, prev = 100, end = -1;
                     while (end < 0) {
                         assert_true(processes <= TG_BLAS_MAX_RESTARTS + 1);
-                        tg_blas_plan p = tg_blas_decide(&s);
+                        tg_blas_decision p = tg_blas_decide(&s);
                         if (p.action == TG_BLAS_CHECK) {
                             s.check = crash ? TG_CHECK_CRASHED : TG_CHECK_MISMATCH;
                             continue;

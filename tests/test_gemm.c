@@ -87,8 +87,8 @@ static void test_matches_double(void **st) {
                     double *want = malloc(sizeof(double) * nc), *bound = malloc(sizeof(double) * nc);
                     memcpy(C0, o.C, sizeof(float) * nc);
                     reference(&s, alphas[ai], o.A, o.lda, o.B, o.ldb, betas[bi], C0, want, o.ldc, bound);
-                    tg_gemm_plan p;
-                    tg_gemm_plan_init(&p, s.ta, s.tb, s.M, s.N, s.K, alphas[ai], o.lda, o.ldb, betas[bi], o.ldc);
+                    tg_gemm_call p;
+                    tg_gemm_call_init(&p, s.ta, s.tb, s.M, s.N, s.K, alphas[ai], o.lda, o.ldb, betas[bi], o.ldc);
                     n_xsmm += p.xsmm;
                     n_blas += !p.xsmm;
                     tg_gemm_run(&p, o.A, o.B, o.C);
@@ -128,8 +128,8 @@ static void test_threads_same_bits(void **st) {
         operands o = make(s, 100 + si);
         size_t nc = (size_t)s->M * o.ldc;
         float *C1 = malloc(sizeof(float) * nc), *C2 = malloc(sizeof(float) * nc);
-        tg_gemm_plan p;
-        tg_gemm_plan_init(&p, s->ta, s->tb, s->M, s->N, s->K, 1.0f, o.lda, o.ldb, 1.0f, o.ldc);
+        tg_gemm_call p;
+        tg_gemm_call_init(&p, s->ta, s->tb, s->M, s->N, s->K, 1.0f, o.lda, o.ldb, 1.0f, o.ldc);
         memcpy(C1, o.C, sizeof(float) * nc);
         memcpy(C2, o.C, sizeof(float) * nc);
         omp_set_num_threads(1);
@@ -158,8 +158,8 @@ static void test_beta0_ignores_c(void **st) {
             operands o = make(s, 200 + si);
             size_t nc = (size_t)s->M * o.ldc;
             for (size_t i = 0; i < nc; i++) o.C[i] = NAN;
-            tg_gemm_plan p;
-            tg_gemm_plan_init(&p, s->ta, s->tb, s->M, s->N, s->K, 1.0f, o.lda, o.ldb, 0.0f, o.ldc);
+            tg_gemm_call p;
+            tg_gemm_call_init(&p, s->ta, s->tb, s->M, s->N, s->K, 1.0f, o.lda, o.ldb, 0.0f, o.ldc);
             omp_set_num_threads(threads);
             tg_gemm_run_threads(&p, o.A, o.B, o.C);
             omp_set_num_threads(1);
