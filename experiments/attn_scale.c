@@ -398,6 +398,6 @@ int main(int argc, char **argv) {
     tg_model_free(&r.m);
     tg_attn_plugin_close(&plugin);
     /* stopped by a signal, the checkpoint written: die of it, so the shell that started us stops too */
-    if (status > TG_EXIT_SIGNAL && status < TG_EXIT_SIGNAL + 32) tg_guard_reraise(status - TG_EXIT_SIGNAL);
-    return status;
+    if (status == TG_TRAIN_STOPPED) tg_guard_reraise(res.signal);
+    return tg_train_exit_status(status, &res);
 }

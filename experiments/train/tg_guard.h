@@ -20,7 +20,7 @@
 void tg_guard_install(void);
 /* The handlers found before tg_guard_install, back (tg_train does so when it returns). */
 void tg_guard_restore(void);
-/* A program stopped by signal sig (tg_train returned TG_EXIT_SIGNAL + sig, its checkpoint written)
+/* A program stopped by signal sig (tg_train returned TG_TRAIN_STOPPED, r.signal = sig, its checkpoint written)
  * ends by dying of it, default action: the shell that started it then stops too (a loop of runs
  * ends at ^C instead of starting the next). Returns only if the signal is blocked or ignored. */
 void tg_guard_reraise(int sig);

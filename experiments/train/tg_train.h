@@ -27,7 +27,8 @@
  * name, tg_gemm_plan.h); then the columns step, loss,
  * m.columns(part 0), grad_norm, lr, m.columns(part 1); one row per logged step.
  *
- * Exit statuses: TG_EXIT_* below, one meaning each (docs/robustness.md). */
+ * tg_train returns a tg_train_status; programs exit with TG_EXIT_* (tg_train_exit_status),
+ * one meaning each (docs/robustness.md). */
 #ifndef TG_TRAIN_H
 #define TG_TRAIN_H
 #include <stdint.h>
@@ -40,7 +41,21 @@
 #include "tg_profile.h"
 #include "tg_runlog.h"
 
-/* Exit statuses, one meaning each (docs/robustness.md#exit-statuses). */
+/* What tg_train returns: the library's own codes, not a process's exit status.
+ * A program maps them with tg_train_exit_status (or its own rule). */
+typedef enum {
+    TG_TRAIN_OK = 0,          /* done, or stopped by stop_at with a checkpoint */
+    TG_TRAIN_FAILED,          /* the run failed: a file could not be written, out of memory */
+    TG_TRAIN_USAGE,           /* bad configuration or input, before anything was written: a flag, a
+                                 checkpoint of another run, a target that is not a regular file */
+    TG_TRAIN_NONFINITE,       /* a non-finite loss or gradient, with on_nan = stop; or too many skipped */
+    TG_TRAIN_BUSY,            /* a file of the run is in use by another process (its pid in the message) */
+    TG_TRAIN_CONTRACT,        /* the model broke a rule it was checked against while training (after_row) */
+    TG_TRAIN_STOPPED          /* stopped by a signal (tg_train_result.signal), checkpoint written */
+} tg_train_status;
+
+/* The programs' exit statuses, one meaning each (docs/robustness.md#exit-statuses):
+ * what tg_train_exit_status maps tg_train's codes to. */
 enum {
     TG_EXIT_OK = 0,          /* done, or stopped by stop_at with a checkpoint */
     TG_EXIT_FAILED = 1,      /* the run failed: a file could not be written, out of memory */
@@ -77,10 +92,10 @@ typedef struct tg_train_model {
      * log is opened; 0, or non-zero (exit 2) with a message in err. */
     int (*start)(void *user, int step, char *err, size_t errlen);
     /* Optional: at each step before its batch (attn_scale's attention dumps);
-     * 0, or non-zero (the run stops, exit 1) with a message in err. */
+     * 0, or non-zero (the run stops, TG_TRAIN_FAILED) with a message in err. */
     int (*before_step)(void *user, int step, char *err, size_t errlen);
     /* Optional: after a logged step's row is written; 0, or non-zero: the run
-     * fails at once (exit TG_EXIT_CONTRACT, "# failed: MESSAGE" the log's last
+     * fails at once (TG_TRAIN_CONTRACT, "# failed: MESSAGE" the log's last
      * line, no checkpoint written after it) with a message in err. */
     int (*after_row)(void *user, int step, char *err, size_t errlen);
 } tg_train_model;
@@ -130,13 +145,18 @@ typedef struct tg_train_result {
     double final_loss, final_metric;   /* means over the last 10% of logged rows */
     double seconds;
     int skipped;               /* steps skipped for non-finite values */
+    int signal;                /* TG_TRAIN_STOPPED: the signal that stopped the run, else 0 */
 } tg_train_result;
+
+/* A program's exit status for tg_train's code: TG_EXIT_* (the same number for
+ * OK to CONTRACT), TG_EXIT_SIGNAL + r->signal for TG_TRAIN_STOPPED. */
+int tg_train_exit_status(int status, const tg_train_result *r);
 
 void tg_train_defaults(tg_train_cfg *c, const char *prog);
 /* Every limit of c, before anything runs: 0, or -1 with a message naming the field and its value
  * (log_every 0, stop_at without save, more than TG_TRAIN_MAX_FILES files, more than
  * TG_TRAIN_MAX_FREE may_differ and header_may_differ entries, betas outside [0, 1), ...). tg_train
- * calls it first (exit TG_EXIT_USAGE); nothing is truncated silently. */
+ * calls it first (TG_TRAIN_USAGE); nothing is truncated silently. */
 #define TG_TRAIN_MAX_FILES 16
 #define TG_TRAIN_MAX_FREE 36
 int tg_train_cfg_check(const tg_train_cfg *c, char *err, size_t errlen);
@@ -166,10 +186,11 @@ int tg_train_update(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd 
  * probe). 0, or -1 with a message in err; P is untouched on error. */
 int tg_train_load_params(const tg_train_cfg *c, tg_params *P, char *err, size_t errlen);
 
-/* Checks, locks, resumes, trains, logs and saves; returns the exit status. Stopped by a signal it
- * returns TG_EXIT_SIGNAL + n with the checkpoint written and the signal handlers restored: a program
- * ends then with tg_guard_reraise(n) (tg_guard.h). With on_nan = TG_ONNAN_SKIP a run whose every
- * update was skipped did not train: TG_EXIT_NONFINITE. */
-int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r);   /* a TG_EXIT_ status */
+/* Checks, locks, resumes, trains, logs and saves; returns a tg_train_status. Stopped by a signal
+ * it returns TG_TRAIN_STOPPED with r->signal = n, the checkpoint written and the signal handlers
+ * restored: a program ends then with tg_guard_reraise(n) (tg_guard.h). With on_nan =
+ * TG_ONNAN_SKIP a run that skipped more than max_skipped of its updates, or ends on a non-finite
+ * loss, did not train: TG_TRAIN_NONFINITE. */
+int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r);   /* a tg_train_status */
 
 #endif

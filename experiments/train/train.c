@@ -168,7 +168,7 @@ int tg_train_update(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd 
     return 0;
 }
 
-/* From st (fresh or resumed) to c->steps; returns the exit status. */
+/* From st (fresh or resumed) to c->steps; returns a tg_train_status. */
 static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_state *st, tg_runlog *L,
                 tg_train_result *r) {
     const char *prog = c->prog;
@@ -190,7 +190,7 @@ static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_
             if (tg_ckpt_save(c->save, st, c->opts, c->n_opts, err, sizeof err)) {
                 fprintf(stderr, "%s: step %d: checkpoint not written, stopping: %s\n", prog, step, err);
                 log_note(L, "stopped before step %d: checkpoint not written: %s", step, err);
-                status = TG_EXIT_FAILED;
+                status = TG_TRAIN_FAILED;
                 break;
             }
             last_saved = step;
@@ -199,7 +199,8 @@ static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_
             fprintf(stderr, "%s: %s before step %d: %s\n", prog, tg_guard_signal_name(sig), step,
                     c->save ? "checkpoint written, continue with --resume" : "no --save: only the log is kept");
             log_note(L, "interrupted by %s before step %d", tg_guard_signal_name(sig), step);
-            status = TG_EXIT_SIGNAL + sig;
+            status = TG_TRAIN_STOPPED;
+            r->signal = sig;
             break;
         }
         if (stop_here) {
@@ -211,7 +212,7 @@ static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_
         if (m->before_step && m->before_step(m->user, step, err, sizeof err)) {
             fprintf(stderr, "%s: step %d: stopping: %s\n", prog, step, err);
             log_note(L, "stopped before step %d: %s", step, err);
-            status = TG_EXIT_FAILED;
+            status = TG_TRAIN_FAILED;
             break;
         }
 
@@ -245,7 +246,7 @@ static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_
                 fprintf(stderr, "%s: stopping (--on-nan stop)%s\n", prog,
                         c->save && last_saved >= 0 ? "; the last checkpoint is kept" : "");
                 log_note(L, "stopped at step %d: non-finite %s: %s", step, bad, why);
-                status = TG_EXIT_NONFINITE;
+                status = TG_TRAIN_NONFINITE;
                 break;
             }
             r->skipped++;   /* skip: parameters and optimizer state stay as they were */
@@ -259,7 +260,7 @@ static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_
                 tg_runlog_add(L, "\n");
                 if (tg_runlog_end_row(L)) {
                     fprintf(stderr, "%s: step %d: --log %s: write failed, stopping\n", prog, step, c->log);
-                    status = TG_EXIT_FAILED;
+                    status = TG_TRAIN_FAILED;
                     break;
                 }
             }
@@ -272,7 +273,7 @@ static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_
                     tg_runlog_add(L, "# failed: step %d: %s\n", step, err);
                     tg_runlog_end_row(L);
                 }
-                status = TG_EXIT_CONTRACT;
+                status = TG_TRAIN_CONTRACT;
                 break;
             }
             if (tg_train_state_reserve(st, st->n_logged + 1) == 0) {
@@ -311,7 +312,7 @@ static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_
                      r->skipped, updates, 100.0 * r->skipped / updates, 100.0 * c->max_skipped);
         fprintf(stderr, "%s: %s: the model did not train as asked\n", prog, why);
         log_note(L, "failed: %s (--on-nan skip)", why);
-        status = TG_EXIT_NONFINITE;
+        status = TG_TRAIN_NONFINITE;
     }
     if (status == 0 && !stopped) {
         /* the mean over the last 10% of logged steps */
@@ -365,7 +366,7 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     *r = (tg_train_result){0};
     if (tg_train_cfg_check(c, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", prog ? prog : "tg_train", err);
-        return TG_EXIT_USAGE;
+        return TG_TRAIN_USAGE;
     }
     /* one writer per run file, for the whole run; then nothing is written before every check */
     tg_runlock locks[TG_TRAIN_MAX_FILES + 3];
@@ -381,12 +382,12 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     if (bad) {
         fprintf(stderr, "%s: %s\n", prog, err);
         tg_runlock_release(locks, nlocks);
-        return bad == TG_RUNLOCK_BUSY ? TG_EXIT_BUSY : TG_EXIT_USAGE;
+        return bad == TG_RUNLOCK_BUSY ? TG_TRAIN_BUSY : TG_TRAIN_USAGE;
     }
     if (c->save && tg_ckpt_check_writable(c->save, err, sizeof err)) {
         fprintf(stderr, "%s: --save %s\n", prog, err);
         tg_runlock_release(locks, nlocks);
-        return TG_EXIT_USAGE;
+        return TG_TRAIN_USAGE;
     }
 
     tg_rng data_rng;
@@ -404,7 +405,7 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     int status = 0;
     if (tg_train_state_reserve(&st, c->steps / c->log_every + 2)) {
         fprintf(stderr, "%s: out of memory\n", prog);
-        status = TG_EXIT_FAILED;
+        status = TG_TRAIN_FAILED;
         goto done;
     }
 
@@ -413,17 +414,17 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
         char changed[512] = "";
         if (tg_ckpt_load(c->resume, &st, c->opts, c->n_opts, c->may_differ, changed, sizeof changed, err, sizeof err)) {
             fprintf(stderr, "%s: --resume %s\n", prog, err);
-            status = TG_EXIT_USAGE;
+            status = TG_TRAIN_USAGE;
             goto done;
         }
         if (st.step > c->steps) {
             fprintf(stderr, "%s: --resume %s is at step %d, beyond --steps %d\n", prog, c->resume, st.step, c->steps);
-            status = TG_EXIT_USAGE;
+            status = TG_TRAIN_USAGE;
             goto done;
         }
         if (c->stop_at && c->stop_at <= st.step) {
             fprintf(stderr, "%s: --stop-at %d is not after the checkpoint's step %d\n", prog, c->stop_at, st.step);
-            status = TG_EXIT_USAGE;
+            status = TG_TRAIN_USAGE;
             goto done;
         }
         fprintf(stderr, "%s: resuming %s at step %d%s%s\n", prog, c->resume, st.step, changed[0] ? "; changed: " : "",
@@ -440,19 +441,19 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
                            c->resume ? "to continue a run, --save names its --resume file"
                                      : "continue that run with --resume on it", err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", prog, err);
-        status = TG_EXIT_USAGE;
+        status = TG_TRAIN_USAGE;
         goto done;
     }
     if (m->start && m->start(m->user, st.step, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", prog, err);
-        status = TG_EXIT_USAGE;
+        status = TG_TRAIN_USAGE;
         goto done;
     }
     plan_products(&ctx, m, &st);
     hdr = make_header(c, m);
     if (!hdr) {
         fprintf(stderr, "%s: out of memory\n", prog);
-        status = TG_EXIT_FAILED;
+        status = TG_TRAIN_FAILED;
         goto done;
     }
     if (c->log) {
@@ -476,7 +477,7 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
                            : tg_runlog_open(&L, c->log, hdr, err, sizeof err);
         if (rc) {
             fprintf(stderr, "%s: --log %s\n", prog, err);
-            status = TG_EXIT_USAGE;
+            status = TG_TRAIN_USAGE;
             goto done;
         }
         if (info[0]) fprintf(stderr, "%s: %s\n", prog, info);
@@ -503,7 +504,7 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     tg_guard_restore();
     if (L.fd >= 0 && tg_runlog_close(&L)) {
         fprintf(stderr, "%s: --log %s: write failed\n", prog, c->log);
-        status = status ? status : TG_EXIT_FAILED;
+        status = status ? status : TG_TRAIN_FAILED;
     }
 done:
     tg_ctx_free(&ctx);
@@ -513,4 +514,9 @@ done:
     tg_train_state_free_logged(&st);
     tg_train_optim_free(c, &adam, &sgd);
     return status;
+}
+
+int tg_train_exit_status(int status, const tg_train_result *r) {
+    if (status == TG_TRAIN_STOPPED) return TG_EXIT_SIGNAL + (r && r->signal > 0 ? r->signal : 0);
+    return status >= TG_TRAIN_OK && status <= TG_TRAIN_CONTRACT ? status : TG_EXIT_FAILED;   /* the same numbers */
 }
