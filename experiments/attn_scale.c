@@ -4,7 +4,7 @@
  *   attn_scale --scale sqrt --log runs/sqrt.tsv     (the baseline)
  *   attn_scale --attn plugin:mykernel.so ...        (your own attention kernel)
  *   attn_scale --task code --eval-every 100 ...      (real text: libc6-dev's headers, byte level)
- * A thin main over the training kit (experiments/train/: the model, the tasks,
+ * A thin main over the training kit (experiments/libtapegrad_train/: the model, the tasks,
  * the loop). See docs/experiment.md for the flags, docs/logs.md for the log and
  * docs/plugins.md for plugins. */
 #define _POSIX_C_SOURCE 200809L

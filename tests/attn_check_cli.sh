@@ -102,7 +102,7 @@ awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["check"] ==
     END { exit bad }' fused.tsv || no "fused: a forward error above a tenth of the limit: $(grep '^forward' fused.tsv)"
 # the band attn_check forecasts with is the one the docs measured (AdamW, d_head 128)
 [ "$(awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["optim"] == "adam" && $c["d_head"] == 128 { print $c["band_lo"], $c["band_hi"] }' "$band")" = "0.0625 1" ] ||
-    no "docs/data/science-map-band.tsv's band at d_head 128 is not 1/16 .. 1: update TG_BAND_* in experiments/train/attn_check.c"
+    no "docs/data/science-map-band.tsv's band at d_head 128 is not 1/16 .. 1: update TG_BAND_* in experiments/libtapegrad_train/attn_check.c"
 # --train: the toy model side by side (tiny: d_head 16, 20 steps)
 check train_ok 0 "ok, it trains like tg_attention" "plugin:$ok" --d-head 16 --train 20
 grep -q "^--train 20: attn_scale's default model (hist, d_head 16, seed 1)" train_ok.out || no "--train: no side-by-side table"

@@ -30,8 +30,8 @@ endforeach()
 list(TRANSFORM TG_PUBLIC_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/)
 list(APPEND TG_PUBLIC_HEADERS ${PROJECT_BINARY_DIR}/include/tg_ops.h ${PROJECT_BINARY_DIR}/include/tg_version.h
      ${PROJECT_BINARY_DIR}/include/tapegrad.h)
-# The training kit's headers (experiments/train/tg_*.h) and its umbrella train.h.
-file(GLOB TG_TRAIN_HEADERS ${PROJECT_SOURCE_DIR}/experiments/train/tg_*.h)
+# The training kit's headers (experiments/libtapegrad_train/tg_*.h) and its umbrella train.h.
+file(GLOB TG_TRAIN_HEADERS ${PROJECT_SOURCE_DIR}/experiments/libtapegrad_train/tg_*.h)
 configure_file(scripts/cmake/train.h.in include/train.h @ONLY)
 list(APPEND TG_PUBLIC_HEADERS ${TG_TRAIN_HEADERS} ${PROJECT_BINARY_DIR}/include/train.h)
 install(FILES ${TG_PUBLIC_HEADERS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tapegrad)
