@@ -56,7 +56,7 @@ int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts) {
         {"learned-init", TG_CLI_CHOICE, &c->learned_init, 0, 0, tg_learned_init_names, "--scale learned: start at s_h = 1 (as sqrt) or s_h = sqrt(d_head) (as none)"},
         {"learned-param", TG_CLI_CHOICE, &c->learned_param, 0, 0, tg_learned_param_names, "--scale learned: train s_h itself, or theta_h with s_h = exp(theta_h)"},
         {"scale-lr", TG_CLI_FLOAT, &c->scale_lr, 0, 100, NULL, "--scale learned: peak learning rate of the head scales, on the same schedule in proportion (0: --lr)"},
-        {"init", TG_CLI_CHOICE, &c->init, 0, 0, tg_init_names, "fanin: N(0,1/fan_in) weights, N(0,1) embeddings; gpt2: all N(0,0.02^2)"},
+        {"init", TG_CLI_CHOICE, &c->init, 0, 0, tg_init_names, "fanin: N(0,1/fan_in) weights, N(0,1) embeddings (the default, but for --task code); gpt2: all N(0,0.02^2); lm: N(0,1/fan_in) weights, N(0,0.02^2) embeddings (--task code's default)"},
         {"optim", TG_CLI_CHOICE, &c->optim, 0, 0, optim_names, "AdamW or SGD with momentum"},
         {"lr", TG_CLI_FLOAT, &c->lr, 1e-9, 100, NULL, "peak learning rate"},
         {"lr-min", TG_CLI_FLOAT, &c->lr_min, 0, 100, NULL, "learning rate at the end of the cosine"},
@@ -143,6 +143,8 @@ int attn_cfg_check(attn_cfg *c, const tg_cli_opt *opts, int n, const int *seen, 
             return 1;
         }
         c->vocab = 256;
+        /* a language model's recipe: small embeddings (docs/results.md#on-real-code); recorded as the flag */
+        if (!seen_flag(opts, n, seen, "init")) c->init = TG_INIT_LM;
     } else {
         static const char *const code_only[] = {"data", "eval-every", "sample"};
         for (int i = 0; i < 3; i++)
@@ -171,8 +173,9 @@ int attn_cfg_check(attn_cfg *c, const tg_cli_opt *opts, int n, const int *seen, 
     }
     tg_task_cfg tc = attn_cfg_task(c);
     if (tg_task_check(&tc, err, errlen)) return 1;
-    if (c->warmup > c->steps && !seen_flag(opts, n, seen, "warmup") && !c->resume) {
-        /* the default warm-up of a short run (a smoke test): a tenth of it, said, and recorded as the flag */
+    if (c->warmup > c->steps && !seen_flag(opts, n, seen, "warmup")) {
+        /* the default warm-up of a short run (a smoke test): a tenth of it, said, and recorded as the flag
+         * (the same on --resume with the same --steps, so the same command line resumes) */
         int w = c->steps / 10;
         if (!c->check) fprintf(stderr, "attn_scale: note: --steps %d is shorter than the default --warmup %d: using --warmup %d\n",
                                c->steps, c->warmup, w);

@@ -42,9 +42,10 @@ tg_build "$top/build" attn_scale blas_info
 bin="$top/build/experiments/attn_scale"
 mkdir -p "$out"
 # the model of the independent PyTorch probe (issue 19): 2 pre-LN layers, d_model 128, 2 heads of 128,
+# a small language model's init (--init lm: embeddings N(0, 0.02²), matrices N(0, 1/fan_in)),
 # T 128, batch 16, AdamW 1e-3 with warm-up and cosine, clip 1; the validation loss every 10% of the steps
 every=$((steps / 10))
-model=(--task code --seq-len 128 --batch 16 --d-model 128 --heads 2 --d-head 128 --layers 2 --lr 1e-3 --lr-min 1e-4
+model=(--task code --init lm --seq-len 128 --batch 16 --d-model 128 --heads 2 --d-head 128 --layers 2 --lr 1e-3 --lr-min 1e-4
        --warmup $((steps / 20)) --steps "$steps" --log-every "$every" --eval-every "$every" --threads 1)
 [ -z "$data" ] || model+=(--data "$data")
 modes=(none sqrt)

@@ -69,10 +69,13 @@ class Model(BenchModel):
         super().__init__(a.vocab, a.seq_len, a.d_model, a.heads, a.d_head, a.layers)
         self.a, self.scale = a, scale_float(a)
         self.training_step = False   # --attn-dropout: set around the training steps' forward
-        if a.init == "gpt2":  # every weight and embedding N(0, 0.02²); gains 1, biases 0
+        # gpt2: every weight and embedding N(0, 0.02²); lm: the embeddings only (matrices
+        # keep bench_torch's N(0, 1/fan_in)); gains 1, biases 0
+        small = {"gpt2": ("tok", "pos", "wq", "wk", "wv", "wo", "w1", "w2", "wout"), "lm": ("tok", "pos")}
+        if a.init in small:
             with torch.no_grad():
                 for m in [self] + list(self.layers):
-                    for n in ("tok", "pos", "wq", "wk", "wv", "wo", "w1", "w2", "wout"):
+                    for n in small[a.init]:
                         if hasattr(m, n):
                             getattr(m, n).normal_(0.0, 0.02)
         H, dh = a.heads, a.d_head
@@ -360,7 +363,8 @@ def main():
     ap.add_argument("--learned-init", choices=["sqrt", "none"], default="sqrt")
     ap.add_argument("--learned-param", choices=["linear", "log"], default="linear")
     ap.add_argument("--scale-lr", type=float, default=0.0, help="0: --lr")
-    ap.add_argument("--init", choices=["fanin", "gpt2"], default="fanin")
+    ap.add_argument("--init", choices=["fanin", "gpt2", "lm"], default=None,
+                    help="fanin (the default), gpt2, lm (the default of --task code), as attn_scale's")
     ap.add_argument("--optim", choices=["adam", "sgd"], default="adam")
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--lr-min", type=float, default=3e-4)
@@ -373,6 +377,8 @@ def main():
     ap.add_argument("--log", default=None)
     ap.add_argument("--log-every", type=int, default=10)
     a = ap.parse_args()
+    if a.init is None:   # as attn_scale: a language model's recipe on code, fan-in elsewhere
+        a.init = "lm" if a.task == "code" else "fanin"
     bad = [m for m, ok in (("--scale-mult must be finite and > 0", math.isfinite(a.scale_mult) and a.scale_mult > 0),
                            ("--warmup is longer than --steps", a.warmup <= a.steps),
                            ("--lr-min is above --lr", a.lr_min <= a.lr),

@@ -15,7 +15,7 @@
 const char *const tg_scale_names[] = {"sqrt", "none", "dk", "qknorm", "learned", "mult", NULL};
 const char *const tg_learned_init_names[] = {"sqrt", "none", NULL};
 const char *const tg_learned_param_names[] = {"linear", "log", NULL};
-const char *const tg_init_names[] = {"fanin", "gpt2", NULL};
+const char *const tg_init_names[] = {"fanin", "gpt2", "lm", NULL};
 const char *const tg_attn_names[] = {"composed", "fused", NULL};
 const char *const tg_bias_names[] = {"none", "table", NULL};
 
@@ -56,7 +56,11 @@ double tg_model_uniform_entropy(const tg_model_cfg *c) {
 
 /* fanin: embeddings N(0,1), a linear weight N(0, 1/fan_in), so LN'd inputs give
  * q and k entries of about unit variance (the seed's variance argument).
- * gpt2: every weight N(0, 0.02²). Biases 0 and gains 1 in both. */
+ * gpt2: every weight N(0, 0.02²).
+ * lm: a standard small language model's: embeddings N(0, 0.02²) (a token's
+ * vector starts small, so what the layers add is not drowned by it), linear
+ * weights N(0, 1/fan_in) as fanin (the code task's default: docs/results.md#on-real-code).
+ * Biases 0 and gains 1 in all. */
 static void init_weight(tg_model *m, tg_rng *r, tg_tensor *w, int fan_in) {
     float std = m->cfg.init == TG_INIT_GPT2 ? 0.02f : 1.0f / sqrtf((float)fan_in);
     tg_fill_normal(r, w->data, w->numel, 0.0f, std);
@@ -100,7 +104,7 @@ void tg_model_init(tg_model *m, const tg_model_cfg *c, uint64_t seed) {
 
     tg_rng r;
     tg_rng_seed(&r, seed, 0x5eed);
-    float emb_std = c->init == TG_INIT_GPT2 ? 0.02f : 1.0f;
+    float emb_std = c->init == TG_INIT_FANIN ? 1.0f : 0.02f;
     tg_fill_normal(&r, m->tok_emb->data, m->tok_emb->numel, 0.0f, emb_std);
     tg_fill_normal(&r, m->pos_emb->data, m->pos_emb->numel, 0.0f, emb_std);
     for (int l = 0; l < c->layers; l++) {

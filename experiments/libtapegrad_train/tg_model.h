@@ -38,7 +38,7 @@
 
 enum { TG_SCALE_SQRT, TG_SCALE_NONE, TG_SCALE_DK, TG_SCALE_QKNORM, TG_SCALE_LEARNED, TG_SCALE_MULT };
 extern const char *const tg_scale_names[];
-enum { TG_INIT_FANIN, TG_INIT_GPT2 };
+enum { TG_INIT_FANIN, TG_INIT_GPT2, TG_INIT_LM };   /* tg_init_names: fanin, gpt2, lm (model.c) */
 extern const char *const tg_init_names[];
 /* composed: tg_attention (saves P [B,H,T,T]); fused: tg_flash_attention (tiled,
  * saves one float a row). The same function and stats to float tolerance. */
