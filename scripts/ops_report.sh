@@ -7,7 +7,8 @@
 # attention-errors.txt and custom_op.txt (for the docs' blocks; then scripts/docs.sh).
 # Runs build/tests/test_op_* with TG_GC_VERBOSE=1 (every check's summary), and
 # test_op_flash_attention once per kernel: OpenBLAS's own pick and
-# OPENBLAS_CORETYPE=Prescott, Haswell, SkylakeX; installs BUILD_DIR into a
+# OPENBLAS_CORETYPE=Prescott, Haswell and SkylakeX where the CPU can run them (an
+# AVX2-only CPU skips SkylakeX: its AVX-512 code would die of SIGILL); installs BUILD_DIR into a
 # temporary prefix and builds and runs examples/custom_op there (TG_GC_VERBOSE=1).
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,11 +26,16 @@ for t in "$build"/tests/test_op_*; do
 done | sort -k3,3nr | awk 'BEGIN { printf "%-14s %6s %17s\n", "op", "checks", "worst error/limit" } { print }' >"$tmp/gradcheck"
 
 # the attention errors: per case and comparison, each figure's range over the kernels
-for core in unset Prescott Haswell SkylakeX; do
+cpu_has() { for f in "$@"; do grep -qw "$f" /proc/cpuinfo || return 1; done; }
+cores=(unset Prescott)
+! cpu_has avx2 fma || cores+=(Haswell)
+! cpu_has avx512f avx512bw avx512dq avx512vl || cores+=(SkylakeX)
+for core in "${cores[@]}"; do
     if [ $core = unset ]; then env -u OPENBLAS_CORETYPE "$build/tests/test_op_flash_attention"; else OPENBLAS_CORETYPE=$core "$build/tests/test_op_flash_attention"; fi >"$tmp/$core" 2>&1 ||
         { echo "scripts/ops_report.sh: test_op_flash_attention failed with OPENBLAS_CORETYPE=$core" >&2; cat "$tmp/$core" >&2; exit 1; }
 done
-kernels=$(env -u OPENBLAS_CORETYPE "$build/experiments/blas_info" | sed 's/.* core=\([^ ]*\).*libxsmm=\([^ ]*\).*/OpenBLAS core \1 (its own pick), Prescott, Haswell, SkylakeX; libxsmm \2/')
+named=$(IFS=,; echo "${cores[*]:1}" | sed 's/,/, /g')
+kernels=$(env -u OPENBLAS_CORETYPE "$build/experiments/blas_info" | sed "s/.* core=\([^ ]*\).*libxsmm=\([^ ]*\).*/OpenBLAS core \1 (its own pick), $named; libxsmm \2/")
 awk -v kernels="$kernels" '
     /kappa/ { c = $0; sub(/: kappa.*/, "", c); if (!(c in seen)) { seen[c] = 1; cases[++nc] = c }
               k = $0; sub(/.*kappa /, "", k); sub(/,.*/, "", k); kap[c] = k; next }
@@ -48,7 +54,7 @@ awk -v kernels="$kernels" '
             m = split(substr(cmps[c], 2), cm, "|")
             for (k = 1; k <= m; k++) { l = sprintf("  %-18s", cm[k]); for (j = 1; j <= nq; j++) l = l sprintf(" %-17s", r(c SUBSEP cm[k] SUBSEP qorder[j])); sub(/ +$/, "", l); print l }
         }
-    }' "$tmp/unset" "$tmp/Prescott" "$tmp/Haswell" "$tmp/SkylakeX" >"$tmp/attention"
+    }' "${cores[@]/#/$tmp/}" >"$tmp/attention"
 
 # the out-of-tree example against an install of this build
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null

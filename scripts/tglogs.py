@@ -37,6 +37,7 @@ Definitions (docs/experiment.md#tables-and-plots-of-logs):
               other settings when its final loss is at least PASS_RATIO times and PASS_GAP
               nats above that run's.
 """
+import argparse
 import math
 import os
 import re
@@ -866,136 +867,170 @@ def plotdata(agg_path, outdir, x="d_head", panel="optim", line=COMPARE[0]):
 
 
 # ---- the command line -------------------------------------------------------------------
-def opt(args, name, default):
-    if name in args:
-        i = args.index(name)
-        if i + 1 >= len(args):
-            raise LogError("%s needs a value" % name)
-        v = args[i + 1]
-        del args[i:i + 2]
-        return v
-    return default
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as every other error here: 'tglogs.py VERB: ...', exit 2."""
+
+    def error(self, message):
+        raise LogError("%s: %s (%s --help)" % (self.prog.split(" ", 1)[-1], message, self.prog))
+
+
+def number(kind):
+    def parse(s):
+        try:
+            return kind(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError("'%s' is not a number" % s)
+    return parse
+
+
+def verbs():
+    """Each command's parser and what it runs (given the parsed options)."""
+    table = {}
+
+    def verb(name, help, run, *args):
+        p = Parser(prog="tglogs.py " + name, description=help)
+        for names, kw in args:
+            p.add_argument(*names, **kw)
+        table[name] = (p, run)
+
+    def pos(name, help, nargs=None):
+        return ((name,), dict(help=help, nargs=nargs) if nargs else dict(help=help))
+
+    def flag(name, help, default, kind=str):
+        return (("--" + name,), dict(help=help + " (default: %s)" % (default,), default=default,
+                                     type=number(kind) if kind is not str else str, metavar=name.upper().replace("-", "_")))
+
+    logs = pos("log", "a run log (TSV)", "*")
+
+    def stats(a):
+        keys, bad = [k for k in a.keys.split(",") if k], 0
+        for p in a.log:
+            try:
+                print(stats_line(Log(p), keys))
+            except (LogError, OSError) as e:
+                print(e, file=sys.stderr)
+                bad = 1
+        return bad
+
+    def summarize_(a):
+        if not a.log:
+            raise LogError("usage: scripts/summarize.sh LOG.tsv ...")
+        return summarize(a.log)
+
+    def collect_(a):
+        key, _, pair = a.compare.partition("=")
+        low, _, high = pair.partition(":")
+        if not key or not low or not high:
+            raise LogError("collect: --compare '%s': expected KEY=A:B" % a.compare)
+        path, done, missing = collect(a.dir, a.keys_fixed.split(","), (key, low, high), a.pass_ratio, a.pass_gap)
+        agg = os.path.join(a.dir, "aggregate.tsv")
+        with open(agg + ".tmp", "w", encoding="utf-8") as f:
+            f.write(aggregate(path))
+        os.replace(agg + ".tmp", agg)
+        sys.stdout.write(brief(agg, key))
+        print("%d %d %s" % (len(done), len(missing), " ".join(missing[:20]) + (" ..." if len(missing) > 20 else "")),
+              file=sys.stderr)
+        return 0
+
+    def out(text):
+        sys.stdout.write(text)
+        return 0
+
+    def learned_runs_(a):
+        m = a.map
+        return out(learned_runs(a.summary, a.runs_dir, a.band, os.path.join(m, "band.tsv") if m else "",
+                                os.path.join(m, "summary.tsv") if m else "", a.reach))
+
+    def maps_topkey_(a):
+        rows = []
+        for x in a.pair:
+            scale, _, path = x.partition("=")
+            rows += maps_topkey(scale, open(path, encoding="utf-8").read() if path != "-" else sys.stdin.read())
+        head = ["scale", "layer", "head", "step", "key_pos", "key_token", "share_of_rows"]
+        return out("\n".join("\t".join(x) for x in [head] + rows) + "\n")
+
+    def logat_(a):
+        text, bad = logat(a.log, a.steps.split(","))
+        sys.stdout.write(text)
+        return bad
+
+    def plotdata_(a):
+        if plotdata(a.aggregate, a.outdir, a.x, a.panel, a.line):
+            print("categorical")
+        return 0
+
+    def align_(a):
+        rows = []
+        for p in a.file:
+            with open(p, encoding="utf-8") as f:
+                rows += [l.rstrip("\n").split("\t") for l in f]
+        return out(align(rows))
+
+    def col(a):
+        head, rows = read_tsv(a.file)
+        c = {n: i for i, n in enumerate(head)}
+        for n in a.name:
+            if n not in c:
+                raise LogError("%s: no column %s" % (a.file, n))
+        for r in [head] + rows:
+            print("\t".join(r[c[n]] for n in a.name))
+        return 0
+
+    reach = flag("reach", "how far from the best loss a cell counts as reached, nats", 0.05, float)
+    verb("stats", "one TSV line per log", stats, logs, flag("keys", "header keys to add, comma-separated", ""))
+    verb("summarize", "the table and verdicts of scripts/summarize.sh", summarize_, logs)
+    verb("collect", "DIR/summary.tsv and DIR/aggregate.tsv of a sweep", collect_, pos("dir", "the sweep's folder"),
+         flag("keys-fixed", "the keys that name a run", ",".join(SWEEP_FIXED_KEYS)),
+         flag("compare", "the key and its two values compared, KEY=A:B", "%s=%s:%s" % COMPARE),
+         flag("pass-ratio", "the failure's loss ratio, at least", PASS_RATIO, float),
+         flag("pass-gap", "the failure's loss gap in nats, at least", PASS_GAP, float))
+    verb("brief", "the brief table of an aggregate", lambda a: out(brief(a.aggregate, a.always)),
+         pos("aggregate", "AGGREGATE.tsv"), flag("always", "the key always shown", COMPARE[0]))
+    verb("aggregate", "the aggregate of a summary", lambda a: out(aggregate(a.summary)), pos("summary", "SUMMARY.tsv"))
+    verb("table", "the rows of a summary with those values, aligned", lambda a: out(table(a.summary, a.selection)),
+         pos("summary", "SUMMARY.tsv"), pos("selection", "KEY=VALUE", "*"))
+    verb("plotdata", "one data file per line of a figure, with a header row", plotdata_,
+         pos("aggregate", "AGGREGATE.tsv"), pos("outdir", "the folder for the data files"),
+         flag("x", "the x axis' key", "d_head"), flag("panel", "the key of a panel", "optim"),
+         flag("line", "the key of a line", COMPARE[0]))
+    verb("map-cells", "the temperature map's cells.tsv", lambda a: out(map_cells(a.summary, a.aggregate, a.reach)),
+         pos("summary", "SUMMARY.tsv"), pos("aggregate", "AGGREGATE.tsv"), reach)
+    verb("map-band", "the temperature map's band.tsv", lambda a: out(map_band(a.cells, a.mults.split())),
+         pos("cells", "CELLS.tsv"), flag("mults", "the multipliers, space-separated", ""))
+    verb("map-rows", "the map figures' data, a row number per panel", lambda a: out(map_rows(a.cells, a.panel)),
+         pos("cells", "CELLS.tsv"), pos("panel", "OPTIM:D_HEAD", "*"))
+    verb("map-cells-text", "the cells as printed", lambda a: out(map_cells_text(a.cells)), pos("cells", "CELLS.tsv"))
+    verb("learned-runs", "the learned grid's runs.tsv", learned_runs_, pos("summary", "SUMMARY.tsv"),
+         pos("runs_dir", "RUNSDIR"), flag("band", "LO,HI", ""), flag("map", "the temperature map's folder", ""), reach)
+    verb("learned-cells", "the learned grid's cells.tsv", lambda a: out(learned_cells(a.runs, a.aggregate)),
+         pos("runs", "RUNS.tsv"), pos("aggregate", "AGGREGATE.tsv"))
+    verb("maps-heads", "the maps' summary-heads.tsv (attn_maps --summary files)",
+         lambda a: out(maps_heads([x.split("=", 1) for x in a.pair])), pos("pair", "SCALE=SUMMARY", "*"))
+    verb("maps-topkey", "the maps' top-key.tsv (attn_maps FILE's text)", maps_topkey_, pos("pair", "SCALE=DUMP", "*"))
+    verb("logat", "what logs say at given steps (scripts/logat.sh)", logat_, logs,
+         flag("steps", "steps, comma-separated ('end': the last)", "0,end"))
+    verb("textverdict", "on text: none vs sqrt per seed by the validation loss gap",
+         lambda a: out(text_verdicts(a.log, a.gap)), logs, flag("gap", "nats, at least", TEXT_GAP, float))
+    verb("ranges", "per framework and scale: final loss and entropy ranges over seeds", lambda a: out(ranges(a.log)), logs)
+    verb("align", "a TSV with its columns aligned (two spaces between columns)", align_, pos("file", "a TSV", "*"))
+    verb("col", "the named columns of a TSV (header row first)", col, pos("file", "a TSV"), pos("name", "a column", "*"))
+    return table
 
 
 def main(argv):
+    table = verbs()
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__, file=sys.stderr)
         return 2
-    verb, args = argv[0], list(argv[1:])
+    verb, args = argv[0], argv[1:]
     try:
-        if verb == "stats":
-            keys = [k for k in opt(args, "--keys", "").split(",") if k]
-            bad = 0
-            for p in args:
-                try:
-                    print(stats_line(Log(p), keys))
-                except (LogError, OSError) as e:
-                    print(e, file=sys.stderr)
-                    bad = 1
-            return bad
-        if verb == "summarize":
-            if not args:
-                raise LogError("usage: scripts/summarize.sh LOG.tsv ...")
-            return summarize(args)
-        if verb == "collect":
-            fixed = opt(args, "--keys-fixed", ",".join(SWEEP_FIXED_KEYS)).split(",")
-            key, _, pair = opt(args, "--compare", "%s=%s:%s" % COMPARE).partition("=")
-            low, _, high = pair.partition(":")
-            ratio = float(opt(args, "--pass-ratio", str(PASS_RATIO)))
-            gap = float(opt(args, "--pass-gap", str(PASS_GAP)))
-            if len(args) != 1 or not key or not low or not high:
-                raise LogError("usage: tglogs.py collect DIR [--keys-fixed K,...] [--compare KEY=A:B] "
-                               "[--pass-ratio R] [--pass-gap G]")
-            path, done, missing = collect(args[0], fixed, (key, low, high), ratio, gap)
-            agg = os.path.join(args[0], "aggregate.tsv")
-            with open(agg + ".tmp", "w", encoding="utf-8") as f:
-                f.write(aggregate(path))
-            os.replace(agg + ".tmp", agg)
-            sys.stdout.write(brief(agg, key))
-            print("%d %d %s" % (len(done), len(missing), " ".join(missing[:20]) + (" ..." if len(missing) > 20 else "")),
-                  file=sys.stderr)
+        if verb not in table:
+            raise LogError("unknown command '%s' (tglogs.py --help lists them)" % verb)
+        parser, run = table[verb]
+        if args and args[0] in ("-h", "--help"):
+            parser.print_help()
             return 0
-        if verb == "ranges":
-            sys.stdout.write(ranges(args))
-            return 0
-        if verb == "map-cells":
-            reach = float(opt(args, "--reach", "0.05"))
-            sys.stdout.write(map_cells(args[0], args[1], reach))
-            return 0
-        if verb == "map-band":
-            mults = opt(args, "--mults", "").split()
-            sys.stdout.write(map_band(args[0], mults))
-            return 0
-        if verb == "learned-runs":
-            band = opt(args, "--band", "")
-            reach = float(opt(args, "--reach", "0.05"))
-            mapdir = opt(args, "--map", "")
-            sys.stdout.write(learned_runs(args[0], args[1], band, os.path.join(mapdir, "band.tsv") if mapdir else "",
-                                          os.path.join(mapdir, "summary.tsv") if mapdir else "", reach))
-            return 0
-        if verb == "learned-cells":
-            sys.stdout.write(learned_cells(args[0], args[1]))
-            return 0
-        if verb == "maps-heads":
-            sys.stdout.write(maps_heads([a.split("=", 1) for a in args]))
-            return 0
-        if verb == "maps-topkey":
-            rows = []
-            for a in args:
-                scale, _, path = a.partition("=")
-                rows += maps_topkey(scale, open(path, encoding="utf-8").read() if path != "-" else sys.stdin.read())
-            head = ["scale", "layer", "head", "step", "key_pos", "key_token", "share_of_rows"]
-            sys.stdout.write("\n".join("\t".join(x) for x in [head] + rows) + "\n")
-            return 0
-        if verb == "logat":
-            steps = opt(args, "--steps", "0,end").split(",")
-            text, bad = logat(args, steps)
-            sys.stdout.write(text)
-            return bad
-        if verb == "textverdict":
-            gap = float(opt(args, "--gap", str(TEXT_GAP)))
-            sys.stdout.write(text_verdicts(args, gap))
-            return 0
-        if verb == "map-rows":
-            sys.stdout.write(map_rows(args[0], args[1:]))
-            return 0
-        if verb == "map-cells-text":
-            sys.stdout.write(map_cells_text(args[0]))
-            return 0
-        if verb == "aggregate":
-            sys.stdout.write(aggregate(args[0]))
-            return 0
-        if verb == "brief":
-            always = opt(args, "--always", COMPARE[0])
-            sys.stdout.write(brief(args[0], always))
-            return 0
-        if verb == "table":
-            sys.stdout.write(table(args[0], args[1:]))
-            return 0
-        if verb == "plotdata":
-            x = opt(args, "--x", "d_head")
-            panel = opt(args, "--panel", "optim")
-            line = opt(args, "--line", COMPARE[0])
-            if plotdata(args[0], args[1], x, panel, line):
-                print("categorical")
-            return 0
-        if verb == "align":
-            rows = []
-            for p in args:
-                with open(p, encoding="utf-8") as f:
-                    rows += [l.rstrip("\n").split("\t") for l in f]
-            sys.stdout.write(align(rows))
-            return 0
-        if verb == "col":
-            head, rows = read_tsv(args[0])
-            c = {n: i for i, n in enumerate(head)}
-            for n in args[1:]:
-                if n not in c:
-                    raise LogError("%s: no column %s" % (args[0], n))
-            for r in [head] + rows:
-                print("\t".join(r[c[n]] for n in args[1:]))
-            return 0
-        raise LogError("unknown command '%s'" % verb)
+        return run(parser.parse_intermixed_args(args))
     except (LogError, OSError, ValueError) as e:
         print("tglogs.py: %s" % e, file=sys.stderr)
         return 2

@@ -360,6 +360,113 @@ int tg_train_load_params(const tg_train_cfg *c, tg_params *P, char *err, size_t 
     return rc;
 }
 
+/* One writer per run file, for the whole run; nothing is written before every
+ * check. TG_TRAIN_OK with the locks taken, or a status with the message said. */
+static int take_locks(const tg_train_cfg *c, tg_runlock *locks, int *nlocks) {
+    char err[1024];
+    int bad = 0;
+    const char *run_files[][2] = {{"--log", c->log}, {"--save", c->save}};
+    for (int i = 0; i < 2 && !bad; i++) bad = tg_run_target_check(run_files[i][0], run_files[i][1], err, sizeof err);
+    for (int i = 0; i < c->n_files && !bad; i++) bad = tg_run_target_check(c->files[i][0], c->files[i][1], err, sizeof err);
+    for (int i = 0; i < 2 && !bad; i++)
+        if (run_files[i][1]) bad = tg_runlock_take(locks, nlocks, run_files[i][0], run_files[i][1], 0, err, sizeof err);
+    for (int i = 0; i < c->n_files && !bad; i++)   /* n_files <= TG_TRAIN_MAX_FILES: checked */
+        if (c->files[i][1]) bad = tg_runlock_take(locks, nlocks, c->files[i][0], c->files[i][1], 0, err, sizeof err);
+    if (!bad && c->resume) bad = tg_runlock_take(locks, nlocks, "--resume", c->resume, 1, err, sizeof err);
+    if (bad) {
+        fprintf(stderr, "%s: %s\n", c->prog, err);
+        return bad == TG_RUNLOCK_BUSY ? TG_TRAIN_BUSY : TG_TRAIN_USAGE;
+    }
+    if (c->save && tg_ckpt_check_writable(c->save, err, sizeof err)) {
+        fprintf(stderr, "%s: --save %s\n", c->prog, err);
+        return TG_TRAIN_USAGE;
+    }
+    return TG_TRAIN_OK;
+}
+
+/* --resume: the checkpoint into st, checked against the run's settings and
+ * --steps/--stop-at, and what changed said. */
+static int resume_state(const tg_train_cfg *c, tg_train_state *st) {
+    const char *prog = c->prog;
+    char err[1024], changed[512] = "";
+    if (tg_ckpt_load(c->resume, st, c->opts, c->n_opts, c->may_differ, changed, sizeof changed, err, sizeof err)) {
+        fprintf(stderr, "%s: --resume %s\n", prog, err);
+        return TG_TRAIN_USAGE;
+    }
+    if (st->step > c->steps) {
+        fprintf(stderr, "%s: --resume %s is at step %d, beyond --steps %d\n", prog, c->resume, st->step, c->steps);
+        return TG_TRAIN_USAGE;
+    }
+    if (c->stop_at && c->stop_at <= st->step) {
+        fprintf(stderr, "%s: --stop-at %d is not after the checkpoint's step %d\n", prog, c->stop_at, st->step);
+        return TG_TRAIN_USAGE;
+    }
+    fprintf(stderr, "%s: resuming %s at step %d%s%s\n", prog, c->resume, st->step, changed[0] ? "; changed: " : "",
+            changed);
+    if (strstr(changed, "--steps ") && !(c->lr_min == c->lr && st->step >= c->warmup))
+        fprintf(stderr, "%s: note: the learning-rate schedule now ends at step %d, so from here on this "
+                "is not the run a straight --steps %d would have been\n", prog, c->steps, c->steps);
+    return TG_TRAIN_OK;
+}
+
+/* A fresh run does not replace another run's files, unless told to. */
+static int owner_check(const tg_train_cfg *c) {
+    char err[1024];
+    if ((!c->resume && tg_run_owner_check("--log", c->log, NULL, c->overwrite,
+                                          "continue that run with --resume CHECKPOINT (its log is kept)", err, sizeof err)) ||
+        tg_run_owner_check("--save", c->save, c->resume, c->overwrite,
+                           c->resume ? "to continue a run, --save names its --resume file"
+                                     : "continue that run with --resume on it", err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", c->prog, err);
+        return TG_TRAIN_USAGE;
+    }
+    return TG_TRAIN_OK;
+}
+
+/* The run log: a fresh one, or the resumed one checked against hdr (what its
+ * header may change: the free flags, the BLAS line, the plan); a change of BLAS
+ * kernel or product plan said, and the plan's written where it happened. */
+static int open_log(const tg_train_cfg *c, const char *hdr, int step, tg_runlog *L) {
+    const char *prog = c->prog;
+    char err[1024], info[1024] = "", old_blas[256] = "", blas[256];
+    const char *log_free[TG_TRAIN_MAX_FREE + 6];   /* what a resumed log's header may change: those flags, and the BLAS line */
+    int nf = 0;
+    for (const char *const *o = c->may_differ; o && *o; o++) log_free[nf++] = *o;   /* at most TG_TRAIN_MAX_FREE */
+    for (const char *const *o = c->header_may_differ; o && *o; o++) log_free[nf++] = *o;
+    log_free[nf++] = "blas";
+    log_free[nf++] = "gemm_plan";   /* a requeued run may land on another CPU: said below, at the step */
+    log_free[nf++] = "gemm_plan_mode";
+    log_free[nf++] = "steps";       /* as flags they are in may_differ; written by the kit, free too */
+    log_free[nf++] = "log_every";
+    log_free[nf] = NULL;
+    char old_plan[64] = "", plan[TG_PLAN_NAME_BUF];
+    if (c->resume) {
+        tg_runlog_header_value(c->log, "blas", old_blas, sizeof old_blas);
+        tg_runlog_header_value(c->log, "gemm_plan", old_plan, sizeof old_plan);
+    }
+    int rc = c->resume ? tg_runlog_resume(L, c->log, hdr, log_free, step, info, sizeof info, err, sizeof err)
+                       : tg_runlog_open(L, c->log, hdr, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "%s: --log %s\n", prog, err);
+        return TG_TRAIN_USAGE;
+    }
+    if (info[0]) fprintf(stderr, "%s: %s\n", prog, info);
+    tg_blas_info bi;
+    tg_blas_info_get(&bi);
+    if (old_blas[0] && !tg_blas_same_kernel(old_blas, tg_blas_info_str(&bi, blas, sizeof blas)))
+        fprintf(stderr, "%s: note: the log was started with %s, this run has %s: the resumed run may not "
+                "be bit-identical to one made in one go\n", prog, old_blas, blas);
+    /* the plan is part of the rounding: a change is written where it happened */
+    tg_gemm_plan_name(plan);
+    if (c->resume && strcmp(old_plan, plan) != 0) {
+        fprintf(stderr, "%s: note: the log was made with product plan %s, this run has %s (another CPU or "
+                "plan file): it goes on, and from step %d is not bit-identical to a run made in one go\n", prog,
+                old_plan[0] ? old_plan : "(none named)", plan, step);
+        log_note(L, "gemm_plan changed at step %d: %s -> %s", step, old_plan[0] ? old_plan : "(none named)", plan);
+    }
+    return TG_TRAIN_OK;
+}
+
 int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     const char *prog = c->prog;
     char err[1024];
@@ -368,28 +475,12 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
         fprintf(stderr, "%s: %s\n", prog ? prog : "tg_train", err);
         return TG_TRAIN_USAGE;
     }
-    /* one writer per run file, for the whole run; then nothing is written before every check */
     tg_runlock locks[TG_TRAIN_MAX_FILES + 3];
-    int nlocks = 0, bad = 0;
-    const char *run_files[][2] = {{"--log", c->log}, {"--save", c->save}};
-    for (int i = 0; i < 2 && !bad; i++) bad = tg_run_target_check(run_files[i][0], run_files[i][1], err, sizeof err);
-    for (int i = 0; i < c->n_files && !bad; i++) bad = tg_run_target_check(c->files[i][0], c->files[i][1], err, sizeof err);
-    for (int i = 0; i < 2 && !bad; i++)
-        if (run_files[i][1]) bad = tg_runlock_take(locks, &nlocks, run_files[i][0], run_files[i][1], 0, err, sizeof err);
-    for (int i = 0; i < c->n_files && !bad; i++)   /* n_files <= TG_TRAIN_MAX_FILES: checked */
-        if (c->files[i][1]) bad = tg_runlock_take(locks, &nlocks, c->files[i][0], c->files[i][1], 0, err, sizeof err);
-    if (!bad && c->resume) bad = tg_runlock_take(locks, &nlocks, "--resume", c->resume, 1, err, sizeof err);
-    if (bad) {
-        fprintf(stderr, "%s: %s\n", prog, err);
+    int nlocks = 0, status = take_locks(c, locks, &nlocks);
+    if (status) {
         tg_runlock_release(locks, nlocks);
-        return bad == TG_RUNLOCK_BUSY ? TG_TRAIN_BUSY : TG_TRAIN_USAGE;
+        return status;
     }
-    if (c->save && tg_ckpt_check_writable(c->save, err, sizeof err)) {
-        fprintf(stderr, "%s: --save %s\n", prog, err);
-        tg_runlock_release(locks, nlocks);
-        return TG_TRAIN_USAGE;
-    }
-
     tg_rng data_rng;
     tg_rng_seed(&data_rng, c->data_seed, 0xda7a);
     tg_adamw adam;
@@ -402,100 +493,27 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     tg_ctx ctx;   /* every step's, the planning pass's first */
     tg_ctx_init(&ctx, 0);
     char *hdr = NULL;
-    int status = 0;
     if (tg_train_state_reserve(&st, c->steps / c->log_every + 2)) {
         fprintf(stderr, "%s: out of memory\n", prog);
         status = TG_TRAIN_FAILED;
         goto done;
     }
-
     /* every check before anything is written: the checkpoint, then the log */
-    if (c->resume) {
-        char changed[512] = "";
-        if (tg_ckpt_load(c->resume, &st, c->opts, c->n_opts, c->may_differ, changed, sizeof changed, err, sizeof err)) {
-            fprintf(stderr, "%s: --resume %s\n", prog, err);
-            status = TG_TRAIN_USAGE;
-            goto done;
-        }
-        if (st.step > c->steps) {
-            fprintf(stderr, "%s: --resume %s is at step %d, beyond --steps %d\n", prog, c->resume, st.step, c->steps);
-            status = TG_TRAIN_USAGE;
-            goto done;
-        }
-        if (c->stop_at && c->stop_at <= st.step) {
-            fprintf(stderr, "%s: --stop-at %d is not after the checkpoint's step %d\n", prog, c->stop_at, st.step);
-            status = TG_TRAIN_USAGE;
-            goto done;
-        }
-        fprintf(stderr, "%s: resuming %s at step %d%s%s\n", prog, c->resume, st.step, changed[0] ? "; changed: " : "",
-                changed);
-        if (strstr(changed, "--steps ") && !(c->lr_min == c->lr && st.step >= c->warmup))
-            fprintf(stderr, "%s: note: the learning-rate schedule now ends at step %d, so from here on this "
-                    "is not the run a straight --steps %d would have been\n", prog, c->steps, c->steps);
-    }
+    if (c->resume && (status = resume_state(c, &st))) goto done;
     r->start_step = r->step = st.step;
-    /* a fresh run does not replace another run's files, unless told to */
-    if ((!c->resume && tg_run_owner_check("--log", c->log, NULL, c->overwrite,
-                                          "continue that run with --resume CHECKPOINT (its log is kept)", err, sizeof err)) ||
-        tg_run_owner_check("--save", c->save, c->resume, c->overwrite,
-                           c->resume ? "to continue a run, --save names its --resume file"
-                                     : "continue that run with --resume on it", err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", prog, err);
-        status = TG_TRAIN_USAGE;
-        goto done;
-    }
+    if ((status = owner_check(c))) goto done;
     if (m->start && m->start(m->user, st.step, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", prog, err);
         status = TG_TRAIN_USAGE;
         goto done;
     }
     plan_products(&ctx, m, &st);
-    hdr = make_header(c, m);
-    if (!hdr) {
+    if (!(hdr = make_header(c, m))) {
         fprintf(stderr, "%s: out of memory\n", prog);
         status = TG_TRAIN_FAILED;
         goto done;
     }
-    if (c->log) {
-        char info[1024] = "", old_blas[256] = "", blas[256];
-        const char *log_free[TG_TRAIN_MAX_FREE + 6];   /* what a resumed log's header may change: those flags, and the BLAS line */
-        int nf = 0;
-        for (const char *const *o = c->may_differ; o && *o; o++) log_free[nf++] = *o;   /* at most TG_TRAIN_MAX_FREE */
-        for (const char *const *o = c->header_may_differ; o && *o; o++) log_free[nf++] = *o;
-        log_free[nf++] = "blas";
-        log_free[nf++] = "gemm_plan";   /* a requeued run may land on another CPU: said below, at the step */
-        log_free[nf++] = "gemm_plan_mode";
-        log_free[nf++] = "steps";       /* as flags they are in may_differ; written by the kit, free too */
-        log_free[nf++] = "log_every";
-        log_free[nf] = NULL;
-        char old_plan[64] = "", plan[TG_PLAN_NAME_BUF];
-        if (c->resume) {
-            tg_runlog_header_value(c->log, "blas", old_blas, sizeof old_blas);
-            tg_runlog_header_value(c->log, "gemm_plan", old_plan, sizeof old_plan);
-        }
-        int rc = c->resume ? tg_runlog_resume(&L, c->log, hdr, log_free, st.step, info, sizeof info, err, sizeof err)
-                           : tg_runlog_open(&L, c->log, hdr, err, sizeof err);
-        if (rc) {
-            fprintf(stderr, "%s: --log %s\n", prog, err);
-            status = TG_TRAIN_USAGE;
-            goto done;
-        }
-        if (info[0]) fprintf(stderr, "%s: %s\n", prog, info);
-        tg_blas_info bi;
-        tg_blas_info_get(&bi);
-        if (old_blas[0] && !tg_blas_same_kernel(old_blas, tg_blas_info_str(&bi, blas, sizeof blas)))
-            fprintf(stderr, "%s: note: the log was started with %s, this run has %s: the resumed run may not "
-                    "be bit-identical to one made in one go\n", prog, old_blas, blas);
-        /* the plan is part of the rounding: a change is written where it happened */
-        tg_gemm_plan_name(plan);
-        if (c->resume && strcmp(old_plan, plan) != 0) {
-            fprintf(stderr, "%s: note: the log was made with product plan %s, this run has %s (another CPU or "
-                    "plan file): it goes on, and from step %d is not bit-identical to a run made in one go\n", prog,
-                    old_plan[0] ? old_plan : "(none named)", plan, st.step);
-            log_note(&L, "gemm_plan changed at step %d: %s -> %s", st.step, old_plan[0] ? old_plan : "(none named)",
-                     plan);
-        }
-    }
+    if (c->log && (status = open_log(c, hdr, st.step, &L))) goto done;
 
     tg_guard_install();
     if (c->crash_what) tg_guard_crash_arm(L.fd, c->crash_what);
