@@ -1,0 +1,103 @@
+/* tg_child_run (tg_child.h), the one fork-with-timeout runner: the child's
+ * bytes reach the parent as they come, its exit status and its fatal signal are
+ * told apart, a child that hangs is killed at the limit on a monotonic clock
+ * (and reaped: no zombie), and seconds <= 0 means no limit. */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tg_child.h"
+#include "tg_profile.h"
+
+typedef struct { char buf[256]; size_t n; } bytes;
+static void keep(void *u, const char *b, size_t n) {
+    bytes *x = u;
+    for (size_t i = 0; i < n && x->n + 1 < sizeof x->buf; i++) x->buf[x->n++] = b[i];
+    x->buf[x->n] = 0;
+}
+
+static int speak_then_exit(void *user, int fd) {
+    (void)user;
+    const char *m = "hello ";
+    if (write(fd, m, strlen(m)) < 0) return 9;
+    usleep(50 * 1000);
+    if (write(fd, "world", 5) < 0) return 9;
+    return 7;
+}
+static int crash(void *user, int fd) {
+    (void)user, (void)fd;
+    raise(SIGSEGV);
+    return 0;
+}
+static int hang(void *user, int fd) {
+    (void)user, (void)fd;
+    for (;;) pause();
+    return 0;
+}
+static int sleep_short(void *user, int fd) {
+    (void)user, (void)fd;
+    usleep(300 * 1000);
+    return 0;
+}
+
+static void test_bytes_and_status(void **s) {
+    (void)s;
+    bytes b = {0};
+    tg_child_end end;
+    char err[128];
+    assert_int_equal(tg_child_run(speak_then_exit, NULL, 10, keep, &b, &end, err, sizeof err), 0);
+    assert_string_equal(b.buf, "hello world");
+    assert_int_equal(end.timed_out, 0);
+    assert_int_equal(end.signal, 0);
+    assert_int_equal(end.status, 7);
+}
+
+static void test_crash_is_a_signal(void **s) {
+    (void)s;
+    tg_child_end end;
+    char err[128];
+    assert_int_equal(tg_child_run(crash, NULL, 10, NULL, NULL, &end, err, sizeof err), 0);
+    assert_int_equal(end.signal, SIGSEGV);
+    assert_int_equal(end.timed_out, 0);
+}
+
+static void test_hang_killed_at_the_limit(void **s) {
+    (void)s;
+    tg_child_end end;
+    char err[128];
+    double t0 = tg_profile_clock();
+    assert_int_equal(tg_child_run(hang, NULL, 0.3, NULL, NULL, &end, err, sizeof err), 0);
+    double took = tg_profile_clock() - t0;
+    assert_int_equal(end.timed_out, 1);
+    assert_true(took >= 0.3 && took < 5.0);
+    assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);   /* reaped: no child left, zombie or not */
+}
+
+static void test_no_limit(void **s) {
+    (void)s;
+    tg_child_end end;
+    char err[128];
+    assert_int_equal(tg_child_run(sleep_short, NULL, 0, NULL, NULL, &end, err, sizeof err), 0);
+    assert_int_equal(end.timed_out, 0);
+    assert_int_equal(end.status, 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bytes_and_status),
+        cmocka_unit_test(test_crash_is_a_signal),
+        cmocka_unit_test(test_hang_killed_at_the_limit),
+        cmocka_unit_test(test_no_limit),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
