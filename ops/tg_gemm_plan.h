@@ -82,7 +82,8 @@ int tg_gemm_plan_setup(const char *spec, char *err, size_t errlen);
 int tg_gemm_plan_setup_env(const char *prog, const char *dflt);
 
 /* Where the plan's notes go (msg without a newline), each kind once a process;
- * NULL: nowhere (the default). */
+ * NULL: nowhere (the default). fn runs under the plan's lock: it must not call
+ * the plan (print, log, return). */
 void tg_gemm_plan_on_note(void (*fn)(const char *msg, void *user), void *user);
 
 /* "3f2a91c0": the hash of the decisions used so far (8 hex digits) into buf
