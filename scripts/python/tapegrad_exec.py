@@ -1,0 +1,325 @@
+"""The kernel side of tapegrad's exec protocol, version 1 (docs/exec_protocol.md).
+
+Standard library only. A kernel supplies forward and backward and calls serve();
+this module reads frames from stdin, checks them, calls the kernel, checks what
+it returns, and writes the replies to stdout. Tensors are Tensor(shape, data):
+data an array('f') in row-major order.
+
+    def forward(q, k, v, **args):      return out, saved
+    def backward(saved, dout, needs):  return {"q": dq, "k": dk, ...}   (the names in needs)
+    serve(forward, backward, name="my kernel", features=["gqa"])
+"""
+import json
+import struct
+import sys
+from array import array
+from collections import namedtuple
+
+PROTOCOL = "1"
+MAX_FRAME = 1 << 30
+FEATURES = ("dv", "gqa", "tq_tk", "window", "padding", "bias", "alibi", "softcap", "sinks", "dropout")
+OPTIONAL = ("head_scale", "kv_len", "bias", "alibi", "sinks")   # a forward's tensors besides q, k, v
+GRADABLE = ("q", "k", "v", "head_scale", "bias", "sinks")
+
+Tensor = namedtuple("Tensor", "shape data")
+
+
+class ProtocolError(Exception):
+    """A frame or a call that breaks the protocol: the message goes back as an error reply."""
+
+
+def numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def tensor(shape, values=None):
+    """A Tensor of that shape: zeros, or the values given (any iterable of numbers)."""
+    shape = tuple(int(s) for s in shape)
+    data = array("f", values) if values is not None else array("f", bytes(4 * numel(shape)))
+    if len(data) != numel(shape):
+        raise ProtocolError("%d values for shape %s" % (len(data), list(shape)))
+    return Tensor(shape, data)
+
+
+# ---- safetensors bodies ---------------------------------------------------------------
+def encode(meta, tensors):
+    """A safetensors file: meta (str -> str) as __metadata__, tensors (name -> Tensor) as F32."""
+    header, blobs, offset = {"__metadata__": {str(k): str(v) for k, v in meta.items()}}, [], 0
+    for name in sorted(tensors):
+        t = tensors[name]
+        data = t.data if isinstance(t.data, array) and t.data.typecode == "f" else array("f", t.data)
+        if len(data) != numel(t.shape):
+            raise ProtocolError("tensor %s: %d values for shape %s" % (name, len(data), list(t.shape)))
+        if sys.byteorder != "little":
+            data = array("f", data)
+            data.byteswap()
+        raw = data.tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    head = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    head += b" " * (-len(head) % 8)   # safetensors pads the header to 8 bytes
+    return struct.pack("<Q", len(head)) + head + b"".join(blobs)
+
+
+def decode(body):
+    """(meta, tensors) of a safetensors body; ProtocolError naming what is wrong."""
+    if len(body) < 8:
+        raise ProtocolError("body of %d bytes: shorter than a safetensors header length" % len(body))
+    (h,) = struct.unpack_from("<Q", body, 0)
+    if h > len(body) - 8:
+        raise ProtocolError("header length %d runs past the body's %d bytes" % (h, len(body)))
+    try:
+        header = json.loads(body[8:8 + h].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ProtocolError("header is not JSON: %s" % e)
+    if not isinstance(header, dict):
+        raise ProtocolError("header is not a JSON object")
+    meta = header.pop("__metadata__", {})
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise ProtocolError("__metadata__ is not an object of strings")
+    data, spans, tensors = body[8 + h:], [], {}
+    for name, e in header.items():
+        if not isinstance(e, dict) or set(e) != {"dtype", "shape", "data_offsets"}:
+            raise ProtocolError("tensor %s: not {dtype, shape, data_offsets}" % name)
+        if e["dtype"] != "F32":
+            raise ProtocolError("tensor %s: dtype %s, protocol 1 takes F32 only" % (name, e["dtype"]))
+        shape, off = e["shape"], e["data_offsets"]
+        if not (isinstance(shape, list) and all(isinstance(s, int) and s >= 0 for s in shape)):
+            raise ProtocolError("tensor %s: shape %r" % (name, shape))
+        if not (isinstance(off, list) and len(off) == 2 and all(isinstance(o, int) for o in off)
+                and 0 <= off[0] <= off[1] <= len(data)):
+            raise ProtocolError("tensor %s: data_offsets %r outside the %d data bytes" % (name, off, len(data)))
+        if off[1] - off[0] != 4 * numel(shape):
+            raise ProtocolError("tensor %s: %d bytes for shape %s (F32: %d)" % (name, off[1] - off[0], shape,
+                                                                               4 * numel(shape)))
+        a = array("f")
+        a.frombytes(data[off[0]:off[1]])
+        if sys.byteorder != "little":
+            a.byteswap()
+        tensors[name] = Tensor(tuple(shape), a)
+        spans.append((off[0], off[1], name))
+    spans.sort()
+    end = 0
+    for b, e, name in spans:
+        if b != end:
+            raise ProtocolError("tensor %s: starts at byte %d, the data before it ends at %d (gap or overlap)"
+                                % (name, b, end))
+        end = e
+    if end != len(data):
+        raise ProtocolError("%d data bytes after the last tensor" % (len(data) - end))
+    return meta, tensors
+
+
+# ---- frames -------------------------------------------------------------------------------
+class StreamLost(Exception):
+    """The length prefix is unusable: the stream cannot be followed any further."""
+
+
+def read_exact(f, n):
+    chunks, got = [], 0
+    while got < n:
+        b = f.read(n - got)
+        if not b:
+            break
+        chunks.append(b)
+        got += len(b)
+    return b"".join(chunks)
+
+
+def read_frame(f):
+    """The next body, or None at a clean end of input (no byte of a new frame)."""
+    head = read_exact(f, 8)
+    if not head:
+        return None
+    if len(head) < 8:
+        raise StreamLost("the input ended inside a frame's length (%d of 8 bytes)" % len(head))
+    (n,) = struct.unpack("<Q", head)
+    if n < 1 or n > MAX_FRAME:
+        raise StreamLost("frame length %d outside 1..2^30" % n)
+    body = read_exact(f, n)
+    if len(body) < n:
+        raise StreamLost("the input ended inside a frame (%d of %d bytes)" % (len(body), n))
+    return body
+
+
+def write_frame(f, body):
+    f.write(struct.pack("<Q", len(body)) + body)
+    f.flush()
+
+
+# ---- serving -------------------------------------------------------------------------------
+def _int(meta, key, default, lo=None):
+    v = meta.get(key)
+    if v is None:
+        return default
+    try:
+        x = int(v)
+    except ValueError:
+        raise ProtocolError("%s '%s' is not an integer" % (key, v))
+    if lo is not None and x < lo:
+        raise ProtocolError("%s %d: at least %d" % (key, x, lo))
+    return x
+
+
+def _float(meta, key, default=None):
+    v = meta.get(key)
+    if v is None:
+        if default is None:
+            raise ProtocolError("%s is missing" % key)
+        return default
+    try:
+        return float(v)
+    except ValueError:
+        raise ProtocolError("%s '%s' is not a number" % (key, v))
+
+
+def forward_args(meta, tensors, features):
+    """The call's fields and tensors, checked against each other and the declared features."""
+    for name in ("q", "k", "v"):
+        if name not in tensors:
+            raise ProtocolError("forward without tensor %s" % name)
+    extra = set(tensors) - {"q", "k", "v"} - set(OPTIONAL)
+    if extra:
+        raise ProtocolError("forward with unknown tensors: %s" % ", ".join(sorted(extra)))
+    q, k, v = tensors["q"].shape, tensors["k"].shape, tensors["v"].shape
+    if len(q) != 4 or len(k) != 4 or len(v) != 4:
+        raise ProtocolError("q %s, k %s, v %s: each is [B, T, heads, dim]" % (list(q), list(k), list(v)))
+    B, Tq, H, d = q
+    if k[0] != B or v[0] != B or k[3] != d or v[1] != k[1] or v[2] != k[2] or min(q + k + v) < 1:
+        raise ProtocolError("q %s, k %s, v %s do not fit: q [B,Tq,H,d], k [B,Tk,Hkv,d], v [B,Tk,Hkv,dv]"
+                            % (list(q), list(k), list(v)))
+    Tk, Hkv, dv = k[1], k[2], v[3]
+    if H % Hkv:
+        raise ProtocolError("H %d is not a multiple of Hkv %d" % (H, Hkv))
+    a = {"scale": _float(meta, "scale"), "causal": _int(meta, "causal", 0), "window_left": _int(meta, "window_left", -1, -1),
+         "window_right": _int(meta, "window_right", -1, -1), "softcap": _float(meta, "softcap", 0.0),
+         "dropout": _float(meta, "dropout", 0.0), "dropout_seed": _int(meta, "dropout_seed", 0, 0)}
+    if a["causal"] not in (0, 1):
+        raise ProtocolError("causal %d: 0 or 1" % a["causal"])
+    needs = [n for n in meta.get("needs_grad", "").split(",") if n]
+    for n in needs:
+        if n not in GRADABLE or (n not in ("q", "k", "v") and n not in tensors):
+            raise ProtocolError("needs_grad names %s, which the call does not have a gradient for" % n)
+    a["needs_grad"] = needs
+    want = {"head_scale": (H,), "kv_len": (B,), "alibi": (H,), "sinks": (H,)}
+    for n, shape in want.items():
+        if n in tensors and tensors[n].shape != shape:
+            raise ProtocolError("%s has shape %s, the call needs %s" % (n, list(tensors[n].shape), list(shape)))
+    if "bias" in tensors:
+        bs = tensors["bias"].shape
+        if len(bs) != 4 or bs[0] not in (1, B) or bs[1] not in (1, H) or bs[2:] != (Tq, Tk):
+            raise ProtocolError("bias has shape %s, the call needs [%d or 1, %d or 1, %d, %d]" % (list(bs), B, H, Tq, Tk))
+    used = {"dv": dv != d, "gqa": Hkv < H, "tq_tk": Tq != Tk,
+            "window": a["window_left"] >= 0 or a["window_right"] >= 0, "padding": "kv_len" in tensors,
+            "bias": "bias" in tensors, "alibi": "alibi" in tensors, "softcap": a["softcap"] > 0,
+            "sinks": "sinks" in tensors, "dropout": a["dropout"] > 0}
+    missing = [f for f in FEATURES if used[f] and f not in features]
+    if missing:
+        raise ProtocolError("the call uses %s, which this kernel did not declare" % ", ".join(missing))
+    for n in OPTIONAL:
+        if n in tensors:
+            a[n] = tensors[n]
+    return a, (B, Tq, H, dv)
+
+
+def serve(forward, backward=None, *, name, features=(), stdin=None, stdout=None, log=None):
+    """Answers tapegrad's requests until end of input or bye. Returns the exit status (0, or 2
+    when the stream was lost); a kernel's script ends with sys.exit(serve(...))."""
+    features = list(features)
+    bad = [f for f in features if f not in FEATURES]
+    if bad:
+        raise ValueError("unknown features %s (known: %s)" % (", ".join(bad), ", ".join(FEATURES)))
+    fin = stdin if stdin is not None else sys.stdin.buffer
+    fout = stdout if stdout is not None else sys.stdout.buffer
+    log = log if log is not None else sys.stderr
+    kept = {}   # id -> (saved, out shape, needs, backwarded)
+    greeted = False
+
+    def reply(kind, ident=None, tensors=None, **fields):
+        meta = {"protocol": PROTOCOL, "type": kind}
+        if ident is not None:
+            meta["id"] = str(ident)
+        meta.update({k: str(v) for k, v in fields.items()})
+        write_frame(fout, encode(meta, tensors or {}))
+
+    while True:
+        try:
+            body = read_frame(fin)
+        except StreamLost as e:
+            print("tapegrad_exec: %s" % e, file=log)
+            reply("error", message=str(e))
+            return 2
+        if body is None:
+            return 0
+        ident = None
+        try:
+            meta, tensors = decode(body)
+            if meta.get("protocol") != PROTOCOL:
+                raise ProtocolError("protocol '%s': this kernel speaks %s" % (meta.get("protocol"), PROTOCOL))
+            kind = meta.get("type")
+            if kind != "hello" and kind != "bye":
+                ident = _int(meta, "id", None, 1) if kind in ("forward", "backward", "release") else None
+                if ident is None:
+                    raise ProtocolError("%s without an id" % kind if kind in ("forward", "backward", "release")
+                                        else "unknown message type '%s'" % kind)
+            if kind == "bye":
+                return 0
+            if kind == "hello":
+                if tensors:
+                    raise ProtocolError("hello carries no tensors")
+                greeted = True
+                reply("hello", name=name, features=",".join(features))
+            elif not greeted:
+                raise ProtocolError("%s before hello" % kind)
+            elif kind == "forward":
+                if ident in kept:
+                    raise ProtocolError("id %d is in use (release it first)" % ident)
+                args, want = forward_args(meta, tensors, features)
+                q, k, v = tensors["q"], tensors["k"], tensors["v"]
+                try:
+                    out, saved = forward(q, k, v, **args)
+                except ProtocolError:
+                    raise
+                except Exception as e:
+                    raise ProtocolError("the kernel's forward raised %s: %s" % (type(e).__name__, e))
+                out = Tensor(tuple(out.shape), out.data)
+                if out.shape != want or len(out.data) != numel(want):
+                    raise ProtocolError("the kernel's out has shape %s (%d values), the call needs %s"
+                                        % (list(out.shape), len(out.data), list(want)))
+                kept[ident] = [saved, want, args["needs_grad"], {n: tensors[n].shape for n in tensors}, False]
+                reply("out", ident, {"out": out})
+            elif kind == "backward":
+                if ident not in kept:
+                    raise ProtocolError("backward of id %d, which no forward made (or was released)" % ident)
+                saved, want, needs, shapes, done = kept[ident]
+                if done:
+                    raise ProtocolError("id %d was backwarded already" % ident)
+                if set(tensors) != {"dout"} or tensors["dout"].shape != want:
+                    raise ProtocolError("backward takes one tensor dout of shape %s; got %s" % (
+                        list(want), ", ".join("%s %s" % (n, list(t.shape)) for n, t in sorted(tensors.items()))))
+                if backward is None:
+                    raise ProtocolError("this kernel has no backward")
+                try:
+                    grads = backward(saved, tensors["dout"], list(needs))
+                except Exception as e:
+                    raise ProtocolError("the kernel's backward raised %s: %s" % (type(e).__name__, e))
+                grads = {n: Tensor(tuple(t.shape), t.data) for n, t in (grads or {}).items()}
+                if set(grads) != set(needs):
+                    raise ProtocolError("the kernel's backward returned %s, the call needs %s"
+                                        % (sorted(grads), sorted(needs)))
+                for n, t in grads.items():
+                    if t.shape != shapes[n] or len(t.data) != numel(t.shape):
+                        raise ProtocolError("the kernel's gradient of %s has shape %s, %s has %s"
+                                            % (n, list(t.shape), n, list(shapes[n])))
+                kept[ident][4] = True
+                reply("grads", ident, {"d" + n: t for n, t in grads.items()})
+            elif kind == "release":
+                if kept.pop(ident, None) is None:
+                    raise ProtocolError("release of id %d, which no forward made (or was released)" % ident)
+                reply("released", ident)
+        except ProtocolError as e:
+            reply("error", ident, message=str(e).replace("\n", " "))

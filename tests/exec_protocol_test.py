@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""The kernel side of the exec protocol (scripts/python/tapegrad_exec.py,
+docs/exec_protocol.md), spoken to as tapegrad will: a plain-Python attention
+kernel (causal, windows, grouped heads declared; no bias) runs as a child
+(this file with --serve) and each test sends it frames on its stdin and reads
+its replies. The kernel computes in Python floats, so its backward is checked
+against central differences of its own forward through the protocol.
+Standard library only; run by CTest (exec_protocol)."""
+import math
+import os
+import struct
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "python"))
+import tapegrad_exec as tx  # noqa: E402
+
+
+# ---- the kernel under test -----------------------------------------------------------------
+def visible(i, j, Tq, Tk, a):
+    p = i + Tk - Tq   # bottom-right aligned
+    if a["causal"] and j > p:
+        return False
+    if a["window_left"] >= 0 and j < p - a["window_left"]:
+        return False
+    if a["window_right"] >= 0 and j > p + a["window_right"]:
+        return False
+    return True
+
+
+def attention(q, k, v, **a):
+    B, Tq, H, d = q.shape
+    _, Tk, Hkv, dv = v.shape
+    at = lambda t, b, i, h, c: t.data[((b * t.shape[1] + i) * t.shape[2] + h) * t.shape[3] + c]
+    out = [0.0] * (B * Tq * H * dv)
+    P = {}
+    for b in range(B):
+        for h in range(H):
+            g = h // (H // Hkv)
+            for i in range(Tq):
+                js = [j for j in range(Tk) if visible(i, j, Tq, Tk, a)]
+                s = {j: a["scale"] * sum(at(q, b, i, h, c) * at(k, b, j, g, c) for c in range(d)) for j in js}
+                m = max(s.values()) if s else 0.0
+                z = sum(math.exp(x - m) for x in s.values())
+                for j in js:
+                    P[b, h, i, j] = math.exp(s[j] - m) / z
+                    for c in range(dv):
+                        out[((b * Tq + i) * H + h) * dv + c] += P[b, h, i, j] * at(v, b, j, g, c)
+    return tx.tensor((B, Tq, H, dv), out), (q, k, v, a, P)
+
+
+def attention_backward(saved, dout, needs):
+    q, k, v, a, P = saved
+    B, Tq, H, d = q.shape
+    _, Tk, Hkv, dv = v.shape
+    idx = lambda t, b, i, h, c: ((b * t.shape[1] + i) * t.shape[2] + h) * t.shape[3] + c
+    dq, dk, dvv = [0.0] * len(q.data), [0.0] * len(k.data), [0.0] * len(v.data)
+    for b in range(B):
+        for h in range(H):
+            g = h // (H // Hkv)
+            for i in range(Tq):
+                js = [j for j in range(Tk) if (b, h, i, j) in P]
+                dP = {j: sum(dout.data[((b * Tq + i) * H + h) * dv + c] * v.data[idx(v, b, j, g, c)] for c in range(dv))
+                      for j in js}
+                D = sum(P[b, h, i, j] * dP[j] for j in js)
+                for j in js:
+                    p = P[b, h, i, j]
+                    ds = p * (dP[j] - D) * a["scale"]
+                    for c in range(dv):
+                        dvv[idx(v, b, j, g, c)] += p * dout.data[((b * Tq + i) * H + h) * dv + c]
+                    for c in range(d):
+                        dq[idx(q, b, i, h, c)] += ds * k.data[idx(k, b, j, g, c)]
+                        dk[idx(k, b, j, g, c)] += ds * q.data[idx(q, b, i, h, c)]
+    grads = {"q": tx.tensor(q.shape, dq), "k": tx.tensor(k.shape, dk), "v": tx.tensor(v.shape, dvv)}
+    return {n: grads[n] for n in needs}
+
+
+def wrong_shape(q, k, v, **a):
+    out, saved = attention(q, k, v, **a)
+    return tx.tensor(out.shape[:3] + (out.shape[3] + 1,)), saved
+
+
+# ---- the client's side ----------------------------------------------------------------------
+def frame(meta, tensors=None):
+    body = tx.encode(dict({"protocol": "1"}, **meta), tensors or {})
+    return struct.pack("<Q", len(body)) + body
+
+
+class Kernel:
+    def __init__(self, *args):
+        self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve"] + list(args),
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def send_raw(self, raw):
+        self.p.stdin.write(raw)
+        self.p.stdin.flush()
+
+    def ask(self, meta, tensors=None):
+        self.send_raw(frame(meta, tensors))
+        body = tx.read_frame(self.p.stdout)
+        if body is None:
+            raise AssertionError("the kernel closed its stdout; stderr: %s" % self.p.stderr.read().decode())
+        return tx.decode(body)
+
+    def close(self):
+        try:
+            self.p.stdin.close()
+        except BrokenPipeError:
+            pass
+        rc = self.p.wait(timeout=20)
+        self.p.stdout.close()
+        self.p.stderr.close()
+        return rc
+
+
+def rand(shape, seed):
+    x, vals = seed * 2654435761 % 2**32, []
+    for _ in range(tx.numel(shape)):
+        x = (1103515245 * x + 12345) % 2**31
+        vals.append(x / 2**31 * 2 - 1)
+    return tx.tensor(shape, vals)
+
+
+class Protocol(unittest.TestCase):
+    def setUp(self):
+        self.k = Kernel()
+        meta, tensors = self.k.ask({"type": "hello", "tapegrad": "test"})
+        self.assertEqual((meta["type"], meta["name"], meta["features"]), ("hello", "plain python", "gqa,window"))
+
+    def tearDown(self):
+        self.assertEqual(self.k.close(), 0)   # end of input: exit 0
+
+    def forward(self, ident, q, k, v, **fields):
+        meta = dict({"type": "forward", "id": str(ident), "scale": "0.7"}, **fields)
+        return self.k.ask(meta, {"q": q, "k": k, "v": v})
+
+    def test_uniform_weights_average_the_visible_values(self):
+        q, k, v = tx.tensor((1, 4, 2, 3)), rand((1, 4, 1, 3), 1), rand((1, 4, 1, 3), 2)   # q = 0: equal logits
+        meta, t = self.forward(1, q, k, v, causal="1", window_left="1")
+        self.assertEqual((meta["type"], meta["id"]), ("out", "1"))
+        out = t["out"]
+        self.assertEqual(out.shape, (1, 4, 2, 3))
+        for i in range(4):
+            js = [j for j in range(4) if i - 1 <= j <= i]
+            for h in range(2):
+                for c in range(3):
+                    want = sum(v.data[j * 3 + c] for j in js) / len(js)
+                    self.assertAlmostEqual(out.data[(i * 2 + h) * 3 + c], want, places=6)
+        # dv != d is a feature this kernel did not declare: refused, not computed
+        meta, _ = self.forward(2, q, k, rand((1, 4, 1, 2), 2))
+        self.assertIn("the call uses dv, which this kernel did not declare", meta["message"])
+
+    def test_backward_matches_finite_differences(self):
+        q, k, v = rand((1, 3, 2, 2), 3), rand((1, 3, 1, 2), 4), rand((1, 3, 1, 2), 5)
+        w = rand((1, 3, 2, 2), 6)   # loss = sum(out * w): dout = w
+        meta, _ = self.forward(1, q, k, v, causal="1", needs_grad="q,k,v")
+        meta, g = self.k.ask({"type": "backward", "id": "1"}, {"dout": w})
+        self.assertEqual((meta["type"], sorted(g)), ("grads", ["dk", "dq", "dv"]))
+        ident = 10
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            for e in range(len(t.data)):
+                f = []
+                for step in (1e-2, -1e-2):
+                    x = {"q": q, "k": k, "v": v}
+                    data = tx.array("f", t.data)
+                    data[e] += step
+                    x[name] = tx.Tensor(t.shape, data)
+                    ident += 1
+                    _, o = self.forward(ident, x["q"], x["k"], x["v"], causal="1")
+                    self.k.ask({"type": "release", "id": str(ident)})
+                    f.append(sum(a * b for a, b in zip(o["out"].data, w.data)))
+                fd = (f[0] - f[1]) / 2e-2
+                self.assertAlmostEqual(g["d" + name].data[e], fd, delta=2e-3 + 2e-3 * abs(fd),
+                                       msg="d%s[%d]" % (name, e))
+        meta, _ = self.k.ask({"type": "backward", "id": "1"}, {"dout": w})
+        self.assertIn("backwarded already", meta["message"])
+        self.assertEqual(self.k.ask({"type": "release", "id": "1"})[0]["type"], "released")
+        meta, _ = self.k.ask({"type": "release", "id": "1"})
+        self.assertEqual(meta["type"], "error")
+
+    def test_refusals_name_the_problem_and_the_kernel_serves_on(self):
+        q, k, v = rand((1, 2, 2, 2), 7), rand((1, 2, 2, 2), 8), rand((1, 2, 2, 2), 9)
+        cases = [
+            ({"type": "forward", "id": "5", "scale": "1"}, {"q": q, "k": k}, "without tensor v"),
+            ({"type": "forward", "id": "5"}, {"q": q, "k": k, "v": v}, "scale is missing"),
+            ({"type": "forward", "id": "5", "scale": "1", "softcap": "30"}, {"q": q, "k": k, "v": v},
+             "softcap, which this kernel did not declare"),
+            ({"type": "forward", "id": "5", "scale": "1"}, {"q": q, "k": k, "v": rand((1, 3, 2, 2), 1)}, "do not fit"),
+            ({"type": "forward", "scale": "1"}, {"q": q, "k": k, "v": v}, "forward without an id"),
+            ({"type": "backward", "id": "99"}, {"dout": q}, "no forward made"),
+            ({"type": "dance", "id": "1"}, {}, "unknown message type 'dance'"),
+            ({"type": "forward", "id": "5", "scale": "1", "needs_grad": "bias"}, {"q": q, "k": k, "v": v},
+             "needs_grad names bias"),
+        ]
+        for meta, tensors, want in cases:
+            got, _ = self.k.ask(meta, tensors)
+            self.assertEqual(got["type"], "error", want)
+            self.assertIn(want, got["message"])
+        # a float64 tensor: the dtype named
+        body = tx.encode({"protocol": "1", "type": "forward", "id": "6", "scale": "1"}, {"q": q, "k": k, "v": v})
+        body = body.replace(b'"dtype":"F32","shape":[1,2,2,2],"data_offsets":[0,', b'"dtype":"F64","shape":[1,2,2,2],"data_offsets":[0,', 1)
+        self.k.send_raw(struct.pack("<Q", len(body)) + body)
+        got, _ = tx.decode(tx.read_frame(self.k.p.stdout))
+        self.assertIn("dtype F64", got["message"])
+        # not JSON, and another protocol version
+        self.k.send_raw(struct.pack("<Q", 12) + struct.pack("<Q", 4) + b"{{{{")
+        self.assertIn("not JSON", tx.decode(tx.read_frame(self.k.p.stdout))[0]["message"])
+        got, _ = self.k.ask({"type": "hello", "protocol": "2"})
+        self.assertIn("protocol '2'", got["message"])
+        # still serving
+        meta, t = self.forward(7, q, k, v)
+        self.assertEqual(meta["type"], "out")
+
+
+class Lifecycle(unittest.TestCase):
+    def test_forward_before_hello(self):
+        k = Kernel()
+        meta, _ = k.ask({"type": "forward", "id": "1", "scale": "1"},
+                        {"q": rand((1, 1, 1, 1), 1), "k": rand((1, 1, 1, 1), 2), "v": rand((1, 1, 1, 1), 3)})
+        self.assertIn("before hello", meta["message"])
+        self.assertEqual(k.close(), 0)
+
+    def test_bad_length_loses_the_stream(self):
+        k = Kernel()
+        k.ask({"type": "hello"})
+        k.send_raw(struct.pack("<Q", 1 << 40))
+        meta, _ = tx.decode(tx.read_frame(k.p.stdout))
+        self.assertIn("outside 1..2^30", meta["message"])
+        self.assertEqual(k.close(), 2)
+
+    def test_bye(self):
+        k = Kernel()
+        k.ask({"type": "hello"})
+        k.send_raw(frame({"type": "bye"}))
+        self.assertEqual(k.p.wait(timeout=20), 0)
+        k.close()
+
+    def test_a_kernel_with_the_wrong_out_shape_is_told(self):
+        k = Kernel("--wrong-shape")
+        k.ask({"type": "hello"})
+        meta, _ = k.ask({"type": "forward", "id": "1", "scale": "1"},
+                        {"q": rand((1, 2, 1, 2), 1), "k": rand((1, 2, 1, 2), 2), "v": rand((1, 2, 1, 2), 3)})
+        self.assertIn("the kernel's out has shape [1, 2, 1, 3] (6 values), the call needs [1, 2, 1, 2]", meta["message"])
+        self.assertEqual(k.close(), 0)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--serve":
+        fwd = wrong_shape if "--wrong-shape" in sys.argv else attention
+        sys.exit(tx.serve(fwd, attention_backward, name="plain python", features=["gqa", "window"]))
+    unittest.main()
