@@ -153,10 +153,25 @@ static void sb_json(sbuf *b, const char *s) {
 /* ---- writing --------------------------------------------------------------- */
 enum { CHUNK = 1 << 16 };
 
-/* Streams every tensor's little-endian bytes either into the checksum
- * (out NULL) or to out. */
-static int stream_data(const tg_st_tensor *t, int n, tg_file *out, uint64_t *h, unsigned char *chunk, char *err,
-                       size_t errlen) {
+/* Where stream_data puts the bytes: the checksum, a file, or memory. */
+typedef struct {
+    uint64_t *h;          /* the checksum (when file and mem are NULL) */
+    tg_file *file;
+    unsigned char *mem;   /* advanced as bytes are copied */
+} sink;
+
+static int sink_put(sink *s, const unsigned char *p, size_t n, char *err, size_t errlen) {
+    if (s->file) return tg_file_write(s->file, p, n, err, errlen);
+    if (s->mem) {
+        memcpy(s->mem, p, n);
+        s->mem += n;
+    } else
+        *s->h = tg_fnv1a64(*s->h, p, n);
+    return 0;
+}
+
+/* Streams every tensor's little-endian bytes into the sink. */
+static int stream_data(const tg_st_tensor *t, int n, sink *out, unsigned char *chunk, char *err, size_t errlen) {
     size_t used = 0;
     for (int j = 0; j < n; j++) {
         int64_t numel = 1;
@@ -164,98 +179,130 @@ static int stream_data(const tg_st_tensor *t, int n, tg_file *out, uint64_t *h, 
         for (int64_t i = 0; i < numel; i++) {
             used += elem_le(&t[j], i, chunk + used);
             if (used > CHUNK - 8) {
-                if (!out) *h = tg_fnv1a64(*h, chunk, used);
-                else if (tg_file_write(out, chunk, used, err, errlen)) return -1;
+                if (sink_put(out, chunk, used, err, errlen)) return -1;
                 used = 0;
             }
         }
     }
-    if (!out) *h = tg_fnv1a64(*h, chunk, used);
-    else if (used && tg_file_write(out, chunk, used, err, errlen)) return -1;
+    return used ? sink_put(out, chunk, used, err, errlen) : 0;
+}
+
+/* Checks the tensors and metadata (messages start with `who`), and builds the
+ * header (the checksum of the data in it, padded to 8 bytes) into b; *total:
+ * the data's bytes. chunk: CHUNK bytes of scratch. 0, or -1 with err. */
+static int build_header(const char *who, const tg_st_tensor *t, int n, const tg_st_kv *meta, int n_meta, sbuf *b,
+                        uint64_t *total, unsigned char *chunk, char *err, size_t errlen) {
+    if (n < 0 || n_meta < 0) return tg_errf(err, errlen, "%s: negative count", who);
+    *total = 0;
+    for (int j = 0; j < n; j++) {
+        const tg_st_tensor *x = &t[j];
+        if (!x->name || !*x->name || !utf8_valid(x->name) || strcmp(x->name, "__metadata__") == 0)
+            return tg_errf(err, errlen, "%s: tensor %d has an empty, reserved or non-UTF-8 name", who, j);
+        for (int k = 0; k < j; k++)
+            if (strcmp(t[k].name, x->name) == 0) return tg_errf(err, errlen, "%s: two tensors named '%s'", who, x->name);
+        if (x->dtype != TG_ST_F32 && x->dtype != TG_ST_F64 && x->dtype != TG_ST_I64)
+            return tg_errf(err, errlen, "%s: tensor '%s': only F32, F64 and I64 can be written", who, x->name);
+        if (x->ndim < 0 || x->ndim > TG_ST_MAX_DIMS)
+            return tg_errf(err, errlen, "%s: tensor '%s' has %d dimensions", who, x->name, x->ndim);
+        uint64_t bytes = tg_st_dtype_size(x->dtype);
+        for (int d = 0; d < x->ndim; d++) {
+            if (x->shape[d] < 0 || (x->shape[d] && bytes > (UINT64_MAX >> 2) / (uint64_t)x->shape[d]))
+                return tg_errf(err, errlen, "%s: tensor '%s' has a bad dimension %lld", who, x->name,
+                               (long long)x->shape[d]);
+            bytes *= (uint64_t)x->shape[d];
+        }
+        if (bytes && !x->data) return tg_errf(err, errlen, "%s: tensor '%s' has no data", who, x->name);
+        if (*total > (UINT64_MAX >> 2) - bytes) return tg_errf(err, errlen, "%s: too much data", who);
+        *total += bytes;
+    }
+    for (int j = 0; j < n_meta; j++) {
+        if (!meta[j].key || !meta[j].value || !utf8_valid(meta[j].key) || !utf8_valid(meta[j].value))
+            return tg_errf(err, errlen, "%s: metadata entry %d is missing or not UTF-8", who, j);
+        if (strcmp(meta[j].key, TG_ST_CHECKSUM_KEY) == 0)
+            return tg_errf(err, errlen, "%s: metadata key '%s' is reserved", who, TG_ST_CHECKSUM_KEY);
+        for (int k = 0; k < j; k++)
+            if (strcmp(meta[k].key, meta[j].key) == 0) return tg_errf(err, errlen, "%s: metadata key '%s' twice", who, meta[j].key);
+    }
+
+    uint64_t h = TG_FNV1A64_INIT;
+    sink hash = {.h = &h};
+    stream_data(t, n, &hash, chunk, NULL, 0);
+    sb_str(b, "{\"__metadata__\":{");
+    for (int j = 0; j < n_meta; j++) {
+        sb_json(b, meta[j].key);
+        sb_str(b, ":");
+        sb_json(b, meta[j].value);
+        sb_str(b, ",");
+    }
+    sb_printf(b, "\"%s\":\"%016llx\"}", TG_ST_CHECKSUM_KEY, (unsigned long long)h);
+    uint64_t off = 0;
+    for (int j = 0; j < n; j++) {
+        uint64_t bytes = tg_st_dtype_size(t[j].dtype);
+        for (int d = 0; d < t[j].ndim; d++) bytes *= (uint64_t)t[j].shape[d];
+        sb_str(b, ",");
+        sb_json(b, t[j].name);
+        sb_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", tg_st_dtype_name(t[j].dtype));
+        for (int d = 0; d < t[j].ndim; d++) sb_printf(b, "%s%lld", d ? "," : "", (long long)t[j].shape[d]);
+        sb_printf(b, "],\"data_offsets\":[%llu,", (unsigned long long)off);
+        sb_printf(b, "%llu]}", (unsigned long long)(off + bytes));
+        off += bytes;
+    }
+    sb_str(b, "}");
+    while (b->len % 8) sb_str(b, " ");   /* the data section starts 8-aligned */
+    if (b->oom) return tg_errf(err, errlen, "%s: out of memory", who);
     return 0;
 }
 
 int tg_st_write(const char *path, const tg_st_tensor *t, int n, const tg_st_kv *meta, int n_meta,
                 char *err, size_t errlen) {
-    if (n < 0 || n_meta < 0) return tg_errf(err, errlen, "tg_st_write %s: negative count", path);
-    uint64_t total = 0;
-    for (int j = 0; j < n; j++) {
-        const tg_st_tensor *x = &t[j];
-        if (!x->name || !*x->name || !utf8_valid(x->name) || strcmp(x->name, "__metadata__") == 0)
-            return tg_errf(err, errlen, "tg_st_write %s: tensor %d has an empty, reserved or non-UTF-8 name", path, j);
-        for (int k = 0; k < j; k++)
-            if (strcmp(t[k].name, x->name) == 0)
-                return tg_errf(err, errlen, "tg_st_write %s: two tensors named '%s'", path, x->name);
-        if (x->dtype != TG_ST_F32 && x->dtype != TG_ST_F64 && x->dtype != TG_ST_I64)
-            return tg_errf(err, errlen, "tg_st_write %s: tensor '%s': only F32, F64 and I64 can be written", path, x->name);
-        if (x->ndim < 0 || x->ndim > TG_ST_MAX_DIMS)
-            return tg_errf(err, errlen, "tg_st_write %s: tensor '%s' has %d dimensions", path, x->name, x->ndim);
-        uint64_t bytes = tg_st_dtype_size(x->dtype);
-        for (int d = 0; d < x->ndim; d++) {
-            if (x->shape[d] < 0 || (x->shape[d] && bytes > (UINT64_MAX >> 2) / (uint64_t)x->shape[d]))
-                return tg_errf(err, errlen, "tg_st_write %s: tensor '%s' has a bad dimension %lld", path, x->name,
-                            (long long)x->shape[d]);
-            bytes *= (uint64_t)x->shape[d];
-        }
-        if (bytes && !x->data) return tg_errf(err, errlen, "tg_st_write %s: tensor '%s' has no data", path, x->name);
-        if (total > (UINT64_MAX >> 2) - bytes) return tg_errf(err, errlen, "tg_st_write %s: too much data", path);
-        total += bytes;
-    }
-    for (int j = 0; j < n_meta; j++) {
-        if (!meta[j].key || !meta[j].value || !utf8_valid(meta[j].key) || !utf8_valid(meta[j].value))
-            return tg_errf(err, errlen, "tg_st_write %s: metadata entry %d is missing or not UTF-8", path, j);
-        if (strcmp(meta[j].key, TG_ST_CHECKSUM_KEY) == 0)
-            return tg_errf(err, errlen, "tg_st_write %s: metadata key '%s' is reserved", path, TG_ST_CHECKSUM_KEY);
-        for (int k = 0; k < j; k++)
-            if (strcmp(meta[k].key, meta[j].key) == 0)
-                return tg_errf(err, errlen, "tg_st_write %s: metadata key '%s' twice", path, meta[j].key);
-    }
-
+    char who[300];
+    snprintf(who, sizeof who, "tg_st_write %s", path);
     unsigned char *chunk = malloc(CHUNK);
-    if (!chunk) return tg_errf(err, errlen, "tg_st_write %s: out of memory", path);
-    uint64_t h = TG_FNV1A64_INIT;
-    stream_data(t, n, NULL, &h, chunk, NULL, 0);
-
+    if (!chunk) return tg_errf(err, errlen, "%s: out of memory", who);
     sbuf b = {0};
-    sb_str(&b, "{\"__metadata__\":{");
-    for (int j = 0; j < n_meta; j++) {
-        sb_json(&b, meta[j].key);
-        sb_str(&b, ":");
-        sb_json(&b, meta[j].value);
-        sb_str(&b, ",");
-    }
-    sb_printf(&b, "\"%s\":\"%016llx\"}", TG_ST_CHECKSUM_KEY, (unsigned long long)h);
-    uint64_t off = 0;
-    for (int j = 0; j < n; j++) {
-        uint64_t bytes = tg_st_dtype_size(t[j].dtype);
-        for (int d = 0; d < t[j].ndim; d++) bytes *= (uint64_t)t[j].shape[d];
-        sb_str(&b, ",");
-        sb_json(&b, t[j].name);
-        sb_printf(&b, ":{\"dtype\":\"%s\",\"shape\":[", tg_st_dtype_name(t[j].dtype));
-        for (int d = 0; d < t[j].ndim; d++) sb_printf(&b, "%s%lld", d ? "," : "", (long long)t[j].shape[d]);
-        sb_printf(&b, "],\"data_offsets\":[%llu,", (unsigned long long)off);
-        sb_printf(&b, "%llu]}", (unsigned long long)(off + bytes));
-        off += bytes;
-    }
-    sb_str(&b, "}");
-    while (b.len % 8) sb_str(&b, " ");   /* the data section starts 8-aligned */
-    if (b.oom) {
+    uint64_t total;
+    if (build_header(who, t, n, meta, n_meta, &b, &total, chunk, err, errlen)) {
         free(chunk);
         free(b.s);
-        return tg_errf(err, errlen, "tg_st_write %s: out of memory", path);
+        return -1;
     }
-
     /* atomically (tg_file.h): a non-regular target refused, a temporary file
      * beside it fsynced and renamed over it, the folder fsynced */
     unsigned char len8[8];
     put_u64(len8, b.len);
     tg_file out;
     int rc = tg_file_begin(&out, path, err, errlen);
+    sink to_file = {.file = &out};
     if (!rc)
         rc = tg_file_write(&out, len8, 8, err, errlen) || tg_file_write(&out, b.s, b.len, err, errlen) ||
-                     stream_data(t, n, &out, &h, chunk, err, errlen)
+                     stream_data(t, n, &to_file, chunk, err, errlen)
                  ? (tg_file_abort(&out), -1)
                  : tg_file_commit(&out, 0, err, errlen);
+    free(chunk);
+    free(b.s);
+    return rc;
+}
+
+int tg_st_encode(const tg_st_tensor *t, int n, const tg_st_kv *meta, int n_meta, unsigned char **bytes, size_t *len,
+                 char *err, size_t errlen) {
+    *bytes = NULL;
+    *len = 0;
+    unsigned char *chunk = malloc(CHUNK);
+    if (!chunk) return tg_errf(err, errlen, "tg_st_encode: out of memory");
+    sbuf b = {0};
+    uint64_t total;
+    int rc = build_header("tg_st_encode", t, n, meta, n_meta, &b, &total, chunk, err, errlen);
+    unsigned char *out = NULL;
+    if (!rc && (total > SIZE_MAX - 8 - b.len || !(out = malloc(8 + b.len + (size_t)total))))
+        rc = tg_errf(err, errlen, "tg_st_encode: out of memory for %llu bytes", (unsigned long long)total);
+    if (!rc) {
+        put_u64(out, b.len);
+        memcpy(out + 8, b.s, b.len);
+        sink to_mem = {.mem = out + 8 + b.len};
+        stream_data(t, n, &to_mem, chunk, NULL, 0);
+        *bytes = out;
+        *len = 8 + b.len + (size_t)total;
+    }
     free(chunk);
     free(b.s);
     return rc;

@@ -51,6 +51,12 @@ typedef struct { const char *key, *value; } tg_st_kv;   /* UTF-8 strings */
 int tg_st_write(const char *path, const tg_st_tensor *t, int n, const tg_st_kv *meta, int n_meta,
                 char *err, size_t errlen);
 
+/* The same file's bytes in memory (a message, a frame's body): *bytes (malloced,
+ * the caller frees) and *len, the checksum in its metadata as tg_st_write's.
+ * 0, or -1 with a message in err (*bytes NULL). */
+int tg_st_encode(const tg_st_tensor *t, int n, const tg_st_kv *meta, int n_meta, unsigned char **bytes, size_t *len,
+                 char *err, size_t errlen);
+
 /* ---- reading -------------------------------------------------------------- */
 typedef struct {
     char *name;

@@ -142,6 +142,24 @@ static void test_st_roundtrip(void **s) {
     assert_int_equal(e->numel, 0);
     tg_st_free(&f);
 
+    /* in memory: the file's bytes exactly, parsed back; refusals the same, named tg_st_encode */
+    unsigned char *mem;
+    size_t mlen;
+    assert_int_equal(tg_st_encode(t, 4, meta, 2, &mem, &mlen, err, sizeof err), 0);
+    raw = slurp(p, &n);
+    assert_int_equal(mlen, n);
+    assert_memory_equal(mem, raw, n);
+    free(raw);
+    assert_int_equal(tg_st_parse(mem, mlen, &f, err, sizeof err), 0);
+    assert_true(f.has_checksum);
+    assert_int_equal(f.n, 4);
+    tg_st_free(&f);
+    free(mem);
+    tg_st_tensor twice[] = {t[0], t[0]};
+    assert_int_equal(tg_st_encode(twice, 2, NULL, 0, &mem, &mlen, err, sizeof err), -1);
+    assert_null(mem);
+    EXPECT_MSG(err, "tg_st_encode: two tensors named 'a'");
+
     /* a failed write leaves the old file as it was, and no temporary */
     raw = slurp(p, &n);
     tg_st_tensor dup[] = {t[0], t[0]};
