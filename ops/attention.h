@@ -164,6 +164,11 @@ typedef struct tg_attn_kernel {
     const char *name;
     tg_attend_fn attend;      /* ABI 2 */
     tg_attention_fn textbook; /* ABI 1 (attend NULL): called with the textbook arguments */
+    /* Since 0.14 (read only when `size` holds them): a kernel with state of its own (a
+     * process it talks to: the training kit's exec kernels), called as attend_self(self, ...)
+     * when set; plugins leave both 0. */
+    void *self;
+    tg_tensor *(*attend_self)(void *self, tg_ctx *ctx, const tg_attn_args *args);
 } tg_attn_kernel;
 
 #ifdef __cplusplus
@@ -179,7 +184,7 @@ typedef struct tg_attn_kernel {
 #define TG_ATTENTION_PLUGIN(fn, feats) TG_ATTENTION_PLUGIN_(fn, feats)   /* fn may be a macro: expanded first */
 #define TG_ATTENTION_PLUGIN_(fn, feats)                                                                \
     TG_ATTN_EXTERN_C __attribute__((visibility("default"), used)) const tg_attn_kernel tg_attn_plugin_##fn = \
-        {sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, (feats), #fn, fn, 0};
+        {sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, (feats), #fn, fn, 0, 0, 0};
 /* An ABI 1 plugin (a tg_attention_fn): declares ABI 1, exported alike. */
 #define TG_ATTENTION_PLUGIN_DECLARE \
     TG_ATTN_EXTERN_C __attribute__((visibility("default"), used)) const int tg_attention_plugin_abi = 1;

@@ -1,5 +1,6 @@
 /* Attention kernels as plain data (attention.h, "the plugin ABI"): which
  * features a call uses, and the one gate every kernel call goes through. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -47,8 +48,14 @@ unsigned tg_attn_args_features(const tg_attn_args *args) {
     return f;
 }
 
+/* attend_self, if the caller's descriptor is new enough to hold it */
+static tg_tensor *(*self_fn(const tg_attn_kernel *k))(void *, tg_ctx *, const tg_attn_args *) {
+    return k->size >= offsetof(tg_attn_kernel, attend_self) + sizeof k->attend_self ? k->attend_self : NULL;
+}
+
 tg_tensor *tg_attn_kernel_call(tg_ctx *ctx, const tg_attn_kernel *k, const tg_attn_args *args) {
-    if (!k || (!k->attend && !k->textbook)) tg_fail(ctx, "tg_attn_kernel_call: no kernel (NULL or no function)");
+    if (!k || (!k->attend && !k->textbook && !self_fn(k)))
+        tg_fail(ctx, "tg_attn_kernel_call: no kernel (NULL or no function)");
     if (!args) tg_fail(ctx, "tg_attn_kernel_call: args is NULL");
     const unsigned missing = tg_attn_args_features(args) & ~k->features;
     if (missing) {
@@ -57,12 +64,13 @@ tg_tensor *tg_attn_kernel_call(tg_ctx *ctx, const tg_attn_kernel *k, const tg_at
                 k->name ? k->name : "(unnamed)", tg_attn_features_str(missing, want, sizeof want),
                 tg_attn_features_str(k->features, has, sizeof has));
     }
+    if (self_fn(k)) return self_fn(k)(k->self, ctx, args);
     if (k->attend) return k->attend(ctx, args);
     const tg_attn_args a = tg_attn_args_of(args);
     return k->textbook(ctx, a.q, a.k, a.v, a.head_scale, a.scale, a.causal, a.stats);
 }
 
 const tg_attn_kernel tg_attn_kernel_composed = {sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, TG_ATTN_F_ALL,
-                                                "composed", tg_attend, NULL};
+                                                "composed", tg_attend, NULL, NULL, NULL};
 const tg_attn_kernel tg_attn_kernel_fused = {sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, TG_ATTN_F_ALL,
-                                             "fused", tg_flash_attend, NULL};
+                                             "fused", tg_flash_attend, NULL, NULL, NULL};

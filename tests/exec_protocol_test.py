@@ -245,8 +245,45 @@ class Lifecycle(unittest.TestCase):
         self.assertEqual(k.close(), 0)
 
 
+def misbehaving(mode):
+    """The kernels of tests/test_attn_exec.c's failures: at the first forward, exit 4, hang, write
+    bytes that are no frame; or (raw) answer every forward with an out one column too wide,
+    bypassing this module's checks as a kernel of one's own might."""
+    def forward(q, k, v, **a):
+        if mode == "--die-on-forward":
+            os._exit(4)
+        if mode == "--hang-on-forward":
+            import time
+            time.sleep(3600)
+        sys.stdout.buffer.write(b"garbage, not a frame\n")
+        sys.stdout.buffer.flush()
+        import time
+        time.sleep(3600)
+    return forward
+
+
+def raw_wrong_shape():
+    while True:
+        body = tx.read_frame(sys.stdin.buffer)
+        if body is None:
+            return 0
+        meta, t = tx.decode(body)
+        if meta["type"] == "hello":
+            reply = tx.encode({"protocol": "1", "type": "hello", "name": "raw", "features": ""}, {})
+        elif meta["type"] == "forward":
+            B, T, H, _ = t["q"].shape
+            reply = tx.encode({"protocol": "1", "type": "out", "id": meta["id"]},
+                              {"out": tx.tensor((B, T, H, t["v"].shape[3] + 1))})
+        else:
+            return 0
+        tx.write_frame(sys.stdout.buffer, reply)
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--serve":
-        fwd = wrong_shape if "--wrong-shape" in sys.argv else attention
+        mode = sys.argv[2] if len(sys.argv) > 2 else ""
+        if mode == "--raw-wrong-shape":
+            sys.exit(raw_wrong_shape())
+        fwd = {"--wrong-shape": wrong_shape, "": attention}.get(mode) or misbehaving(mode)
         sys.exit(tx.serve(fwd, attention_backward, name="plain python", features=["gqa", "window"]))
     unittest.main()

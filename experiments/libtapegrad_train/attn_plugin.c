@@ -139,7 +139,7 @@ static int read_descriptor(tg_attn_plugin *p, const char *file, char *err, size_
                            "know (it knows 0x%x): built against a newer tapegrad?", file, dname, desc->features,
                            (unsigned)TG_ATTN_F_ALL);
         p->abi = TG_ATTENTION_PLUGIN_ABI;
-        p->kernel = (tg_attn_kernel){sizeof(tg_attn_kernel), desc->abi, desc->features, p->symbol, desc->attend, NULL};
+        p->kernel = (tg_attn_kernel){sizeof(tg_attn_kernel), desc->abi, desc->features, p->symbol, desc->attend, NULL, NULL, NULL};
         return 0;
     }
     void *fn = dlsym(p->handle, p->symbol);
@@ -148,7 +148,7 @@ static int read_descriptor(tg_attn_plugin *p, const char *file, char *err, size_
             return tg_errf(err, errlen, "plugin %s (ABI 1): no symbol '%s' (name another with FILE:SYMBOL; nm -D "
                            "--defined-only FILE lists them)", file, p->symbol);
         p->abi = 1;
-        p->kernel = (tg_attn_kernel){sizeof(tg_attn_kernel), 1, TG_ATTN_F_DV, p->symbol, NULL, NULL};
+        p->kernel = (tg_attn_kernel){sizeof(tg_attn_kernel), 1, TG_ATTN_F_DV, p->symbol, NULL, NULL, NULL, NULL};
         memcpy(&p->kernel.textbook, &fn, sizeof p->kernel.textbook);   /* POSIX: dlsym's pointer is a function's */
         return 0;
     }

@@ -1,0 +1,48 @@
+/* An attention kernel in another process (docs/exec_protocol.md): tapegrad's
+ * side of the exec protocol, version 1. tg_attn_exec_open starts CMD with
+ * /bin/sh -c in a process group of its own, greets it and makes x->kernel, a
+ * tg_attn_kernel like a plugin's: tg_attn_kernel_call(ctx, &x->kernel, args)
+ * sends a forward, and the node it records sends the backward (dout) and adds
+ * the gradients it gets back; every id is released. The kernel's stderr lines
+ * reach this process's stderr prefixed "[kernel NAME] ".
+ *
+ * A kernel that dies, closes its output, answers garbage, the wrong message,
+ * id or shape, an error, or nothing within x->timeout seconds: tg_fail on the
+ * call's context naming the kernel and the call ("exec kernel K: forward 3
+ * (q [1,8,2,16]): no answer in 60 s"); the process group is killed and reaped
+ * at once, and every later call fails the same way. Not thread-safe: one
+ * call at a time (the ops' threads never call a kernel). */
+#ifndef TG_ATTN_EXEC_H
+#define TG_ATTN_EXEC_H
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "tg_core.h"
+#include "tg_ops.h"
+
+#define TG_ATTN_EXEC_PROTOCOL "1"
+#define TG_ATTN_EXEC_TIMEOUT 60.0   /* seconds a reply may take, by default */
+
+typedef struct tg_attn_exec {
+    tg_attn_kernel kernel;   /* name and features from the kernel's hello; self = this struct */
+    pid_t pid;               /* the shell's (and the group's) pid; 0 once reaped */
+    int to, from, err;       /* our ends of its stdin, stdout, stderr */
+    double timeout;
+    uint64_t next_id;
+    int failed;              /* 1 after a failure: later calls fail at once */
+    char name[128], cmd[1024];
+    char why[768];           /* the failure, for later calls */
+    char line[512];          /* a stderr line being assembled */
+    size_t line_len;
+} tg_attn_exec;
+
+/* Starts and greets the kernel. 0, or -1 with a message in err (naming the
+ * command: it did not start, exited, or answered the hello badly); nothing is
+ * left running on failure. */
+int tg_attn_exec_open(tg_attn_exec *x, const char *cmd, double timeout, char *err, size_t errlen);
+
+/* bye, then the process group is waited for (2 s) or killed, and reaped. */
+void tg_attn_exec_close(tg_attn_exec *x);
+
+#endif
