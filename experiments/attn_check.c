@@ -14,6 +14,7 @@
 
 #include "attn_cfg.h"
 #include "tg_attn_check.h"
+#include "tg_attn_exec.h"
 #include "tg_attn_log.h"
 #include "tg_attn_plugin.h"
 #include "tg_blas.h"
@@ -111,14 +112,27 @@ typedef struct {
     const tg_attn_kernel *K;
     const char *name;
     int d_head, window, kv_heads, steps;
+    const char *exec_cmd;   /* an exec kernel: the child starts its own */
+    double timeout;
 } train_job;
 
 /* The training comparison in a child (tg_child.h): it prints on stdout itself. */
 static int train_child(void *user, int fd) {
     (void)fd;
     const train_job *j = user;
-    int bad = train_compare(j->K, j->name, j->d_head, j->window, j->kv_heads, j->steps);
+    tg_attn_exec x;
+    const tg_attn_kernel *K = j->K;
+    char err[1024];
+    if (j->exec_cmd) {   /* a kernel of this child's own: the parent's pipes are the parent's */
+        if (tg_attn_exec_open(&x, j->exec_cmd, j->timeout, err, sizeof err)) {
+            fprintf(stderr, "attn_check: --train: %s\n", err);
+            return 1;
+        }
+        K = &x.kernel;
+    }
+    int bad = train_compare(K, j->name, j->d_head, j->window, j->kv_heads, j->steps);
     fflush(stdout);
+    if (j->exec_cmd) tg_attn_exec_close(&x);
     return bad;
 }
 
@@ -145,14 +159,17 @@ int main(int argc, char **argv) {
     char *args[64];
     int n = 0;
     for (int i = 0; i < argc && n < 63; i++) {
-        if (i > 0 && (strncmp(argv[i], "plugin:", 7) == 0 || strncmp(argv[i], "builtin:", 8) == 0) && !spec) spec = argv[i];
+        if (i > 0 && (strncmp(argv[i], "plugin:", 7) == 0 || strncmp(argv[i], "builtin:", 8) == 0 ||
+                      strncmp(argv[i], "exec:", 5) == 0) && !spec)
+            spec = argv[i];
         else args[n++] = argv[i];
     }
     args[n] = NULL;
     const char *summary = "Check an attention kernel against tapegrad's: forward, temperature, mask, every feature it "
                           "declares (grouped heads, alignment, window, padding, bias, ALiBi, softcap, sinks, dropout), "
                           "gradient, health. "
-                          "KERNEL: plugin:FILE.so[:SYMBOL] or builtin:composed|fused.";
+                          "KERNEL: plugin:FILE.so[:SYMBOL], exec:CMD (a kernel in another process, docs/exec_protocol.md) or "
+                          "builtin:composed|fused.";
     char err[1024];
     int rc = tg_cli_parse(opts, nopt, n, args, err, sizeof err, NULL);
     if (rc == TG_CLI_HELP) {
@@ -160,17 +177,24 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (rc != TG_CLI_OK || !spec) {
-        fprintf(stderr, "attn_check: %s\n", rc != TG_CLI_OK ? err : "no KERNEL (plugin:FILE.so[:SYMBOL] or builtin:composed|fused)");
+        fprintf(stderr, "attn_check: %s\n", rc != TG_CLI_OK ? err : "no KERNEL (plugin:FILE.so[:SYMBOL], exec:CMD or builtin:composed|fused)");
         tg_cli_usage(stderr, "attn_check KERNEL", summary, opts, nopt);
         return 2;
     }
     const tg_attn_kernel *K = NULL;
     tg_attn_plugin plugin = {0};
+    tg_attn_exec exec = {.pid = 0, .to = -1, .from = -1, .err = -1};
     if (strcmp(spec, "builtin:composed") == 0) K = &tg_attn_kernel_composed;
     else if (strcmp(spec, "builtin:fused") == 0) K = &tg_attn_kernel_fused;
     else if (strncmp(spec, "builtin:", 8) == 0) {
         fprintf(stderr, "attn_check: '%s': the built-in ops are builtin:composed and builtin:fused\n", spec);
         return 2;
+    } else if (strncmp(spec, "exec:", 5) == 0) {
+        if (tg_attn_exec_open(&exec, spec + 5, timeout, err, sizeof err)) {
+            fprintf(stderr, "attn_check: %s\n", err);
+            return 2;
+        }
+        K = &exec.kernel;
     } else if (tg_attn_plugin_open(&plugin, spec + 7, err, sizeof err)) {
         fprintf(stderr, "attn_check: %s\n", err);
         return 2;
@@ -182,10 +206,12 @@ int main(int argc, char **argv) {
                 window && !(K->features & TG_ATTN_F_WINDOW) ? "windows" : "grouped heads", spec,
                 tg_attn_features_str(K->features, has, sizeof has));
         tg_attn_plugin_close(&plugin);
+        tg_attn_exec_close(&exec);
         return 2;
     }
 
-    tg_attn_check_opts o = {.d_head = d_head, .timeout = timeout};
+    /* an exec kernel: each probe's child starts its own (the pipes are not for a child to share) */
+    tg_attn_check_opts o = {.d_head = d_head, .timeout = timeout, .exec_cmd = K == &exec.kernel ? spec + 5 : NULL};
     tg_attn_check_report r;
     int status = tg_attn_check(K, &o, &r);
     char abi[400] = "";
@@ -195,7 +221,7 @@ int main(int argc, char **argv) {
     tg_attn_check_print(stdout, &r, tsv);
     tg_attn_check_free(&r);
     if (train > 0) {   /* in a child: a kernel that crashes while training is a finding, not our crash */
-        train_job j = {K, spec, d_head > 0 ? d_head : 128, window, kv_heads, train};
+        train_job j = {K, spec, d_head > 0 ? d_head : 128, window, kv_heads, train, o.exec_cmd, timeout};
         tg_child_end end;
         char err[200];
         if (tg_child_run(train_child, &j, 0, NULL, NULL, &end, err, sizeof err)) {
@@ -207,5 +233,6 @@ int main(int argc, char **argv) {
         }
     }
     tg_attn_plugin_close(&plugin);
+    tg_attn_exec_close(&exec);
     return status;
 }

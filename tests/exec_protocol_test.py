@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The kernel side of the exec protocol (scripts/python/tapegrad_exec.py,
-docs/exec_protocol.md), spoken to as tapegrad will: a plain-Python attention
-kernel (causal, windows, grouped heads declared; no bias) runs as a child
+docs/exec_protocol.md), spoken to as tapegrad does: a plain-Python attention
+kernel (causal, head_scale; dv != d, windows, grouped heads declared) runs as a child
 (this file with --serve) and each test sends it frames on its stdin and reads
 its replies. The kernel computes in Python floats, so its backward is checked
 against central differences of its own forward through the protocol.
@@ -40,7 +40,8 @@ def attention(q, k, v, **a):
             g = h // (H // Hkv)
             for i in range(Tq):
                 js = [j for j in range(Tk) if visible(i, j, Tq, Tk, a)]
-                s = {j: a["scale"] * sum(at(q, b, i, h, c) * at(k, b, j, g, c) for c in range(d)) for j in js}
+                c_h = a["scale"] * (a["head_scale"].data[h] if "head_scale" in a else 1.0)
+                s = {j: c_h * sum(at(q, b, i, h, c) * at(k, b, j, g, c) for c in range(d)) for j in js}
                 m = max(s.values()) if s else 0.0
                 z = sum(math.exp(x - m) for x in s.values())
                 for j in js:
@@ -56,9 +57,11 @@ def attention_backward(saved, dout, needs):
     _, Tk, Hkv, dv = v.shape
     idx = lambda t, b, i, h, c: ((b * t.shape[1] + i) * t.shape[2] + h) * t.shape[3] + c
     dq, dk, dvv = [0.0] * len(q.data), [0.0] * len(k.data), [0.0] * len(v.data)
+    dhs = [0.0] * H
     for b in range(B):
         for h in range(H):
             g = h // (H // Hkv)
+            hs = a["head_scale"].data[h] if "head_scale" in a else 1.0
             for i in range(Tq):
                 js = [j for j in range(Tk) if (b, h, i, j) in P]
                 dP = {j: sum(dout.data[((b * Tq + i) * H + h) * dv + c] * v.data[idx(v, b, j, g, c)] for c in range(dv))
@@ -66,13 +69,18 @@ def attention_backward(saved, dout, needs):
                 D = sum(P[b, h, i, j] * dP[j] for j in js)
                 for j in js:
                     p = P[b, h, i, j]
-                    ds = p * (dP[j] - D) * a["scale"]
+                    dlogit = p * (dP[j] - D)   # d loss / d (scale · hs · q·k)
+                    ds = dlogit * a["scale"] * hs
                     for c in range(dv):
                         dvv[idx(v, b, j, g, c)] += p * dout.data[((b * Tq + i) * H + h) * dv + c]
+                    qk = 0.0
                     for c in range(d):
                         dq[idx(q, b, i, h, c)] += ds * k.data[idx(k, b, j, g, c)]
                         dk[idx(k, b, j, g, c)] += ds * q.data[idx(q, b, i, h, c)]
-    grads = {"q": tx.tensor(q.shape, dq), "k": tx.tensor(k.shape, dk), "v": tx.tensor(v.shape, dvv)}
+                        qk += q.data[idx(q, b, i, h, c)] * k.data[idx(k, b, j, g, c)]
+                    dhs[h] += dlogit * a["scale"] * qk
+    grads = {"q": tx.tensor(q.shape, dq), "k": tx.tensor(k.shape, dk), "v": tx.tensor(v.shape, dvv),
+             "head_scale": tx.tensor((H,), dhs)}
     return {n: grads[n] for n in needs}
 
 
@@ -126,7 +134,7 @@ class Protocol(unittest.TestCase):
     def setUp(self):
         self.k = Kernel()
         meta, tensors = self.k.ask({"type": "hello", "tapegrad": "test"})
-        self.assertEqual((meta["type"], meta["name"], meta["features"]), ("hello", "plain python", "gqa,window"))
+        self.assertEqual((meta["type"], meta["name"], meta["features"]), ("hello", "plain python", "dv,gqa,window"))
 
     def tearDown(self):
         self.assertEqual(self.k.close(), 0)   # end of input: exit 0
@@ -147,9 +155,9 @@ class Protocol(unittest.TestCase):
                 for c in range(3):
                     want = sum(v.data[j * 3 + c] for j in js) / len(js)
                     self.assertAlmostEqual(out.data[(i * 2 + h) * 3 + c], want, places=6)
-        # dv != d is a feature this kernel did not declare: refused, not computed
-        meta, _ = self.forward(2, q, k, rand((1, 4, 1, 2), 2))
-        self.assertIn("the call uses dv, which this kernel did not declare", meta["message"])
+        # Tq != Tk is a feature this kernel did not declare: refused, not computed
+        meta, _ = self.forward(2, rand((1, 2, 2, 3), 3), k, v)
+        self.assertIn("the call uses tq_tk, which this kernel did not declare", meta["message"])
 
     def test_backward_matches_finite_differences(self):
         q, k, v = rand((1, 3, 2, 2), 3), rand((1, 3, 1, 2), 4), rand((1, 3, 1, 2), 5)
@@ -284,6 +292,10 @@ if __name__ == "__main__":
         mode = sys.argv[2] if len(sys.argv) > 2 else ""
         if mode == "--raw-wrong-shape":
             sys.exit(raw_wrong_shape())
+        if mode == "--noscale":   # the seed's bug: the scale passed is ignored (softmax(q·k))
+            fwd = lambda q, k, v, **a: attention(q, k, v, **dict(a, scale=1.0))
+            bwd = lambda saved, dout, needs: attention_backward(saved, dout, needs)
+            sys.exit(tx.serve(fwd, bwd, name="no scale", features=["dv", "gqa", "window"]))
         fwd = {"--wrong-shape": wrong_shape, "": attention}.get(mode) or misbehaving(mode)
-        sys.exit(tx.serve(fwd, attention_backward, name="plain python", features=["gqa", "window"]))
+        sys.exit(tx.serve(fwd, attention_backward, name="plain python", features=["dv", "gqa", "window"]))
     unittest.main()

@@ -72,7 +72,7 @@ static void test_same_as_tg_attend(void **s) {
     char err[1024];
     assert_int_equal(tg_attn_exec_open(&x, kernel_cmd(""), 30, err, sizeof err), 0);
     assert_string_equal(x.kernel.name, "plain python");
-    assert_int_equal(x.kernel.features, TG_ATTN_F_GQA | TG_ATTN_F_WINDOW);
+    assert_int_equal(x.kernel.features, TG_ATTN_F_DV | TG_ATTN_F_GQA | TG_ATTN_F_WINDOW);
     qkv t;
     make_qkv(&t, 2, 5, 2, 1, 3);
     const size_t n_out = 2 * 5 * 2 * 3;
@@ -107,7 +107,8 @@ static void test_same_as_tg_attend(void **s) {
 
 /* A kernel that fails: open refuses it, or the call fails naming the kernel
  * and the call; the process is gone; the next call fails at once. */
-static void expect_failure(const char *command, double timeout, const char *open_msg, const char *call_msg) {
+static void expect_failure(const char *command, double timeout, const char *open_msg, const char *call_msg,
+                           int refused) {
     tg_attn_exec x;
     char err[1024];
     int rc = tg_attn_exec_open(&x, command, timeout, err, sizeof err);
@@ -131,23 +132,28 @@ static void expect_failure(const char *command, double timeout, const char *open
     EXPECT_TG_ERROR(&c, tg_attn_kernel_call(&ctx, &x.kernel, &a), call_msg);
     assert_non_null(strstr(c.msg, "exec kernel "));
     assert_non_null(strstr(c.msg, "forward 1 (q [1,4,1,2]"));
-    assert_int_equal(x.pid, 0);                            /* killed and reaped */
-    assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);      /* no child left, zombie or not */
+    if (!refused) {
+        assert_int_equal(x.pid, 0);                        /* killed and reaped */
+        assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);  /* no child left, zombie or not */
+    } else
+        assert_true(x.pid > 0);                            /* it refused the call: still serving */
     EXPECT_TG_ERROR(&c, tg_attn_kernel_call(&ctx, &x.kernel, &a), call_msg);   /* and later calls */
     tg_ctx_free(&ctx);
     tg_params_free(&t.P);
     tg_attn_exec_close(&x);
+    assert_int_equal(x.pid, 0);
+    assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
 }
 
 static void test_failures(void **s) {
     (void)s;
-    expect_failure("exit 3", 5, "exited with status 3", NULL);
-    expect_failure("echo stray output; sleep 5", 5, "outside 1..2^30 (not the protocol: stray output", NULL);
-    expect_failure(kernel_cmd("--die-on-forward"), 5, NULL, "exited with status 4 before answering");
-    expect_failure(kernel_cmd("--hang-on-forward"), 1, NULL, "no answer in 1 s");
-    expect_failure(kernel_cmd("--garbage-on-forward"), 5, NULL, "outside 1..2^30");
-    expect_failure(kernel_cmd("--wrong-shape"), 5, NULL, "the kernel answered error: the kernel's out has shape");
-    expect_failure(kernel_cmd("--raw-wrong-shape"), 5, NULL, "the kernel's out is F32 [1,4,1,3], the call needs F32 [1,4,1,2]");
+    expect_failure("exit 3", 5, "exited with status 3", NULL, 0);
+    expect_failure("echo stray output; sleep 5", 5, "outside 1..2^30 (not the protocol: stray output", NULL, 0);
+    expect_failure(kernel_cmd("--die-on-forward"), 5, NULL, "exited with status 4 before answering", 0);
+    expect_failure(kernel_cmd("--hang-on-forward"), 1, NULL, "no answer in 1 s", 0);
+    expect_failure(kernel_cmd("--garbage-on-forward"), 5, NULL, "outside 1..2^30", 0);
+    expect_failure(kernel_cmd("--wrong-shape"), 5, NULL, "the kernel answered error: the kernel's out has shape", 1);
+    expect_failure(kernel_cmd("--raw-wrong-shape"), 5, NULL, "the kernel's out is F32 [1,4,1,3], the call needs F32 [1,4,1,2]", 0);
 }
 
 int main(int argc, char **argv) {

@@ -1,5 +1,6 @@
 #define _POSIX_C_SOURCE 200809L   /* strsignal */
 #include "tg_attn_check.h"
+#include "tg_attn_exec.h"
 
 #include <math.h>
 #include <signal.h>
@@ -1086,7 +1087,18 @@ typedef struct {
 static int probe_child(void *u, int fd) {
     probe_job *j = u;
     out_fd = fd;
-    j->p(j->K, j->o, NULL);
+    if (!j->o->exec_cmd) {
+        j->p(j->K, j->o, NULL);
+        return 0;
+    }
+    tg_attn_exec x;   /* a kernel of this child's own: the caller's pipes are the caller's */
+    char err[1024];
+    if (tg_attn_exec_open(&x, j->o->exec_cmd, j->o->timeout > 0 ? j->o->timeout : 60, err, sizeof err)) {
+        fprintf(stderr, "attn_check: %s\n", err);
+        return 5;
+    }
+    j->p(&x.kernel, j->o, NULL);
+    tg_attn_exec_close(&x);
     return 0;
 }
 
@@ -1109,7 +1121,10 @@ static void run_probe(const char *name, probe_fn p, const tg_attn_kernel *K, con
     tg_child_end end;
     char err[200];
     const double limit = o->timeout > 0 ? o->timeout : 60;
-    if (tg_child_run(probe_child, &j, limit, probe_bytes, &j, &end, err, sizeof err))
+    /* an exec kernel's client holds each call to the limit and kills the kernel itself: the child's
+     * own limit is only a net, far enough out not to kill the child (and orphan its kernel) first */
+    const double child_limit = o->exec_cmd ? 10 * limit + 10 : limit;
+    if (tg_child_run(probe_child, &j, child_limit, probe_bytes, &j, &end, err, sizeof err))
         add(r, name, "-", TG_ATTN_CHECK_CRASH, NAN, NAN, "could not run the probe: %s", err);
     else if (end.timed_out)
         add(r, name, "-", TG_ATTN_CHECK_CRASH, NAN, limit, "the kernel hung: the %s probe got no answer within %.0f s", name,

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -175,8 +176,8 @@ static int receive(tg_attn_exec *x, const char *call, unsigned char **body, size
 }
 
 /* Sends the request (meta, tensors) and reads the reply into f, checked: the
- * protocol, the type wanted (an "error" reply is the kernel's message) and the id.
- * 0, or -1 with x broken. */
+ * protocol, the type wanted and the id. 0, or -1 with x->why said: x broken,
+ * or, for an "error" reply (the kernel refused the call), still serving. */
 static int exchange(tg_attn_exec *x, const char *call, const tg_st_kv *meta, int n_meta, const tg_st_tensor *t, int n,
                     const char *want_type, uint64_t id, tg_st_file *f) {
     char err[512];
@@ -203,9 +204,9 @@ static int exchange(tg_attn_exec *x, const char *call, const tg_st_kv *meta, int
     snprintf(idbuf, sizeof idbuf, "%llu", (unsigned long long)id);
     const char *bad = NULL;
     if (!proto || strcmp(proto, TG_ATTN_EXEC_PROTOCOL)) bad = "protocol is not 1";
-    else if (type && !strcmp(type, "error")) {
+    else if (type && !strcmp(type, "error")) {   /* the kernel refused this call; it serves on */
         const char *m = tg_st_meta(f, "message");
-        broke(x, "%s: the kernel answered error: %.500s", call, m ? m : "(no message)");
+        snprintf(x->why, sizeof x->why, "%s: the kernel answered error: %.500s", call, m ? m : "(no message)");
         tg_st_free(f);
         return -1;
     } else if (!type || strcmp(type, want_type)) bad = "the wrong message type";
@@ -382,9 +383,12 @@ int tg_attn_exec_open(tg_attn_exec *x, const char *cmd, double timeout, char *er
         return tg_errf(err, errlen, "exec:%s: no pipe (%s)", cmd, strerror(errno));
     }
     fflush(NULL);
+    const pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
         setpgid(0, 0);   /* its own group: killed as one, with what the shell starts */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);   /* and with us, should we die first (a probe's child killed) */
+        if (getppid() != parent) _exit(127);   /* we died before that took */
         dup2(p_in[0], 0), dup2(p_out[1], 1), dup2(p_err[1], 2);   /* dup2 clears close-on-exec */
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);

@@ -63,6 +63,8 @@ enum { TG_ATTN_CHECK_PASS, TG_ATTN_CHECK_FAIL, TG_ATTN_CHECK_INFO, TG_ATTN_CHECK
 typedef struct tg_attn_check_opts {
     int d_head;        /* 0: 8, 32, 64 and 128 */
     double timeout;    /* seconds a probe may take (0: 60) */
+    const char *exec_cmd;   /* an exec kernel's command (tg_attn_exec.h): each probe's child starts a
+                               kernel of its own with it (a child must not share the caller's pipes) */
 } tg_attn_check_opts;
 
 typedef struct tg_attn_check_line {

@@ -7,11 +7,13 @@
  * reach this process's stderr prefixed "[kernel NAME] ".
  *
  * A kernel that dies, closes its output, answers garbage, the wrong message,
- * id or shape, an error, or nothing within x->timeout seconds: tg_fail on the
- * call's context naming the kernel and the call ("exec kernel K: forward 3
+ * id or shape, or nothing within x->timeout seconds: tg_fail on the call's
+ * context naming the kernel and the call ("exec kernel K: forward 3
  * (q [1,8,2,16]): no answer in 60 s"); the process group is killed and reaped
- * at once, and every later call fails the same way. Not thread-safe: one
- * call at a time (the ops' threads never call a kernel). */
+ * at once, and every later call fails the same way. A kernel that answers
+ * `error` (it refused the call) fails that call with its message and serves on.
+ * Not thread-safe: one call at a time (the ops' threads never call a kernel).
+ * x must stay where it is while open (x->kernel.self points to it). */
 #ifndef TG_ATTN_EXEC_H
 #define TG_ATTN_EXEC_H
 #include <stddef.h>
