@@ -18,6 +18,10 @@ left() { pgrep -f "exec_protocol_test.py --serve" >/dev/null; }
 run right "exec:$k"
 [ "$(cat right.rc)" = 0 ] && grep -q "verdict: the kernel conforms" right.out || { no "the right kernel does not conform"; cat right.out right.err | head -20; }
 
+# grouped heads and windows declared without dv != d: the probes then call with dv = d only
+run nodv "exec:$k --features gqa,window"
+[ "$(cat nodv.rc)" = 0 ] && grep -q "verdict: the kernel conforms" nodv.out || { no "a kernel without dv != d does not conform"; grep -v '^ok' nodv.out | head -8; }
+
 run noscale "exec:$k --noscale"
 [ "$(cat noscale.rc)" = 1 ] || no "the kernel without the scale: exit $(cat noscale.rc), want 1"
 grep -q "^FAIL  temperature" noscale.out || { no "the temperature check does not name the forgotten scale"; grep temperature noscale.out | head -3; }

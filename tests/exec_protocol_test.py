@@ -289,6 +289,11 @@ def raw_wrong_shape():
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--serve":
+        FEATURES = ["dv", "gqa", "window"]
+        if "--features" in sys.argv:   # --features LIST: declare these instead (the kernel computes any of them)
+            i = sys.argv.index("--features")
+            FEATURES = [f for f in sys.argv[i + 1].split(",") if f]
+            del sys.argv[i:i + 2]
         mode = sys.argv[2] if len(sys.argv) > 2 else ""
         if mode == "--raw-wrong-shape":
             sys.exit(raw_wrong_shape())
@@ -297,5 +302,5 @@ if __name__ == "__main__":
             bwd = lambda saved, dout, needs: attention_backward(saved, dout, needs)
             sys.exit(tx.serve(fwd, bwd, name="no scale", features=["dv", "gqa", "window"]))
         fwd = {"--wrong-shape": wrong_shape, "": attention}.get(mode) or misbehaving(mode)
-        sys.exit(tx.serve(fwd, attention_backward, name="plain python", features=["dv", "gqa", "window"]))
+        sys.exit(tx.serve(fwd, attention_backward, name="plain python", features=FEATURES))
     unittest.main()

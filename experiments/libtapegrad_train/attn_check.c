@@ -109,12 +109,13 @@ typedef struct {
     char what[40];
 } feature_case;
 
-static void make_case(feature_case *c, unsigned f, int grad_inputs, tg_params *P, uint64_t seed) {
+/* dv_ok: the kernel declares dv != d (else dv = d: a probe uses no feature the kernel did not declare) */
+static void make_case(feature_case *c, unsigned f, int dv_ok, int grad_inputs, tg_params *P, uint64_t seed) {
     tg_ctx_init(&c->ctx, 0);
     tg_rng rng;
     tg_rng_seed(&rng, seed, f);
     const int B = 2, H = 4, d = 6;
-    int Tq = 5, Tk = 5, Hkv = H, dv = 4;
+    int Tq = 5, Tk = 5, Hkv = H, dv = dv_ok ? 4 : d;
     if (f == TG_ATTN_F_GQA) Hkv = 2;
     if (f == TG_ATTN_F_TQ_TK) Tq = 3, Tk = 7;
     const int shapes[3][4] = {{B, Tq, H, d}, {B, Tk, Hkv, d}, {B, Tk, Hkv, dv}};
@@ -204,7 +205,7 @@ static void probe_forward(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
         const unsigned f = 1u << i;
         if (!(K->features & f) || f == TG_ATTN_F_DROPOUT) continue;
         feature_case c;
-        make_case(&c, f, 0, NULL, 2024);
+        make_case(&c, f, !!(K->features & TG_ATTN_F_DV), 0, NULL, 2024);
         c.ctx.grad_enabled = 0;
         char msg[300];
         tg_tensor *out = call(&c.ctx, K, &c.a, msg, sizeof msg), *ref = tg_attend(&c.ctx, &c.a);
@@ -995,7 +996,7 @@ static void probe_gradient(const tg_attn_kernel *K, const tg_attn_check_opts *o,
         feature_case fc;
         tg_params P;
         tg_params_init(&P);
-        make_case(&fc, f, 1, &P, 77);
+        make_case(&fc, f, !!(K->features & TG_ATTN_F_DV), 1, &P, 77);
         gc_case c = {K, fc.a};
         char msg[300], what[48];
         snprintf(what, sizeof what, "with %s", fc.what);

@@ -50,6 +50,13 @@ static tg_tensor *call_identity(tg_ctx *ctx, const tg_attn_kernel *kernel, const
     tg_attn_args a = tg_attn_args_of(args);
     a.v = v, a.stats = NULL;
     if (!dropout) a.dropout = 0, a.dropout_seed = 0;
+    if (dv != d && !(kernel->features & TG_ATTN_F_DV)) {
+        /* a kernel without dv != d: q and k zero-padded to dv columns, which leaves every q·k as it was */
+        tg_tensor *qp = tg_zeros(ctx, 4, (int[]){B, Tq, H, dv}), *kp = tg_zeros(ctx, 4, (int[]){B, Tk, Hkv, dv});
+        for (int64_t r = 0; r < (int64_t)B * Tq * H; r++) memcpy(qp->data + r * dv, q->data + r * d, sizeof(float) * d);
+        for (int64_t r = 0; r < (int64_t)B * Tk * Hkv; r++) memcpy(kp->data + r * dv, k->data + r * d, sizeof(float) * d);
+        a.q = qp, a.k = kp;
+    }
     char msg[400];
     tg_tensor *o = tg_attn_call_caught(ctx, kernel, &a, 0, msg, sizeof msg);
     if (!o && msg[0]) {
