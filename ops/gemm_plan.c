@@ -495,31 +495,6 @@ const char *tg_gemm_plan_mode(void) {
     return m == TG_PLAN_MEASURE ? "measure" : m == TG_PLAN_FILE ? "file" : "estimate";
 }
 
-static const char *note_prog = "tapegrad";
-static void say_on_stderr(const char *msg, void *user) {
-    (void)user;
-    fprintf(stderr, "%s: %s\n", note_prog, msg);
-}
-
-int tg_gemm_plan_setup_env(const char *prog, const char *dflt) {
-    const char *spec = getenv("TG_PLAN");
-    char err[4600], kept[4000];
-    if (!spec || !*spec) spec = dflt;
-    if (spec && strcmp(spec, "measure") == 0) {   /* the machine's plan folder, as a program keeps it */
-        const char *d = getenv("TG_PLAN_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-        if (d && *d) snprintf(kept, sizeof kept, "measure=%s", d);
-        else if (x && *x) snprintf(kept, sizeof kept, "measure=%s/tapegrad", x);
-        else if (h && *h) snprintf(kept, sizeof kept, "measure=%s/.cache/tapegrad", h);
-        else snprintf(kept, sizeof kept, "measure");
-        spec = kept;
-    }
-    note_prog = prog;   /* the program's word: the plan's notes on its stderr */
-    tg_gemm_plan_on_note(say_on_stderr, NULL);
-    if (tg_gemm_plan_setup(spec, err, sizeof err) == 0) return 0;
-    fprintf(stderr, "%s: TG_PLAN: %s; estimating every product instead\n", prog, err);
-    return -1;
-}
-
 /* ---- deciding ------------------------------------------------------------------- */
 static int choose_slow(const tg_plan_shape *k, tg_plan_timer timer) {
     pthread_once(&atfork_once, register_atfork);

@@ -10,7 +10,7 @@
  * shape is decided in a process it never changes there.
  *
  * The mode is the program's decision, set with tg_gemm_plan_setup (or
- * tg_gemm_plan_setup_env, which reads TG_PLAN) before its first product; a
+ * the training kit's tg_gemm_plan_setup_env, tg_cli.h, which reads TG_PLAN) before its first product; a
  * library that no program set up estimates every product, and never reads an
  * environment variable, creates a folder, takes a lock or writes a file of its
  * own (FFTW's wisdom: imported and exported on the program's word):
@@ -22,7 +22,7 @@
  *              attn_check, the other programs);
  *   FILE       that plan file, read-only; shapes not in it estimated.
  * The machine's plan file is DIR/gemm-plan-<16 hex of the machine key>.tsv;
- * tg_gemm_plan_setup_env turns TG_PLAN=measure (or its default "measure") into
+ * the kit's tg_gemm_plan_setup_env turns TG_PLAN=measure (or its default "measure") into
  * DIR = $TG_PLAN_DIR, else $XDG_CACHE_HOME/tapegrad, else $HOME/.cache/tapegrad.
  * The file's second line is the machine key: the CPU (model name, family, model,
  * stepping), OpenBLAS's build and core, libxsmm's version and target, the
@@ -62,7 +62,7 @@
  * The library says nothing of its own: what the plan would report (a refused
  * file, a plan that could not be kept, a busy lock) goes to the callback the
  * program sets with tg_gemm_plan_on_note, each kind once a process; none set,
- * nothing is said. tg_gemm_plan_setup_env sets one that prints "PROG: ..." on
+ * nothing is said. The kit's tg_gemm_plan_setup_env sets one that prints "PROG: ..." on
  * stderr. */
 #ifndef TG_GEMM_PLAN_H
 #define TG_GEMM_PLAN_H
@@ -74,12 +74,6 @@ enum { TG_PLAN_MEASURE, TG_PLAN_ESTIMATE, TG_PLAN_FILE };
  * product (again, too, until then); later calls fail. 0, or -1 with the reason in err. */
 int tg_gemm_plan_setup(const char *spec, char *err, size_t errlen);
 
-/* For a program's main: tg_gemm_plan_setup with the environment variable TG_PLAN,
- * or dflt when it is unset or empty, "measure" kept in the machine's plan folder
- * (above): the one place that reads those variables. A value that fails is said on stderr, "PROG:
- * TG_PLAN: ...; estimating every product instead" (the program asked for it), and
- * the products are estimated; the plan's notes go to stderr too. 0, or -1. */
-int tg_gemm_plan_setup_env(const char *prog, const char *dflt);
 
 /* Where the plan's notes go (msg without a newline), each kind once a process;
  * NULL: nowhere (the default). fn runs under the plan's lock: it must not call

@@ -7,13 +7,14 @@
 #   exec_cli.sh ATTN_CHECK SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
-k="python3 $src/tests/exec_protocol_test.py --serve"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+tag="--tag=exec_cli.$$"   # this test's kernels only: other tests may run kernels at the same time
+k="python3 $src/tests/exec_protocol_test.py --serve $tag"
 cd "$tmp"
 fails=0
 no() { echo "FAIL: $*"; fails=$((fails + 1)); }
 run() { local name=$1; shift; "$bin" "$@" --d-head 8 >"$name.out" 2>"$name.err"; echo $? >"$name.rc"; }
-left() { pgrep -f "exec_protocol_test.py --serve" >/dev/null; }
+left() { pgrep -f -- "$tag" >/dev/null; }
 
 run right "exec:$k"
 [ "$(cat right.rc)" = 0 ] && grep -q "verdict: the kernel conforms" right.out || { no "the right kernel does not conform"; cat right.out right.err | head -20; }
@@ -39,7 +40,7 @@ run hangs "exec:$k --hang-on-forward" --timeout 2
 grep -q "no answer in 2 s" hangs.out || { no "a kernel that hangs: not said"; head -5 hangs.out; }
 
 sleep 0.5
-! left || { no "kernel processes left behind: $(pgrep -af 'exec_protocol_test.py --serve')"; pkill -f "exec_protocol_test.py --serve"; }
+! left || { no "kernel processes left behind: $(pgrep -af -- "$tag")"; pkill -f -- "$tag"; }
 echo "exec_cli: right $(sed -n 2p right.out); noscale: $(grep -c '^FAIL' noscale.out) checks failed"
 [ $fails = 0 ] && echo "exec_cli: all checks passed"
 exit $((fails > 0))

@@ -121,6 +121,7 @@ static void expect_failure(const char *command, double timeout, const char *open
         assert_int_equal(x.pid, 0);
         return;
     }
+    if (rc) print_error("open: %s\n", err);
     assert_int_equal(rc, 0);
     qkv t;
     make_qkv(&t, 1, 4, 1, 1, 2);

@@ -125,6 +125,13 @@ static int send_all(tg_attn_exec *x, const char *call, const void *p, size_t n, 
     return rc;
 }
 
+/* One frame: the body's length (8 bytes, little-endian), then the body. */
+static int send_frame(tg_attn_exec *x, const char *call, const unsigned char *body, size_t len, double t_end) {
+    unsigned char head[8];
+    for (int i = 0; i < 8; i++) head[i] = (unsigned char)((uint64_t)len >> (8 * i));
+    return send_all(x, call, head, 8, t_end) || send_all(x, call, body, len, t_end) ? -1 : 0;
+}
+
 /* One reply frame's body (malloced) by t_end. 0, or -1 with x broken. */
 static int receive(tg_attn_exec *x, const char *call, unsigned char **body, size_t *len, double t_end) {
     unsigned char head[8];
@@ -187,10 +194,8 @@ static int exchange(tg_attn_exec *x, const char *call, const tg_st_kv *meta, int
         broke(x, "%s: %s", call, err);
         return -1;
     }
-    unsigned char head[8];
-    for (int i = 0; i < 8; i++) head[i] = (unsigned char)((uint64_t)len >> (8 * i));
     const double t_end = tg_profile_clock() + x->timeout;
-    int rc = send_all(x, call, head, 8, t_end) || send_all(x, call, body, len, t_end) ? -1 : 0;
+    int rc = send_frame(x, call, body, len, t_end);
     free(body);
     if (rc || receive(x, call, &body, &len, t_end)) return -1;
     rc = tg_st_parse(body, len, f, err, sizeof err);
@@ -406,8 +411,11 @@ int tg_attn_exec_open(tg_attn_exec *x, const char *cmd, double timeout, char *er
     }
     const tg_st_kv meta[] = {{"protocol", TG_ATTN_EXEC_PROTOCOL}, {"type", "hello"}, {"tapegrad", tg_version()}};
     tg_st_file f;
-    if (exchange(x, "hello", meta, 3, NULL, 0, "hello", 0, &f))
-        return tg_errf(err, errlen, "exec:%s: %s", cmd, x->why);
+    const double call_limit = x->timeout;   /* starting (an interpreter, its imports) may take longer than a call */
+    x->timeout = call_limit > TG_ATTN_EXEC_START ? call_limit : TG_ATTN_EXEC_START;
+    const int rc = exchange(x, "hello", meta, 3, NULL, 0, "hello", 0, &f);
+    x->timeout = call_limit;
+    if (rc) return tg_errf(err, errlen, "exec:%s: %s", cmd, x->why);
     const char *name = tg_st_meta(&f, "name"), *feats = tg_st_meta(&f, "features");
     char bad[48];
     unsigned bits = feats ? feature_bits(feats, bad, sizeof bad) : 0;
@@ -431,10 +439,7 @@ void tg_attn_exec_close(tg_attn_exec *x) {
         size_t len;
         char err[128];
         if (!tg_st_encode(NULL, 0, meta, 2, &body, &len, err, sizeof err)) {
-            unsigned char head[8];
-            for (int i = 0; i < 8; i++) head[i] = (unsigned char)((uint64_t)len >> (8 * i));
-            double t_end = tg_profile_clock() + 2;
-            if (!send_all(x, "bye", head, 8, t_end) && !send_all(x, "bye", body, len, t_end)) {
+            if (!send_frame(x, "bye", body, len, tg_profile_clock() + 2)) {
                 int st;   /* it exits on its own: 2 s */
                 for (int i = 0; i < 200; i++) {
                     drain_stderr(x);

@@ -1,4 +1,5 @@
 #include "tg_cli.h"
+#include "tg_gemm_plan.h"
 
 #include <errno.h>
 #include <math.h>
@@ -195,4 +196,24 @@ void tg_cli_dump_added(FILE *f, const tg_cli_opt *opts, int n, const char *const
             fprintf(f, "=%s\n", v);
         }
     }
+}
+
+static void say_on_stderr(const char *msg, void *prog) { fprintf(stderr, "%s: %s\n", (const char *)prog, msg); }
+
+int tg_gemm_plan_setup_env(const char *prog, const char *dflt) {
+    const char *spec = getenv("TG_PLAN");
+    char err[4600], kept[4000];
+    if (!spec || !*spec) spec = dflt;
+    if (spec && strcmp(spec, "measure") == 0) {   /* the machine's plan folder, as a program keeps it */
+        const char *d = getenv("TG_PLAN_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+        if (d && *d) snprintf(kept, sizeof kept, "measure=%s", d);
+        else if (x && *x) snprintf(kept, sizeof kept, "measure=%s/tapegrad", x);
+        else if (h && *h) snprintf(kept, sizeof kept, "measure=%s/.cache/tapegrad", h);
+        else snprintf(kept, sizeof kept, "measure");
+        spec = kept;
+    }
+    tg_gemm_plan_on_note(say_on_stderr, (void *)prog);
+    if (tg_gemm_plan_setup(spec, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "%s: TG_PLAN: %s; estimating every product instead\n", prog, err);
+    return -1;
 }

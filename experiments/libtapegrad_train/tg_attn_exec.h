@@ -25,6 +25,7 @@
 
 #define TG_ATTN_EXEC_PROTOCOL "1"
 #define TG_ATTN_EXEC_TIMEOUT 60.0   /* seconds a reply may take, by default */
+#define TG_ATTN_EXEC_START 60.0     /* seconds the hello may take at least (start-up: an interpreter, imports) */
 
 typedef struct tg_attn_exec {
     tg_attn_kernel kernel;   /* name and features from the kernel's hello; self = this struct */

@@ -49,4 +49,12 @@ void tg_cli_value(const tg_cli_opt *o, char *buf, size_t len);
 /* The option named `name` (without "--"), or NULL. */
 const tg_cli_opt *tg_cli_find(const tg_cli_opt *opts, int n, const char *name);
 
+/* What a program reads at start besides its flags: the product plan (tg_gemm_plan.h) from the
+ * variable TG_PLAN, or dflt when it is unset or empty; "measure" is kept in the machine's plan
+ * folder, $TG_PLAN_DIR, else $XDG_CACHE_HOME/tapegrad, else $HOME/.cache/tapegrad (the one place
+ * that reads those variables: the libraries below never do). The plan's notes, and a TG_PLAN that
+ * fails ("PROG: TG_PLAN: ...; estimating every product instead"), go to stderr as "PROG: ...": the
+ * program asked. 0, or -1 (the products are then estimated). prog must outlive the process's products. */
+int tg_gemm_plan_setup_env(const char *prog, const char *dflt);
+
 #endif
