@@ -40,6 +40,14 @@ typedef void (*tg_error_fn)(const char *msg, void *user);
 typedef struct tg_errh { tg_error_fn fn; void *user; } tg_errh;
 TG_NORETURN void tg_fail_h(const tg_errh *h, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Runs fn(ctx, user) so that a tg_fail on ctx from this thread (outside any
+ * OpenMP region) comes back here instead of aborting: 0 when fn returned, -1
+ * with the message in err when it failed. ctx's handler is restored either way.
+ * What fn built on ctx stays until tg_ctx_reset; what fn malloc'd itself and
+ * did not free before failing is lost, so an op frees before it fails. A run
+ * that gets -1 should stop using what fn was building (the training loop: the
+ * step is abandoned, parameters as they were before its update). */
+int tg_try(tg_ctx *ctx, void (*fn)(tg_ctx *ctx, void *user), void *user, char *err, size_t errlen);
 /* Bad *input* (a file, a flag) is not misuse: it is reported to the caller.
  * Writes the message into err (errlen bytes) and returns -1. */
 int tg_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -1,5 +1,6 @@
 #define _POSIX_C_SOURCE 200809L   /* sysconf */
 #include "attn_cfg.h"
+#include "tg_attn_exec.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -12,10 +13,10 @@ const char *const optim_names[] = {"adam", "sgd", NULL};
 const char *const on_nan_names[] = {"stop", "skip", NULL};
 const char *const attn_run_options[] = {"steps", "threads", "log", "log-every", "save", "save-every",
                                         "resume", "stop-at", "attn", "sample", "sample-len", "temperature", "on-nan", "debug-nan", "dump-attn", "dump-attn-file",
-                                        "overwrite", "check", "profile", NULL};
+                                        "overwrite", "check", "profile", "exec-timeout", NULL};
 
 const char *const attn_added_flags[] = {"kv-heads=0", "window=0", "bias=none", "alibi=0", "softcap=0", "sinks=0",
-                                        "attn-dropout=0", NULL};
+                                        "attn-dropout=0", "exec-timeout=60", NULL};
 
 void attn_cfg_defaults(attn_cfg *c) {
     *c = (attn_cfg){
@@ -27,7 +28,7 @@ void attn_cfg_defaults(attn_cfg *c) {
         .learned_param = TG_LEARNED_LINEAR, .scale_mult = 1.0f, .scale_lr = 0.0f,
         .log = NULL, .dump_attn = NULL, .dump_attn_file = NULL,
         .save = NULL, .resume = NULL, .save_every = 100, .stop_at = 0, .on_nan = ONNAN_STOP, .debug_nan = -1,
-        .sample_len = 200, .temperature = 0.8f,
+        .sample_len = 200, .temperature = 0.8f, .exec_timeout = 60,
     };
 }
 
@@ -69,7 +70,8 @@ int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts) {
         {"values", TG_CLI_INT, &c->values, 2, 4096, NULL, "recall: number of values"},
         {"seed", TG_CLI_INT, &c->seed, 0, 2147483647, NULL, "seed of the init and the data"},
         {"threads", TG_CLI_INT, &c->threads, 1, 256, NULL, "threads (OpenMP: the ops split their own work; OpenBLAS runs single-threaded)"},
-        {"attn", TG_CLI_STR, &c->attn_spec, 0, 0, NULL, "attention op: composed (saves the TxT weights), fused (tiled, online softmax), or plugin:FILE.so[:SYMBOL] (your own kernel; docs/plugins.md)"},
+        {"attn", TG_CLI_STR, &c->attn_spec, 0, 0, NULL, "attention op: composed (saves the TxT weights), fused (tiled, online softmax), plugin:FILE.so[:SYMBOL] (your own kernel; docs/plugins.md), or exec:CMD (a kernel in another process, started with /bin/sh -c CMD; docs/exec_protocol.md)"},
+        {"exec-timeout", TG_CLI_FLOAT, &c->exec_timeout, 0.1, 86400, NULL, "--attn exec: seconds a reply of the kernel may take before the run fails (exit 6)"},
         {"log", TG_CLI_STR, &c->log, 0, 0, NULL, "TSV log file (default: none)"},
         {"log-every", TG_CLI_INT, &c->log_every, 1, 10000000, NULL, "log every N steps (and the last)"},
         {"save", TG_CLI_STR, &c->save, 0, 0, NULL, "checkpoint file (safetensors), written atomically every --save-every steps, at the end and on SIGINT/SIGTERM/SIGHUP"},
@@ -80,7 +82,7 @@ int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts) {
         {"debug-nan", TG_CLI_INT, &c->debug_nan, -1, 10000000, NULL, "testing aid: poison a gradient with NaN at this step (-1: never)"},
         {"dump-attn", TG_CLI_STR, &c->dump_attn, 0, 0, NULL, "STEP[,STEP...]: save every head's attention weights on the probe sequence at these steps (needs --dump-attn-file)"},
         {"dump-attn-file", TG_CLI_STR, &c->dump_attn_file, 0, 0, NULL, "safetensors file of --dump-attn, rewritten atomically at each of its steps"},
-        {"allow-noncausal", TG_CLI_FLAG, &c->allow_noncausal, 0, 0, NULL, "--attn plugin: train on even when the kernel's measured weights reach keys the mask hides (the causal mask or a window; without it such a run fails, exit 5)"},
+        {"allow-noncausal", TG_CLI_FLAG, &c->allow_noncausal, 0, 0, NULL, "--attn plugin: or exec: train on even when the kernel's measured weights reach keys the mask hides (the causal mask or a window; without it such a run fails, exit 5)"},
         {"overwrite", TG_CLI_FLAG, &c->overwrite, 0, 0, NULL, "a fresh run may replace an existing --log or --save file (of another run); without it such a run is refused"},
         {"sample", TG_CLI_STR, &c->sample, 0, 0, NULL, "--task code: print what the model of --resume writes after this prompt, then exit"},
         {"sample-len", TG_CLI_INT, &c->sample_len, 1, 1000000, NULL, "--sample: bytes to write"},
@@ -123,15 +125,22 @@ static int has_control(const char *s) {
 /* --attn's text into c->attn and c->attn_plugin. */
 static int parse_attn(attn_cfg *c, char *err, size_t errlen) {
     const char *s = c->attn_spec ? c->attn_spec : "composed";
-    c->attn_plugin = NULL;
+    c->attn_plugin = c->attn_exec = NULL;
     if (strcmp(s, "composed") == 0) c->attn = TG_ATTN_COMPOSED;
     else if (strcmp(s, "fused") == 0) c->attn = TG_ATTN_FUSED;
     else if (strncmp(s, "plugin:", 7) == 0 && s[7] && s[7] != ':') {
         c->attn = ATTN_PLUGIN;
         c->attn_plugin = s + 7;
         if (has_control(s)) return tg_errf(err, errlen, "--attn: the path contains a control character (tab, newline, ...)");
+    } else if (strncmp(s, "exec:", 5) == 0) {
+        c->attn = ATTN_EXEC;
+        c->attn_exec = s + 5;
+        if (!s[5] || strspn(s + 5, " ") == strlen(s + 5)) return tg_errf(err, errlen, "--attn exec: no command");
+        if (has_control(s)) return tg_errf(err, errlen, "--attn exec: the command contains a control character (tab, newline, ...)");
+        if (strlen(s + 5) >= sizeof ((tg_attn_exec *)0)->cmd)
+            return tg_errf(err, errlen, "--attn exec: the command is longer than %zu bytes", sizeof ((tg_attn_exec *)0)->cmd - 1);
     } else
-        return tg_errf(err, errlen, "--attn '%.60s': expected composed, fused or plugin:FILE.so[:SYMBOL]", s);
+        return tg_errf(err, errlen, "--attn '%.60s': expected composed, fused, plugin:FILE.so[:SYMBOL] or exec:CMD", s);
     return 0;
 }
 

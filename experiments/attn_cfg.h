@@ -12,6 +12,7 @@
 enum { OPT_ADAM, OPT_SGD };
 extern const char *const optim_names[];
 #define ATTN_PLUGIN 2   /* cfg.attn: a kernel loaded from a shared object */
+#define ATTN_EXEC 3     /* cfg.attn: a kernel in another process (docs/exec_protocol.md) */
 enum { ONNAN_STOP, ONNAN_SKIP };
 extern const char *const on_nan_names[];
 
@@ -24,10 +25,11 @@ typedef struct {
     float softcap, attn_dropout;
     float lr, lr_min, clip, momentum, weight_decay, scale_mult, scale_lr;
     const char *log;
-    /* --attn: "composed", "fused" or "plugin:FILE.so[:SYMBOL]"; attn_cfg_check sets
-     * attn (TG_ATTN_COMPOSED, TG_ATTN_FUSED or ATTN_PLUGIN) and attn_plugin (the
-     * text after "plugin:", else NULL) from it */
-    const char *attn_spec, *attn_plugin;
+    /* --attn: "composed", "fused", "plugin:FILE.so[:SYMBOL]" or "exec:CMD"; attn_cfg_check
+     * sets attn (TG_ATTN_COMPOSED, TG_ATTN_FUSED, ATTN_PLUGIN or ATTN_EXEC) and attn_plugin
+     * or attn_exec (the text after "plugin:" or "exec:", else NULL) from it */
+    const char *attn_spec, *attn_plugin, *attn_exec;
+    float exec_timeout;   /* --exec-timeout: seconds an exec kernel's reply may take */
     /* attention maps of the probe sequence at some steps (attn_dump.h) */
     const char *dump_attn, *dump_attn_file;
     /* runs that survive: checkpoints, resume, failure handling */

@@ -3,10 +3,11 @@
  *   attn_scale --scale none --log runs/none.tsv     (the forgotten scale)
  *   attn_scale --scale sqrt --log runs/sqrt.tsv     (the baseline)
  *   attn_scale --attn plugin:mykernel.so ...        (your own attention kernel)
+ *   attn_scale --attn exec:'python3 k.py' ...       (one in another process, any language)
  *   attn_scale --task code --eval-every 100 ...      (real text: libc6-dev's headers, byte level)
  * A thin main over the training kit (experiments/libtapegrad_train/: the model, the tasks,
  * the loop). See docs/experiment.md for the flags, docs/logs.md for the log and
- * docs/plugins.md for plugins. */
+ * docs/plugins.md for plugins, docs/exec_protocol.md for exec kernels. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -16,8 +17,8 @@
 
 #include "attn_cfg.h"
 #include "attn_dump.h"
+#include "attn_ext.h"
 #include "tg_attn_log.h"
-#include "tg_attn_plugin.h"
 #include "tg_attn_probe.h"
 #include "tg_blas.h"
 #include "tg_runtime.h"
@@ -40,14 +41,14 @@ typedef struct {
     int dumping;
     const tg_cli_opt *opts;
     int n_opts;
-    const char *unmeasured;   /* plugins: why its weights cannot be measured (NULL: they can) */
+    const char *unmeasured;   /* a kernel from outside: why its weights cannot be measured (NULL: they can) */
     const tg_setting *settings;   /* the run's identity beyond its flags */
     int n_settings;
-    const char *plugin_file;  /* plugins: the file loaded, absolute */
-    const tg_attn_plugin *plugin;
+    const attn_ext *ext;      /* the kernel from outside (kind 0: a built-in op) */
+    int eval_failed;          /* the validation loss's kernel call failed (the run fails as a step would) */
     const tg_corpus *corpus;  /* task code */
-    tg_ctx eval_ctx;          /* the validation loss's own context and batch (made once: no allocation */
-    int *eval_x, *eval_y;     /* in a step after the first) */
+    tg_ctx eval_ctx;          /* the validation loss's own context and batch */
+    int *eval_x, *eval_y;
     int eval_ready;
     double val_loss;          /* at the row being logged; NaN when not evaluated there */
     int noted;                /* a failed measurement was reported */
@@ -67,7 +68,7 @@ static tg_tensor *forward(tg_ctx *ctx, void *u, int logging) {
         for (int i = 0; i < r->m.cfg.layers * r->m.cfg.heads; i++)
             r->m.ent[i] = r->m.maxlogit[i] = r->m.sat[i] = r->m.logit_scale[i] = NAN;
     if (logging && r->m.measure_note[0] && !r->noted) {
-        fprintf(stderr, "attn_scale: note: the plugin's attention weights were not measured (%s); those columns "
+        fprintf(stderr, "attn_scale: note: the kernel's attention weights were not measured (%s); those columns "
                 "are nan\n", r->m.measure_note);
         r->noted = 1;
     }
@@ -79,7 +80,7 @@ static int after_row(void *u, int step, char *err, size_t errlen) {
     run *r = u;
     (void)step;
     if (!r->m.measure_leak || r->c->allow_noncausal) return 0;
-    tg_errf(err, errlen, "the attention plugin's weights reach keys the mask hides (%s); the loss of such a run is "
+    tg_errf(err, errlen, "the attention kernel's weights reach keys the mask hides (%s); the loss of such a run is "
             "not the task's (--allow-noncausal trains on anyway)", r->m.measure_note);
     return 1;
 }
@@ -111,10 +112,8 @@ static void header(void *u, FILE *f) {
     run *r = u;
     fprintf(f, "# attn_scale_value=%.9g\n", tg_model_scale(&r->m.cfg));
     if (r->m.cfg.attn_measure) {
-        /* a plugin: the scale above is what it was passed; the scale_* columns what it applied */
-        char abi[400];
-        fprintf(f, "# attn_plugin_file=%s\n", r->plugin_file);
-        fprintf(f, "# attn_plugin_abi=%s\n", tg_attn_plugin_describe(r->plugin, abi, sizeof abi));
+        /* a kernel from outside: the scale above is what it was passed; the scale_* columns what it applied */
+        attn_ext_header(r->ext, f);
         fprintf(f, "# attn_scale_columns=measured\n");
         fprintf(f, "# attn_measured=%s\n", r->unmeasured ? "no" : "yes");
         if (r->unmeasured) fprintf(f, "# attn_measure_note=%s\n", r->unmeasured);
@@ -139,25 +138,20 @@ static int start(void *u, int step, char *err, size_t errlen) {
     return 0;
 }
 
-/* The mean loss of the TG_CORPUS_VAL fixed validation windows, 16 at a time, on a context of its own. */
-static double validation_loss(run *r) {
-    enum { VB = 16 };
+enum { VB = 16 };   /* validation windows per forward */
+
+/* val_loss: the mean loss of the TG_CORPUS_VAL fixed validation windows, VB at a time, on ctx (the run's own
+ * validation context). */
+static void validation_loss(tg_ctx *ctx, void *u) {
+    run *r = u;
     const int T = r->m.cfg.seq_len;
-    if (!r->eval_ready) {
-        tg_ctx_init(&r->eval_ctx, 0);
-        r->eval_ctx.grad_enabled = 0;
-        r->eval_x = malloc(sizeof(int) * VB * (size_t)T);
-        r->eval_y = malloc(sizeof(int) * VB * (size_t)T);
-        r->eval_ready = 1;
-    }
-    if (!r->eval_x || !r->eval_y) return NAN;
     double sum = 0;
     for (int first = 0; first < TG_CORPUS_VAL; first += VB) {
-        tg_ctx_reset(&r->eval_ctx);
+        tg_ctx_reset(ctx);
         tg_corpus_val_batch(r->corpus, first, VB, T, r->eval_x, r->eval_y);
-        sum += tg_model_forward(&r->m, &r->eval_ctx, r->eval_x, r->eval_y, VB, 0)->data[0];
+        sum += tg_model_forward(&r->m, ctx, r->eval_x, r->eval_y, VB, 0)->data[0];
     }
-    return sum / (TG_CORPUS_VAL / VB);
+    r->val_loss = sum / (TG_CORPUS_VAL / VB);
 }
 
 static int before_step(void *u, int step, char *err, size_t errlen) {
@@ -166,7 +160,21 @@ static int before_step(void *u, int step, char *err, size_t errlen) {
     if (r->dumping && attn_dump_step(&r->dump, &r->m, step, err, errlen)) return -1;
     /* the validation loss of the model that logs this row (step updates done) */
     r->val_loss = NAN;
-    if (r->c->eval_every && (step % r->c->eval_every == 0 || step == r->c->steps)) r->val_loss = validation_loss(r);
+    if (!r->c->eval_every || (step % r->c->eval_every && step != r->c->steps)) return 0;
+    if (!r->eval_ready) {   /* made once: no allocation in a step after the first */
+        tg_ctx_init(&r->eval_ctx, 0);
+        r->eval_ctx.grad_enabled = 0;
+        r->eval_x = malloc(sizeof(int) * VB * (size_t)r->m.cfg.seq_len);
+        r->eval_y = malloc(sizeof(int) * VB * (size_t)r->m.cfg.seq_len);
+        r->eval_ready = 1;
+    }
+    if (!r->eval_x || !r->eval_y) return tg_errf(err, errlen, "out of memory for the validation batch");
+    /* an op failing in it (an exec kernel that died) fails the run as a step's would, not abort it */
+    char msg[600];
+    if (tg_try(&r->eval_ctx, validation_loss, r, msg, sizeof msg)) {
+        r->eval_failed = 1;
+        return tg_errf(err, errlen, "the validation loss: %s", msg);
+    }
     return 0;
 }
 
@@ -248,50 +256,33 @@ int main(int argc, char **argv) {
         fprintf(stderr, "attn_scale: %s\n", err);
         return 2;
     }
-    tg_attn_plugin plugin = {0};
     tg_model_cfg mc = attn_cfg_model(&c);
-    if (c.attn_plugin) {   /* loaded for --check too: what the kernel declares decides whether the run can start */
-        if (tg_attn_plugin_open(&plugin, c.attn_plugin, err, sizeof err)) {
-            fprintf(stderr, "attn_scale: --attn %s\n", err);
-            return 2;
-        }
-        const unsigned missing = tg_model_attn_features(&mc) & ~plugin.kernel.features;
-        if (missing) {
-            static const struct { unsigned f; const char *flag; } flags[] = {
-                {TG_ATTN_F_WINDOW, "--window"}, {TG_ATTN_F_GQA, "--kv-heads"}, {TG_ATTN_F_BIAS, "--bias"},
-                {TG_ATTN_F_ALIBI, "--alibi"}, {TG_ATTN_F_SOFTCAP, "--softcap"}, {TG_ATTN_F_SINKS, "--sinks"},
-                {TG_ATTN_F_DROPOUT, "--attn-dropout"}};
-            char names[300], abi[400], flag[40] = "";
-            for (size_t i = 0; i < sizeof flags / sizeof flags[0] && !flag[0]; i++)
-                if (missing & flags[i].f) snprintf(flag, sizeof flag, "%s", flags[i].flag);
-            fprintf(stderr, "attn_scale: %s needs %s, which the plugin %s does not declare (%s); nothing was written\n",
-                    flag, tg_attn_features_str(missing, names, sizeof names), c.attn_plugin,
-                    tg_attn_plugin_describe(&plugin, abi, sizeof abi));
-            tg_attn_plugin_close(&plugin);
-            return 2;
-        }
+    attn_ext ext;   /* opened for --check too: what the kernel declares decides whether the run can start */
+    if (attn_ext_open(&ext, &c, &mc, err, sizeof err)) {
+        fprintf(stderr, "attn_scale: %s; nothing was written\n", err);
+        return 2;
     }
     if (c.check) {   /* --check: these flags would start; no file written */
-        tg_attn_plugin_close(&plugin);
+        attn_ext_close(&ext);
         return 0;
     }
 
     char why[600] = "";
-    if (c.attn_plugin) {
-        mc.attn_kernel = &plugin.kernel;
+    if (ext.kernel) {
+        mc.attn_kernel = ext.kernel;
         mc.attn_measure = 1;
     }
     tg_corpus corpus = {0};
     if (c.task == TG_TASK_CODE && tg_corpus_load(&corpus, c.data, c.seq_len, err, sizeof err)) {
         fprintf(stderr, "attn_scale: --data %s\n", err);   /* before anything is written */
-        tg_attn_plugin_close(&plugin);
+        attn_ext_close(&ext);
         return 2;
     }
     if (corpus.non_text)
         fprintf(stderr, "attn_scale: note: the corpus has %zu bytes that are not text (of %zu)\n", corpus.non_text,
                 corpus.n);
     if (c.task == TG_TASK_CODE) c.corpus = &corpus;
-    run r = {.c = &c, .opts = opts, .n_opts = nopt, .plugin_file = plugin.path, .plugin = &plugin,
+    run r = {.c = &c, .opts = opts, .n_opts = nopt, .ext = &ext,
              .corpus = c.task == TG_TASK_CODE ? &corpus : NULL, .val_loss = NAN};
     tg_model_init(&r.m, &mc, (uint64_t)c.seed);
     r.tc = attn_cfg_task(&c);
@@ -303,25 +294,29 @@ int main(int argc, char **argv) {
         fprintf(stderr, "attn_scale: out of memory for the batch\n");
         return 1;
     }
-    if (c.attn_plugin && !c.sample) {
+    if (ext.kernel && !c.sample) {
         /* before any parallel region (the pre-flight forks): the kernel called as training will call it */
         tg_rng prng;
         tg_rng_seed(&prng, (uint64_t)c.seed, 0xf1);
         tg_task_batch(&r.tc, &prng, c.batch, r.tokens, r.targets);
-        int pf = tg_model_preflight(&r.m, r.tokens, r.targets, c.batch, 60, why, sizeof why);
+        /* an exec kernel: the child starts its own, and each of its calls may take --exec-timeout */
+        const double limit = ext.kind == ATTN_EXEC ? TG_ATTN_EXEC_START + 10.0 * c.exec_timeout : 60;
+        int pf = tg_model_preflight(&r.m, r.tokens, r.targets, c.batch, limit, why, sizeof why);
         one_line(why);
         if (pf == 3 || (pf == 2 && !c.allow_noncausal)) {
-            fprintf(stderr, "attn_scale: --attn %s: %s%s; nothing was written\n", c.attn_plugin, why,
+            fprintf(stderr, "attn_scale: --attn %s: %s%s; nothing was written\n", c.attn_spec, why,
                     pf == 2 ? " (its weights reach keys the mask hides: --allow-noncausal trains on anyway)" : "");
+            /* an exec kernel that failed its calls: the kernel's own status; a plugin's step: usage */
+            const int st = pf == 2 ? TG_EXIT_CONTRACT : ext.kind == ATTN_EXEC ? TG_EXIT_OP : 2;
             free(r.tokens), free(r.targets);
             tg_model_free(&r.m);
             tg_corpus_free(&corpus);
-            tg_attn_plugin_close(&plugin);
-            return pf == 2 ? TG_EXIT_CONTRACT : 2;
+            attn_ext_close(&ext);
+            return st;
         }
         if (pf == 1) {
             r.unmeasured = why;
-            fprintf(stderr, "attn_scale: note: the plugin's attention weights cannot be measured from the outside: "
+            fprintf(stderr, "attn_scale: note: the kernel's attention weights cannot be measured from the outside: "
                     "%s; entropy, max-logit, saturation and scale columns will be nan\n", why);
         } else if (pf == 2) {   /* the measurement refuses weights past the mask: the columns are nan, and said so */
             r.unmeasured = why;
@@ -330,14 +325,13 @@ int main(int argc, char **argv) {
         }
     }
 
-    /* the attention op is part of the run's identity: for a plugin, its bytes */
-    tg_setting settings[4];
+    /* the attention op is part of the run's identity: for a plugin, its bytes; for an exec kernel, its command
+     * with its files' bytes (attn_ext.h) */
+    tg_setting settings[6];
     int ns = 0;
-    settings[ns++] = (tg_setting){"attn", c.attn_plugin ? "plugin" : tg_attn_names[c.attn]};
-    if (c.attn_plugin) {
-        settings[ns++] = (tg_setting){"attn_plugin_sha256", plugin.sha256};
-        settings[ns++] = (tg_setting){"attn_plugin_symbol", plugin.symbol};
-    }
+    settings[ns++] = (tg_setting){"attn", ext.kind == ATTN_PLUGIN ? "plugin" : ext.kind == ATTN_EXEC ? "exec"
+                                                                                      : tg_attn_names[c.attn]};
+    ns += attn_ext_settings(&ext, settings + ns);
     if (r.corpus) settings[ns++] = (tg_setting){"corpus_sha256", corpus.sha256};   /* the same text, or no resume */
     r.settings = settings, r.n_settings = ns;
     const char *files[1][2] = {{"--dump-attn-file", c.dump_attn_file}};
@@ -350,8 +344,7 @@ int main(int argc, char **argv) {
     tc.on_nan = c.on_nan == ONNAN_STOP ? TG_ONNAN_STOP : TG_ONNAN_SKIP, tc.debug_nan = c.debug_nan;
     tc.log = c.log, tc.save = c.save, tc.resume = c.resume, tc.overwrite = c.overwrite;
     tc.opts = opts, tc.n_opts = nopt, tc.may_differ = attn_run_options, tc.added = attn_added_flags;
-    static const char *const moved[] = {"attn_plugin_file", "attn_plugin_abi", NULL};   /* the bytes count, not where they are */
-    tc.header_may_differ = moved;
+    tc.header_may_differ = attn_ext_moved;   /* the bytes count, not where they are */
     tc.settings = settings, tc.n_settings = ns;
     tc.files = (const char *const(*)[2])files, tc.n_files = 1;
 
@@ -361,16 +354,15 @@ int main(int argc, char **argv) {
         free(r.targets);
         tg_model_free(&r.m);
         tg_corpus_free(&corpus);
-        tg_attn_plugin_close(&plugin);
+        attn_ext_close(&ext);
         return st;
     }
     tg_train_model tm = {.P = &r.m.P, .user = &r, .batch = batch, .forward = forward, .columns = columns,
                          .values = values, .metric = metric, .header = header, .start = start,
                          .before_step = before_step, .after_row = after_row};
-    char crash_what[4400];
-    if (c.attn_plugin) {
-        snprintf(crash_what, sizeof crash_what, "while training with the attention plugin %s:%s (sha256 %.12s)", plugin.path,
-                 plugin.symbol, plugin.sha256);
+    char crash_what[4500];
+    if (ext.kind == ATTN_PLUGIN) {   /* it runs in this process: a crash of it is said in the log */
+        snprintf(crash_what, sizeof crash_what, "while training with %s", ext.what);
         tc.crash_what = crash_what;
     }
     tg_train_result res;
@@ -396,7 +388,9 @@ int main(int argc, char **argv) {
     free(r.tokens);
     free(r.targets);
     tg_model_free(&r.m);
-    tg_attn_plugin_close(&plugin);
+    attn_ext_close(&ext);
+    /* the validation loss's kernel call failed: the run failed as a step's would have */
+    if (status == TG_TRAIN_FAILED && r.eval_failed) status = TG_TRAIN_OP_FAILED;
     /* stopped by a signal, the checkpoint written: die of it, so the shell that started us stops too */
     if (status == TG_TRAIN_STOPPED) tg_guard_reraise(res.signal);
     return tg_train_exit_status(status, &res);

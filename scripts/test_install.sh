@@ -114,6 +114,27 @@ for variant in static shared; do
     sed -n 2p "$ex/a" | cmp -s - <(sed -n 2p "$ex/b") \
         || { echo "test_install: my_attention.so's step 0 differs from the built-in op's" >&2; exit 1; }
 
+    # a PyTorch kernel (examples/torch_attention) checked and trained by the installed programs, its
+    # module from share/tapegrad/python: once (static), when /usr/bin/python3 has torch (CI: scripts/test_torch.sh
+    # installed it before this step)
+    if [ $variant = static ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+        tex=$work/torch_attention
+        cp -r "$top/examples/torch_attention" "$tex"
+        PKG_CONFIG_PATH="$P/lib/pkgconfig" bash "$tex/run.sh" --steps 40 --seeds 1 --out "$tex/runs" >"$tex/out.txt" 2>&1 \
+            || { sed 's/^/   /' "$tex/out.txt" >&2; echo "test_install: examples/torch_attention failed" >&2; exit 1; }
+        sed 's/^/   /' "$tex/out.txt" >&2
+        grep -q "^attn_check attention: verdict: the kernel conforms" "$tex/out.txt" &&
+            grep -q "^attn_check reference: verdict: the kernel conforms" "$tex/out.txt" &&
+            grep -q "^attn_check attention_forget_scale: FAIL  temperature d_head=128  c = 11.31 = √128" "$tex/out.txt" \
+            || { echo "test_install: torch_attention: attn_check's verdicts are not the expected ones" >&2; exit 1; }
+        [ -s "$tex/runs/compare-entropy.png" ] || { echo "test_install: torch_attention: no figure" >&2; exit 1; }
+        cut -f1-3 "$tex/runs/builtin_s1.tsv" | grep -v '^#' | awk '{ printf "%s %.4f %.3f\n", $1, $2, $3 }' >"$tex/a"
+        cut -f1-3 "$tex/runs/torch_s1.tsv" | grep -v '^#' | awk '{ printf "%s %.4f %.3f\n", $1, $2, $3 }' >"$tex/b"
+        cmp -s "$tex/a" "$tex/b" || { echo "test_install: the PyTorch kernel's rows differ from the built-in op's" >&2; exit 1; }
+    elif [ $variant = static ]; then
+        echo "-- examples/torch_attention skipped: /usr/bin/python3 cannot import torch (scripts/test_torch.sh installs it)" >&2
+    fi
+
     mkdir "$work/run-$variant"
     (cd "$work/run-$variant" && "$P/bin/attn_scale" --steps 5 --warmup 1 --log-every 1 --log log.tsv >&2)
     [ "$(grep -vc '^#' "$work/run-$variant/log.tsv")" -eq 7 ] \

@@ -302,6 +302,15 @@ if __name__ == "__main__":
             fwd = lambda q, k, v, **a: attention(q, k, v, **dict(a, scale=1.0))
             bwd = lambda saved, dout, needs: attention_backward(saved, dout, needs)
             sys.exit(tx.serve(fwd, bwd, name="no scale", features=["dv", "gqa", "window"]))
+        if os.environ.get("EXEC_TEST_DIE_AFTER"):   # serves N forwards right, then exits 4 at the next (the
+            calls = [int(os.environ["EXEC_TEST_DIE_AFTER"])]   # environment: not the command, which a resume checks)
+
+            def fwd(q, k, v, **a):
+                if calls[0] == 0:
+                    os._exit(4)
+                calls[0] -= 1
+                return attention(q, k, v, **a)
+            sys.exit(tx.serve(fwd, attention_backward, name="plain python", features=FEATURES))
         fwd = {"--wrong-shape": wrong_shape, "": attention}.get(mode) or misbehaving(mode)
         sys.exit(tx.serve(fwd, attention_backward, name="plain python", features=FEATURES))
     unittest.main()

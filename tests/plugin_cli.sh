@@ -81,7 +81,7 @@ loadfail folder "not a regular file" .
 run 2 ctrl $T --steps 10 --attn "plugin:a$(printf '\t')b.so" --log ctrl.tsv
 grep -q "control character" ctrl.err || no "ctrl: message lacks 'control character'"
 run 2 badspec $T --steps 10 --attn plugn:x.so
-grep -q "expected composed, fused or plugin:FILE.so" badspec.err || no "badspec: message lacks the choices"
+grep -q "expected composed, fused, plugin:FILE.so\[:SYMBOL\] or exec:CMD" badspec.err || no "badspec: message lacks the choices"
 run 2 check_missing $T --attn plugin:nosuch.so --check
 grep -q "plugin nosuch.so: No such file" check_missing.err || no "--check: a missing plugin not named: $(cat check_missing.err)"
 run 0 check_ok $T --attn "plugin:$ok" --check
@@ -155,7 +155,7 @@ run 0 win1_ok $T --steps 10 --window 4 --attn "plugin:$pdir/plugin_my_attention_
     no "--allow-noncausal: the header says attn_measured=$(hdr win1.tsv attn_measured) with entropy $(col win1.tsv ent_l0_h0 -1)"
 # right for 40 calls, then leaking: the run stops at its next logged step
 run 5 late $T --steps 60 --attn "plugin:$cat:leaks_late" --log late.tsv --save late.st --save-every 1000
-tail -1 late.tsv | grep -q '^# failed: step [0-9]*: the attention plugin.s weights reach keys the mask hides' ||
+tail -1 late.tsv | grep -q '^# failed: step [0-9]*: the attention kernel.s weights reach keys the mask hides' ||
     no "leaks_late: the log does not end with '# failed:': $(tail -1 late.tsv)"
 [ ! -e late.st ] || no "leaks_late: a checkpoint was written after the leak was seen"
 # a crash in the plugin: the log's last line says so; the next run on these files is not stopped by them

@@ -1,5 +1,6 @@
 /* Whole training steps: the toy model of the experiments learns a tiny task,
  * and after its first step a training step makes no heap allocation. */
+#define _DEFAULT_SOURCE   /* mkdtemp */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -7,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include <cblas.h>
 #include <omp.h>
@@ -231,6 +233,7 @@ typedef struct {
     tg_model m;
     tg_task_cfg task;
     int B, *x, *y, n;
+    int fail_at;   /* the forward (0: the planning pass, 1 + s: step s) that fails as an exec kernel would; -1: none */
     float loss[64];
 } own_run;
 
@@ -243,6 +246,7 @@ static void own_batch(void *u, tg_rng *rng, int step) {
 static tg_tensor *own_forward(tg_ctx *ctx, void *u, int logging) {
     own_run *r = u;
     (void)logging;
+    if (r->n == r->fail_at) tg_fail(ctx, "planted: forward %d failed", r->n);
     tg_tensor *l = tg_model_forward(&r->m, ctx, r->x, r->y, r->B, 0);
     if (r->n < 64) r->loss[r->n++] = l->data[0];
     return l;
@@ -251,7 +255,8 @@ static tg_tensor *own_forward(tg_ctx *ctx, void *u, int logging) {
 static void own_init(own_run *r) {
     tg_model_cfg mc = {.vocab = 32, .seq_len = 12, .d_model = 32, .heads = 2, .d_head = 16, .layers = 1,
                        .scale_mode = TG_SCALE_SQRT, .init = TG_INIT_FANIN};
-    *r = (own_run){.task = {.kind = TG_TASK_RECALL, .vocab = 32, .seq_len = 12, .keys = 4, .values = 4}, .B = 8};
+    *r = (own_run){.task = {.kind = TG_TASK_RECALL, .vocab = 32, .seq_len = 12, .keys = 4, .values = 4}, .B = 8,
+                   .fail_at = -1};
     tg_model_init(&r->m, &mc, 5);
     r->x = malloc(sizeof(int) * 8 * 12);
     r->y = malloc(sizeof(int) * 8 * 12);
@@ -299,6 +304,90 @@ static void test_update_is_the_loop(void **s) {
     own_free(&b);
 }
 
+/* The last line of a file, into buf. */
+static void last_line(const char *path, char *buf, size_t len) {
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[1024];
+    buf[0] = 0;
+    while (fgets(line, sizeof line, f)) snprintf(buf, len, "%s", line);
+    fclose(f);
+}
+
+/* An op that fails in a step (tg_fail: an exec kernel that died) ends the run cleanly: its own status
+ * and exit status, the log's last line names the step and the message, the checkpoint before it is
+ * intact (resuming from it gives the parameters of a run that never failed); failing in the planning
+ * pass writes nothing. */
+static void test_op_failure_ends_the_run(void **s) {
+    (void)s;
+    char dir[] = "/tmp/tg_train_test.XXXXXX", log[64], save[64], line[1024];
+    assert_non_null(mkdtemp(dir));
+    snprintf(log, sizeof log, "%s/run.tsv", dir);
+    snprintf(save, sizeof save, "%s/run.st", dir);
+    tg_train_cfg c;
+    tg_train_defaults(&c, "test_train");
+    c.steps = 12, c.warmup = 2, c.log_every = 1, c.save_every = 5, c.lr = 3e-3f, c.progress = 0, c.data_seed = 4;
+    own_run straight, a, b;
+    tg_train_result res;
+    own_init(&straight);
+    tg_train_model tm = {.P = &straight.m.P, .user = &straight, .batch = own_batch, .forward = own_forward};
+    assert_int_equal(tg_train(&c, &tm, &res), TG_TRAIN_OK);
+
+    own_init(&a);
+    a.fail_at = 0;   /* the planning pass, before the header: nothing written */
+    c.log = log, c.save = save;
+    tm.P = &a.m.P, tm.user = &a;
+    assert_int_equal(tg_train(&c, &tm, &res), TG_TRAIN_OP_FAILED);
+    assert_int_equal(access(log, F_OK), -1);
+    assert_int_equal(access(save, F_OK), -1);
+
+    own_free(&a);
+    own_init(&a);
+    a.fail_at = 1 + 7;   /* step 7: the checkpoint of step 5 is the last */
+    tm.P = &a.m.P, tm.user = &a;
+    const int st = tg_train(&c, &tm, &res);
+    assert_int_equal(st, TG_TRAIN_OP_FAILED);
+    assert_int_equal(tg_train_exit_status(st, &res), TG_EXIT_OP);
+    last_line(log, line, sizeof line);
+    assert_string_equal(line, "# failed: step 7: planted: forward 8 failed\n");
+
+    own_init(&b);   /* resumed with a kernel that works: the straight run's parameters, bit for bit */
+    c.resume = save;
+    tm.P = &b.m.P, tm.user = &b;
+    assert_int_equal(tg_train(&c, &tm, &res), TG_TRAIN_OK);
+    assert_int_equal(res.start_step, 5);
+    for (size_t i = 0; i < b.m.P.numel; i++)
+        if (straight.m.P.data[i] != b.m.P.data[i]) fail_msg("parameter %zu differs from the straight run", i);
+    own_free(&straight);
+    own_free(&a);
+    own_free(&b);
+    unlink(log), unlink(save);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+/* tg_try: a tg_fail comes back as -1 with its message; the handler is restored either way. */
+static void try_fails(tg_ctx *ctx, void *u) {
+    (void)u;
+    tg_fail(ctx, "%s", "planted failure");
+}
+static void try_works(tg_ctx *ctx, void *u) {
+    *(int *)u = tg_new(ctx, 1, (int[]){3})->numel;
+}
+static void test_try(void **s) {
+    (void)s;
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    char err[64] = "";
+    int n = 0;
+    assert_int_equal(tg_try(&ctx, try_works, &n, err, sizeof err), 0);
+    assert_int_equal(n, 3);
+    assert_null(ctx.err.fn);
+    assert_int_equal(tg_try(&ctx, try_fails, NULL, err, sizeof err), -1);
+    assert_string_equal(err, "planted failure");
+    assert_null(ctx.err.fn);
+    tg_ctx_free(&ctx);
+}
+
 int main(void) {
     openblas_set_num_threads(1);
     const struct CMUnitTest tests[] = {
@@ -308,6 +397,8 @@ int main(void) {
         cmocka_unit_test(test_end_to_end_learns),
         cmocka_unit_test(test_cfg_check),
         cmocka_unit_test(test_update_is_the_loop),
+        cmocka_unit_test(test_op_failure_ends_the_run),
+        cmocka_unit_test(test_try),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

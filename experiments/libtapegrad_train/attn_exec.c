@@ -249,6 +249,21 @@ static int take(tg_attn_exec *x, const char *call, const tg_st_file *f, const ch
 }
 
 /* ---- forward, backward, release ------------------------------------------------------- */
+/* Every failed call ends here: counted (the program tells a kernel's failure from others by it). */
+static TG_NORETURN void call_failed(tg_ctx *ctx, tg_attn_exec *x, const char *why) {
+    x->calls_failed++;
+    tg_fail(ctx, "exec kernel %s: %s", x->name, why);
+}
+
+/* A forked child speaking on the parent's pipes would interleave frames with it. */
+static void check_owner(tg_ctx *ctx, tg_attn_exec *x) {
+    if (getpid() != x->owner) {
+        char why[200];
+        snprintf(why, sizeof why, "called from process %ld, a fork of the process that started it (%ld): the child "
+                 "must start its own first (tg_attn_exec_reopen)", (long)getpid(), (long)x->owner);
+        call_failed(ctx, x, why);
+    }
+}
 typedef struct {
     tg_attn_exec *x;
     uint64_t id;
@@ -260,14 +275,15 @@ static void release(tg_ctx *ctx, tg_attn_exec *x, uint64_t id) {
     snprintf(idbuf, sizeof idbuf, "%llu", (unsigned long long)id);
     const tg_st_kv meta[] = {{"protocol", TG_ATTN_EXEC_PROTOCOL}, {"type", "release"}, {"id", idbuf}};
     tg_st_file f;
-    if (exchange(x, call, meta, 3, NULL, 0, "released", id, &f)) tg_fail(ctx, "exec kernel %s: %s", x->name, x->why);
+    if (exchange(x, call, meta, 3, NULL, 0, "released", id, &f)) call_failed(ctx, x, x->why);
     tg_st_free(&f);
 }
 
 static void exec_backward(tg_ctx *ctx, const tg_node *n) {
     const exec_rec *r = n->saved;
     tg_attn_exec *x = r->x;
-    if (x->failed) tg_fail(ctx, "exec kernel %s: %s", x->name, x->why);
+    check_owner(ctx, x);
+    if (x->failed) call_failed(ctx, x, x->why);
     char call[64], idbuf[32];
     snprintf(call, sizeof call, "backward %llu", (unsigned long long)r->id);
     snprintf(idbuf, sizeof idbuf, "%llu", (unsigned long long)r->id);
@@ -275,7 +291,7 @@ static void exec_backward(tg_ctx *ctx, const tg_node *n) {
     tg_st_tensor dout = {.name = "dout", .dtype = TG_ST_F32, .ndim = n->out->ndim, .data = n->out->grad};
     for (int d = 0; d < n->out->ndim; d++) dout.shape[d] = n->out->shape[d];
     tg_st_file f;
-    if (exchange(x, call, meta, 3, &dout, 1, "grads", r->id, &f)) tg_fail(ctx, "exec kernel %s: %s", x->name, x->why);
+    if (exchange(x, call, meta, 3, &dout, 1, "grads", r->id, &f)) call_failed(ctx, x, x->why);
     for (int i = 0; i < N_IN; i++) {
         tg_tensor *in = n->in[i];
         if (!in || !in->grad) continue;
@@ -285,7 +301,7 @@ static void exec_backward(tg_ctx *ctx, const tg_node *n) {
         if (!g || take(x, call, &f, name, in, g)) {
             free(g);
             tg_st_free(&f);
-            tg_fail(ctx, "exec kernel %s: %s", x->name, g ? x->why : "out of memory");
+            call_failed(ctx, x, g ? x->why : "out of memory");
         }
         for (int64_t j = 0; j < in->numel; j++) in->grad[j] += g[j];
         free(g);
@@ -302,7 +318,8 @@ static tg_st_tensor st_of(const char *name, const tg_tensor *t) {
 
 static tg_tensor *exec_attend(void *self, tg_ctx *ctx, const tg_attn_args *args) {
     tg_attn_exec *x = self;
-    if (x->failed) tg_fail(ctx, "exec kernel %s: %s", x->name, x->why);
+    check_owner(ctx, x);
+    if (x->failed) call_failed(ctx, x, x->why);
     const tg_attn_args a = tg_attn_args_of(args);
     if (!a.q || !a.k || !a.v || a.q->ndim != 4 || a.k->ndim != 4 || a.v->ndim != 4)
         tg_fail(ctx, "exec kernel %s: q, k and v must be [B, T, heads, dim]", x->name);
@@ -342,11 +359,11 @@ static tg_tensor *exec_attend(void *self, tg_ctx *ctx, const tg_attn_args *args)
              a.k->shape[3], a.v->shape[0], a.v->shape[1], a.v->shape[2], dv);
     tg_st_file f;
     if (exchange(x, call, meta, (int)(sizeof meta / sizeof meta[0]), t, n, "out", id, &f))
-        tg_fail(ctx, "exec kernel %s: %s", x->name, x->why);
+        call_failed(ctx, x, x->why);
     tg_tensor *out = tg_new(ctx, 4, (int[]){B, Tq, H, dv});
     if (take(x, call, &f, "out", out, out->data)) {
         tg_st_free(&f);
-        tg_fail(ctx, "exec kernel %s: %s", x->name, x->why);
+        call_failed(ctx, x, x->why);
     }
     tg_st_free(&f);
     tg_node *node = tg_record(ctx, "exec_attention", exec_backward, out, N_IN, ins, sizeof(exec_rec));
@@ -373,7 +390,8 @@ static unsigned feature_bits(const char *list, char *bad, size_t len) {
 }
 
 int tg_attn_exec_open(tg_attn_exec *x, const char *cmd, double timeout, char *err, size_t errlen) {
-    *x = (tg_attn_exec){.to = -1, .from = -1, .err = -1, .timeout = timeout > 0 ? timeout : TG_ATTN_EXEC_TIMEOUT};
+    *x = (tg_attn_exec){.to = -1, .from = -1, .err = -1, .timeout = timeout > 0 ? timeout : TG_ATTN_EXEC_TIMEOUT,
+                        .owner = getpid()};
     if (!cmd || !*cmd) return tg_errf(err, errlen, "exec: no command");
     snprintf(x->cmd, sizeof x->cmd, "%s", cmd);
     snprintf(x->name, sizeof x->name, "%.60s", cmd);   /* until the kernel names itself */
@@ -432,7 +450,41 @@ int tg_attn_exec_open(tg_attn_exec *x, const char *cmd, double timeout, char *er
     return 0;
 }
 
+int tg_attn_exec_reopen(tg_attn_exec *x, char *err, size_t errlen) {
+    if (x->owner == getpid()) return tg_errf(err, errlen, "exec kernel %s: reopen: this process started it", x->name);
+    int *fds[3] = {&x->to, &x->from, &x->err};   /* our copies of the parent's ends; its kernel runs on */
+    for (int i = 0; i < 3; i++)
+        if (*fds[i] >= 0) close(*fds[i]), *fds[i] = -1;
+    x->pid = 0;
+    char cmd[sizeof x->cmd], name[sizeof x->name];
+    snprintf(cmd, sizeof cmd, "%s", x->cmd);
+    snprintf(name, sizeof name, "%s", x->name);
+    const unsigned features = x->kernel.features;
+    const double timeout = x->timeout;
+    if (tg_attn_exec_open(x, cmd, timeout, err, errlen)) {
+        x->failed = 1;
+        snprintf(x->why, sizeof x->why, "%s", err);
+        return -1;
+    }
+    if (strcmp(name, x->name) || features != x->kernel.features) {
+        broke(x, "hello: this copy greets as '%s' with other features than the first ('%s')", x->name, name);
+        return tg_errf(err, errlen, "exec:%s: %s", cmd, x->why);
+    }
+    return 0;
+}
+
+tg_attn_exec *tg_attn_exec_of(const tg_attn_kernel *k) {
+    return k && k->size >= sizeof(tg_attn_kernel) && k->attend_self == exec_attend ? k->self : NULL;
+}
+
 void tg_attn_exec_close(tg_attn_exec *x) {
+    if (x->owner != getpid()) {   /* a fork's copy that was not reopened: the pipes and kernel are the parent's */
+        int *fds[3] = {&x->to, &x->from, &x->err};
+        for (int i = 0; i < 3; i++)
+            if (*fds[i] >= 0) close(*fds[i]), *fds[i] = -1;
+        x->pid = 0;
+        return;
+    }
     if (x->pid > 0 && !x->failed) {
         const tg_st_kv meta[] = {{"protocol", TG_ATTN_EXEC_PROTOCOL}, {"type", "bye"}};
         unsigned char *body;

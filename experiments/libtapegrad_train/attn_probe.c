@@ -1,39 +1,30 @@
 #include "tg_attn_probe.h"
 
 #include <math.h>
-#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct {
-    jmp_buf jb;
-    char msg[512];
-} catcher;
+    const tg_attn_kernel *kernel;
+    const tg_attn_args *args;
+    tg_tensor *out;
+} call_job;
 
-static void catch_fail(const char *msg, void *user) {
-    catcher *c = user;
-    snprintf(c->msg, sizeof c->msg, "%s", msg);
-    longjmp(c->jb, 1);
+static void call_kernel(tg_ctx *ctx, void *u) {
+    call_job *j = u;
+    j->out = tg_attn_kernel_call(ctx, j->kernel, j->args);
 }
 
 tg_tensor *tg_attn_call_caught(tg_ctx *ctx, const tg_attn_kernel *kernel, const tg_attn_args *args, int grad,
                                char *msg, size_t len) {
-    catcher c = {.msg = ""};
-    if (len) msg[0] = 0;
-    const tg_errh saved = ctx->err;
+    call_job j = {kernel, args, NULL};
     const int was = ctx->grad_enabled;
-    tg_tensor *volatile out = NULL;
-    tg_set_error_handler(ctx, catch_fail, &c);
+    if (len) msg[0] = 0;
     ctx->grad_enabled = grad;
-    if (setjmp(c.jb) == 0) out = tg_attn_kernel_call(ctx, kernel, args);
-    ctx->err = saved;
+    const int rc = tg_try(ctx, call_kernel, &j, msg, len);
     ctx->grad_enabled = was;
-    if (c.msg[0]) {
-        tg_errf(msg, len, "%s", c.msg);
-        return NULL;
-    }
-    return out;
+    return rc ? NULL : j.out;
 }
 
 /* The kernel's call with V = the identity over key positions, padded with zero

@@ -224,9 +224,15 @@ static int load_parsed(const tg_st_file *f, tg_train_state *s, const tg_cli_opt 
         snprintf(key, sizeof key, "config.%s", s->settings[i].key);
         const char *then = tg_st_meta(f, key);
         if (!then) return tg_errf(err, errlen, "it records no %s (made by another version of the program?)", s->settings[i].key);
-        if (strcmp(then, s->settings[i].value) != 0)
-            return tg_errf(err, errlen, "setting differs: %s is %.70s in the checkpoint, %.70s in this run", s->settings[i].key,
-                           then, s->settings[i].value);
+        const char *now = s->settings[i].value;
+        if (strcmp(then, now) != 0) {   /* long values (a command, a digest) shown from a little before they part */
+            size_t at = 0;
+            while (then[at] && then[at] == now[at]) at++;
+            const size_t from = at > 30 ? at - 20 : 0;
+            return tg_errf(err, errlen, "setting differs: %s is %s%.70s%s in the checkpoint, %s%.70s%s in this run",
+                           s->settings[i].key, from ? "..." : "", then + from, strlen(then + from) > 70 ? "..." : "",
+                           from ? "..." : "", now + from, strlen(now + from) > 70 ? "..." : "");
+        }
     }
     for (int i = 0; i < f->n_meta; i++) {
         const char *k = f->meta[i].key;

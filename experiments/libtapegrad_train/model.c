@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tg_attn_exec.h"
 #include "tg_attn_probe.h"
 #include "tg_gemm_plan.h"
 #include "tg_ops.h"
@@ -298,8 +299,13 @@ static int preflight_child(void *u, int fd) {
     preflight_job *j = u;
     /* the products by the estimate: the child neither measures (it could outlast the limit) nor writes the
      * plan file; the parent's plan is its own (no product has run in it yet) */
-    char plan_err[200];
+    char plan_err[1200];
     (void)tg_gemm_plan_setup("estimate", plan_err, sizeof plan_err);
+    tg_attn_exec *x = tg_attn_exec_of(j->m->cfg.attn_kernel);
+    if (x && tg_attn_exec_reopen(x, plan_err, sizeof plan_err)) {   /* a kernel of the child's own */
+        if (write(fd, "F", 1) == 1 && write(fd, plan_err, strlen(plan_err)) < 0) return 2;
+        return 3;
+    }
     tg_ctx ctx;
     tg_ctx_init(&ctx, 0);
     preflight_fd = fd;
@@ -313,6 +319,7 @@ static int preflight_child(void *u, int fd) {
     char msg[600];
     snprintf(msg, sizeof msg, "M%d%s", j->m->measure_note[0] ? (j->m->measure_leak ? 2 : 1) : 0, j->m->measure_note);
     if (write(fd, msg, strlen(msg)) < 0) return 2;
+    if (x) tg_attn_exec_close(x);
     return 0;
 }
 

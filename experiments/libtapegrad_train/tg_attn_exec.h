@@ -13,7 +13,12 @@
  * at once, and every later call fails the same way. A kernel that answers
  * `error` (it refused the call) fails that call with its message and serves on.
  * Not thread-safe: one call at a time (the ops' threads never call a kernel).
- * x must stay where it is while open (x->kernel.self points to it). */
+ * x must stay where it is while open (x->kernel.self points to it).
+ *
+ * A forked child must not speak on its parent's pipes (the two would interleave
+ * frames): a child that calls the kernel first calls tg_attn_exec_reopen, which
+ * starts a kernel of its own with the same command; a call from a child that
+ * did not fails naming the problem. tg_model_preflight does this itself. */
 #ifndef TG_ATTN_EXEC_H
 #define TG_ATTN_EXEC_H
 #include <stddef.h>
@@ -34,6 +39,8 @@ typedef struct tg_attn_exec {
     double timeout;
     uint64_t next_id;
     int failed;              /* 1 after a failure: later calls fail at once */
+    int calls_failed;        /* calls that failed, broken or refused (an error reply) */
+    pid_t owner;             /* the process that started it: the only one that may call it */
     char name[128], cmd[1024];
     char why[768];           /* the failure, for later calls */
     char line[512];          /* a stderr line being assembled */
@@ -44,6 +51,15 @@ typedef struct tg_attn_exec {
  * command: it did not start, exited, or answered the hello badly); nothing is
  * left running on failure. */
 int tg_attn_exec_open(tg_attn_exec *x, const char *cmd, double timeout, char *err, size_t errlen);
+
+/* In a forked child of the process that opened x: forgets the parent's kernel
+ * (its pipes closed here only; the parent's kernel runs on) and starts one of
+ * the child's own with the same command and limit, which must greet with the
+ * same name and features. 0, or -1 with a message in err (x is then failed). */
+int tg_attn_exec_reopen(tg_attn_exec *x, char *err, size_t errlen);
+
+/* x when k is an exec kernel's (tg_attn_exec.kernel), else NULL. */
+tg_attn_exec *tg_attn_exec_of(const tg_attn_kernel *k);
 
 /* bye, then the process group is waited for (2 s) or killed, and reaped. */
 void tg_attn_exec_close(tg_attn_exec *x);

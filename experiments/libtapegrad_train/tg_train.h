@@ -51,7 +51,11 @@ typedef enum {
     TG_TRAIN_NONFINITE,       /* a non-finite loss or gradient, with on_nan = stop; or too many skipped */
     TG_TRAIN_BUSY,            /* a file of the run is in use by another process (its pid in the message) */
     TG_TRAIN_CONTRACT,        /* the model broke a rule it was checked against while training (after_row) */
-    TG_TRAIN_STOPPED          /* stopped by a signal (tg_train_result.signal), checkpoint written */
+    TG_TRAIN_STOPPED,         /* stopped by a signal (tg_train_result.signal), checkpoint written */
+    TG_TRAIN_OP_FAILED        /* an op failed (tg_fail) in a step or in the planning pass before the header: an
+                                 exec kernel that died, hung or answered wrongly, the arena out of memory. In a
+                                 step: "# failed: step N: MESSAGE" the log's last line, no checkpoint after it,
+                                 parameters as before the step; before the header: nothing written */
 } tg_train_status;
 
 /* The programs' exit statuses, one meaning each (docs/robustness.md#exit-statuses):
@@ -65,6 +69,8 @@ enum {
     TG_EXIT_BUSY = 4,        /* a file of the run is in use by another process (its pid in the message) */
     TG_EXIT_CONTRACT = 5,    /* the model broke a rule it was checked against while training (after_row):
                                 attn_scale: a plugin's weights on keys the mask hides */
+    TG_EXIT_OP = 6,          /* an op failed in a step (TG_TRAIN_OP_FAILED): attn_scale: the attention kernel
+                                (an exec kernel died, hung, wrote garbage or the wrong shape, refused a call) */
     TG_EXIT_SIGNAL = 128     /* + n: stopped by signal n (SIGINT, SIGTERM, SIGHUP), checkpoint written */
 };
 
@@ -149,7 +155,8 @@ typedef struct tg_train_result {
 } tg_train_result;
 
 /* A program's exit status for tg_train's code: TG_EXIT_* (the same number for
- * OK to CONTRACT), TG_EXIT_SIGNAL + r->signal for TG_TRAIN_STOPPED. */
+ * OK to CONTRACT), TG_EXIT_OP for TG_TRAIN_OP_FAILED, TG_EXIT_SIGNAL + r->signal
+ * for TG_TRAIN_STOPPED. */
 int tg_train_exit_status(int status, const tg_train_result *r);
 
 void tg_train_defaults(tg_train_cfg *c, const char *prog);

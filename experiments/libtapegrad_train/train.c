@@ -137,16 +137,53 @@ static void log_note(tg_runlog *L, const char *fmt, ...) {
  * (measured, or read from the plan file: tg_gemm_plan.h) before the header
  * names the plan, and outside the timed loop. Parameters, optimizer and data
  * RNG are left as they were (the parameters' grads zeroed). */
-static void plan_products(tg_ctx *ctx, tg_train_model *m, const tg_train_state *st) {
-    tg_rng rng = *st->data_rng;
-    m->batch(m->user, &rng, st->step);
-    tg_tensor *loss = m->forward(ctx, m->user, 0);
+typedef struct {
+    tg_train_model *m;
+    const tg_train_state *st;
+} plan_job;
+
+static void plan_pass(tg_ctx *ctx, void *u) {
+    plan_job *j = u;
+    tg_rng rng = *j->st->data_rng;
+    j->m->batch(j->m->user, &rng, j->st->step);
+    tg_tensor *loss = j->m->forward(ctx, j->m->user, 0);
     if (loss->requires_grad && isfinite(loss->data[0])) {
-        tg_params_zero_grad(m->P);
+        tg_params_zero_grad(j->m->P);
         tg_backward(ctx, loss);
-        tg_params_zero_grad(m->P);
+        tg_params_zero_grad(j->m->P);
     }
+}
+
+/* 0, or -1 when an op failed in the pass (err: its message) */
+static int plan_products(tg_ctx *ctx, tg_train_model *m, const tg_train_state *st, char *err, size_t errlen) {
+    plan_job j = {m, st};
+    int rc = tg_try(ctx, plan_pass, &j, err, errlen);
+    tg_params_zero_grad(m->P);
     tg_ctx_reset(ctx);   /* the loop's context: its arena is grown already */
+    return rc;
+}
+
+/* A step's forward and, but for the last step, its backward and update: run
+ * under tg_try, so that an op that fails (an exec kernel that died) ends the
+ * run cleanly instead of aborting it. The update is the last thing done, so a
+ * failure leaves parameters and optimizer state as they were before the step. */
+typedef struct {
+    const tg_train_cfg *c;
+    tg_train_model *m;
+    tg_train_state *st;
+    int step, logging, update_failed;
+    tg_profile *prof;
+    float lv, gnorm, lr;
+} step_job;
+
+static void step_pass(tg_ctx *ctx, void *u) {
+    step_job *j = u;
+    tg_tensor *loss = j->m->forward(ctx, j->m->user, j->logging);
+    if (j->prof) tg_profile_phase(j->prof, "forward (not in ops)");
+    j->lv = loss->data[0];
+    if (isfinite(j->lv) && j->step < j->c->steps)   /* the last row is an evaluation after the last update */
+        j->update_failed = tg_train_update(j->c, j->m->P, j->st->adam, j->st->sgd, ctx, loss, j->step, j->prof,
+                                           &j->gnorm, &j->lr);
 }
 
 int tg_train_update(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd, tg_ctx *ctx, tg_tensor *loss,
@@ -224,18 +261,22 @@ static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_
         if (prof) tg_profile_step_begin(prof);
         m->batch(m->user, st->data_rng, step);
         if (prof) tg_profile_phase(prof, "batch");
-        tg_tensor *loss = m->forward(ctx, m->user, logging);
-        if (prof) tg_profile_phase(prof, "forward (not in ops)");
-        float lv = loss->data[0], gnorm = 0, lr = 0;
+        step_job job = {.c = c, .m = m, .st = st, .step = step, .logging = logging, .prof = prof};
+        if (tg_try(ctx, step_pass, &job, err, sizeof err)) {
+            fprintf(stderr, "%s: step %d: an op failed, stopping: %s\n", prog, step, err);
+            if (c->save && last_saved >= 0) fprintf(stderr, "%s: the last checkpoint (step %d) is kept\n", prog, last_saved);
+            log_note(L, "failed: step %d: %s", step, err);
+            status = TG_TRAIN_OP_FAILED;
+            break;
+        }
+        float lv = job.lv, gnorm = job.gnorm, lr = job.lr;
         const char *bad = NULL;
         if (!isfinite(lv)) {
             tg_guard_forward(ctx, P, why, sizeof why);
             bad = "loss";
-        } else if (step < c->steps) {   /* the last row is an evaluation after the last update */
-            if (tg_train_update(c, P, st->adam, st->sgd, ctx, loss, step, prof, &gnorm, &lr)) {
-                tg_guard_backward(ctx, P, why, sizeof why);
-                bad = "gradient norm";
-            }
+        } else if (job.update_failed) {
+            tg_guard_backward(ctx, P, why, sizeof why);
+            bad = "gradient norm";
         }
         if (bad) {
             if (c->on_nan == TG_ONNAN_STOP || r->skipped < 10)
@@ -507,7 +548,11 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
         status = TG_TRAIN_USAGE;
         goto done;
     }
-    plan_products(&ctx, m, &st);
+    if (plan_products(&ctx, m, &st, err, sizeof err)) {
+        fprintf(stderr, "%s: an op failed before the first step (nothing was written): %s\n", prog, err);
+        status = TG_TRAIN_OP_FAILED;
+        goto done;
+    }
     if (!(hdr = make_header(c, m))) {
         fprintf(stderr, "%s: out of memory\n", prog);
         status = TG_TRAIN_FAILED;
@@ -536,5 +581,6 @@ done:
 
 int tg_train_exit_status(int status, const tg_train_result *r) {
     if (status == TG_TRAIN_STOPPED) return TG_EXIT_SIGNAL + (r && r->signal > 0 ? r->signal : 0);
+    if (status == TG_TRAIN_OP_FAILED) return TG_EXIT_OP;
     return status >= TG_TRAIN_OK && status <= TG_TRAIN_CONTRACT ? status : TG_EXIT_FAILED;   /* the same numbers */
 }

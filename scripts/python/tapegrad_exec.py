@@ -8,6 +8,11 @@ data an array('f') in row-major order.
     def forward(q, k, v, **args):      return out, saved
     def backward(saved, dout, needs):  return {"q": dq, "k": dk, ...}   (the names in needs)
     serve(forward, backward, name="my kernel", features=["gqa"])
+
+With PyTorch (optional; imported only then), one function and torch.autograd for the backward:
+
+    def attention(q, k, v, *, scale, causal, **rest):   return out     (torch tensors)
+    serve_torch(attention, name="my kernel", features=["gqa"], layout="bhtd")
 """
 import json
 import struct
@@ -323,3 +328,62 @@ def serve(forward, backward=None, *, name, features=(), stdin=None, stdout=None,
                 reply("released", ident)
         except ProtocolError as e:
             reply("error", ident, message=str(e).replace("\n", " "))
+
+
+# ---- PyTorch ------------------------------------------------------------------------------------
+def serve_torch(attention, *, name, features=(), layout="bthd", stdin=None, stdout=None, log=None):
+    """serve() for one PyTorch function, attention(q, k, v, **args) -> out; its backward is
+    torch.autograd's through whatever the function did (it must be differentiable in torch).
+
+    q [B, Tq, H, d], k [B, Tk, Hkv, d], v [B, Tk, Hkv, dv] arrive as float32 torch tensors, and out
+    [B, Tq, H, dv] is expected back; with layout="bhtd" they are [B, H, T, d] views (heads before
+    positions, as torch.nn.functional and most PyTorch code keep them) and out is taken so.
+    args: scale, causal (bool), window_left, window_right (-1: unbounded), softcap, dropout,
+    dropout_seed, and the call's optional tensors: head_scale [H], kv_len [B] (int64), bias
+    [B or 1, H or 1, Tq, Tk], alibi [H], sinks [H]; a function takes what its features need and
+    **rest. Importing torch happens here: the rest of this module needs only the standard library."""
+    import torch
+
+    if layout not in ("bthd", "bhtd"):
+        raise ValueError("layout '%s': bthd or bhtd" % layout)
+
+    def to_torch(t, grad):
+        x = torch.frombuffer(t.data, dtype=torch.float32).reshape(t.shape).clone()
+        return x.requires_grad_(grad)
+
+    def from_torch(x):
+        x = x.detach().to(torch.float32).contiguous()
+        data = array("f")
+        data.frombytes(x.numpy().tobytes())
+        return Tensor(tuple(x.shape), data)
+
+    def heads_first(x):
+        return x.transpose(1, 2) if layout == "bhtd" else x
+
+    def forward(q, k, v, **a):
+        needs = a.pop("needs_grad")
+        given = {"q": q, "k": k, "v": v}
+        for n in ("head_scale", "bias", "alibi", "sinks"):
+            if n in a:
+                given[n] = a.pop(n)
+        kv_len = a.pop("kv_len", None)
+        ins = {n: to_torch(t, n in needs) for n, t in given.items()}
+        args = dict(a, causal=bool(a["causal"]))
+        args.update({n: ins[n] for n in ins if n not in ("q", "k", "v")})
+        if kv_len is not None:
+            args["kv_len"] = torch.tensor([int(x) for x in kv_len.data], dtype=torch.int64)
+        with torch.set_grad_enabled(bool(needs)):
+            out = attention(heads_first(ins["q"]), heads_first(ins["k"]), heads_first(ins["v"]), **args)
+            if not isinstance(out, torch.Tensor):
+                raise ProtocolError("the kernel returned %s, not a torch.Tensor" % type(out).__name__)
+            out = heads_first(out) if out.dim() == 4 else out
+        if needs and not out.requires_grad:
+            raise ProtocolError("the kernel's out does not depend on %s in torch's graph (no backward)" % ", ".join(needs))
+        return from_torch(out), (out, [ins[n] for n in needs])
+
+    def backward(saved, dout, needs):
+        out, inputs = saved
+        grads = torch.autograd.grad(out, inputs, grad_outputs=to_torch(dout, False), allow_unused=True)
+        return {n: from_torch(g if g is not None else torch.zeros_like(x)) for n, g, x in zip(needs, grads, inputs)}
+
+    return serve(forward, backward, name=name, features=features, stdin=stdin, stdout=stdout, log=log)
