@@ -170,12 +170,27 @@ static int sink_put(sink *s, const unsigned char *p, size_t n, char *err, size_t
     return 0;
 }
 
-/* Streams every tensor's little-endian bytes into the sink. */
+static int host_is_le(void) {
+    const uint16_t one = 1;
+    unsigned char b;
+    memcpy(&b, &one, 1);
+    return b == 1;
+}
+
+/* Streams every tensor's little-endian bytes into the sink: on a little-endian
+ * host the values' bytes as they are, else element by element. */
 static int stream_data(const tg_st_tensor *t, int n, sink *out, unsigned char *chunk, char *err, size_t errlen) {
     size_t used = 0;
+    const int le = host_is_le();
     for (int j = 0; j < n; j++) {
         int64_t numel = 1;
         for (int d = 0; d < t[j].ndim; d++) numel *= t[j].shape[d];
+        if (le && numel) {
+            if (used && sink_put(out, chunk, used, err, errlen)) return -1;
+            used = 0;
+            if (sink_put(out, t[j].data, (size_t)numel * tg_st_dtype_size(t[j].dtype), err, errlen)) return -1;
+            continue;
+        }
         for (int64_t i = 0; i < numel; i++) {
             used += elem_le(&t[j], i, chunk + used);
             if (used > CHUNK - 8) {
@@ -190,8 +205,8 @@ static int stream_data(const tg_st_tensor *t, int n, sink *out, unsigned char *c
 /* Checks the tensors and metadata (messages start with `who`), and builds the
  * header (the checksum of the data in it, padded to 8 bytes) into b; *total:
  * the data's bytes. chunk: CHUNK bytes of scratch. 0, or -1 with err. */
-static int build_header(const char *who, const tg_st_tensor *t, int n, const tg_st_kv *meta, int n_meta, sbuf *b,
-                        uint64_t *total, unsigned char *chunk, char *err, size_t errlen) {
+static int build_header(const char *who, const tg_st_tensor *t, int n, const tg_st_kv *meta, int n_meta, int checksum,
+                        sbuf *b, uint64_t *total, unsigned char *chunk, char *err, size_t errlen) {
     if (n < 0 || n_meta < 0) return tg_errf(err, errlen, "%s: negative count", who);
     *total = 0;
     for (int j = 0; j < n; j++) {
@@ -224,17 +239,20 @@ static int build_header(const char *who, const tg_st_tensor *t, int n, const tg_
             if (strcmp(meta[k].key, meta[j].key) == 0) return tg_errf(err, errlen, "%s: metadata key '%s' twice", who, meta[j].key);
     }
 
-    uint64_t h = TG_FNV1A64_INIT;
-    sink hash = {.h = &h};
-    stream_data(t, n, &hash, chunk, NULL, 0);
     sb_str(b, "{\"__metadata__\":{");
     for (int j = 0; j < n_meta; j++) {
         sb_json(b, meta[j].key);
         sb_str(b, ":");
         sb_json(b, meta[j].value);
-        sb_str(b, ",");
+        if (j + 1 < n_meta || checksum) sb_str(b, ",");
     }
-    sb_printf(b, "\"%s\":\"%016llx\"}", TG_ST_CHECKSUM_KEY, (unsigned long long)h);
+    if (checksum) {
+        uint64_t h = TG_FNV1A64_INIT;
+        sink hash = {.h = &h};
+        stream_data(t, n, &hash, chunk, NULL, 0);
+        sb_printf(b, "\"%s\":\"%016llx\"", TG_ST_CHECKSUM_KEY, (unsigned long long)h);
+    }
+    sb_str(b, "}");
     uint64_t off = 0;
     for (int j = 0; j < n; j++) {
         uint64_t bytes = tg_st_dtype_size(t[j].dtype);
@@ -261,7 +279,7 @@ int tg_st_write(const char *path, const tg_st_tensor *t, int n, const tg_st_kv *
     if (!chunk) return tg_errf(err, errlen, "%s: out of memory", who);
     sbuf b = {0};
     uint64_t total;
-    if (build_header(who, t, n, meta, n_meta, &b, &total, chunk, err, errlen)) {
+    if (build_header(who, t, n, meta, n_meta, 1, &b, &total, chunk, err, errlen)) {
         free(chunk);
         free(b.s);
         return -1;
@@ -283,29 +301,45 @@ int tg_st_write(const char *path, const tg_st_tensor *t, int n, const tg_st_kv *
     return rc;
 }
 
-int tg_st_encode(const tg_st_tensor *t, int n, const tg_st_kv *meta, int n_meta, unsigned char **bytes, size_t *len,
-                 char *err, size_t errlen) {
-    *bytes = NULL;
+int tg_st_encode_to(const tg_st_tensor *t, int n, const tg_st_kv *meta, int n_meta, int checksum, unsigned char **buf,
+                    size_t *cap, size_t *len, char *err, size_t errlen) {
     *len = 0;
     unsigned char *chunk = malloc(CHUNK);
     if (!chunk) return tg_errf(err, errlen, "tg_st_encode: out of memory");
     sbuf b = {0};
     uint64_t total;
-    int rc = build_header("tg_st_encode", t, n, meta, n_meta, &b, &total, chunk, err, errlen);
-    unsigned char *out = NULL;
-    if (!rc && (total > SIZE_MAX - 8 - b.len || !(out = malloc(8 + b.len + (size_t)total))))
-        rc = tg_errf(err, errlen, "tg_st_encode: out of memory for %llu bytes", (unsigned long long)total);
+    int rc = build_header("tg_st_encode", t, n, meta, n_meta, checksum, &b, &total, chunk, err, errlen);
+    if (!rc && total > SIZE_MAX - 8 - b.len)
+        rc = tg_errf(err, errlen, "tg_st_encode: %llu bytes do not fit in memory", (unsigned long long)total);
+    const size_t need = rc ? 0 : 8 + b.len + (size_t)total;
+    if (!rc && need > *cap) {
+        unsigned char *grown = realloc(*buf, need);
+        if (!grown) rc = tg_errf(err, errlen, "tg_st_encode: out of memory for %zu bytes", need);
+        else *buf = grown, *cap = need;
+    }
     if (!rc) {
-        put_u64(out, b.len);
-        memcpy(out + 8, b.s, b.len);
-        sink to_mem = {.mem = out + 8 + b.len};
+        put_u64(*buf, b.len);
+        memcpy(*buf + 8, b.s, b.len);
+        sink to_mem = {.mem = *buf + 8 + b.len};
         stream_data(t, n, &to_mem, chunk, NULL, 0);
-        *bytes = out;
-        *len = 8 + b.len + (size_t)total;
+        *len = need;
     }
     free(chunk);
     free(b.s);
     return rc;
+}
+
+int tg_st_encode(const tg_st_tensor *t, int n, const tg_st_kv *meta, int n_meta, unsigned char **bytes, size_t *len,
+                 char *err, size_t errlen) {
+    size_t cap = 0;
+    *bytes = NULL;
+    if (tg_st_encode_to(t, n, meta, n_meta, 1, bytes, &cap, len, err, errlen)) {
+        free(*bytes);
+        *bytes = NULL;
+        *len = 0;
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- a strict JSON reader for the header --------------------------------- */
@@ -483,7 +517,7 @@ static void file_clear(tg_st_file *f) {
     }
     free(f->t);
     free(f->meta);
-    free(f->buf);
+    if (!f->borrowed) free(f->buf);
     memset(f, 0, sizeof *f);
 }
 void tg_st_free(tg_st_file *f) { file_clear(f); }
@@ -753,6 +787,18 @@ int tg_st_parse(const void *bytes, size_t size, tg_st_file *f, char *err, size_t
     if (!f->buf) return tg_errf(err, errlen, "out of memory for %zu bytes", size);
     if (size) memcpy(f->buf, bytes, size);
     f->size = size;
+    if (parse_owned(f, err, errlen)) {
+        file_clear(f);
+        return -1;
+    }
+    return 0;
+}
+
+int tg_st_parse_view(const void *bytes, size_t size, tg_st_file *f, char *err, size_t errlen) {
+    memset(f, 0, sizeof *f);
+    f->buf = (unsigned char *)bytes;   /* read only: the parse never writes into buf */
+    f->size = size;
+    f->borrowed = 1;
     if (parse_owned(f, err, errlen)) {
         file_clear(f);
         return -1;

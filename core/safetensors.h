@@ -56,6 +56,13 @@ int tg_st_write(const char *path, const tg_st_tensor *t, int n, const tg_st_kv *
  * 0, or -1 with a message in err (*bytes NULL). */
 int tg_st_encode(const tg_st_tensor *t, int n, const tg_st_kv *meta, int n_meta, unsigned char **bytes, size_t *len,
                  char *err, size_t errlen);
+/* The same into a buffer the caller keeps (*buf malloced or NULL, *cap its
+ * size; grown with realloc when short), so that a stream of messages allocates
+ * once; checksum 0 leaves the checksum out (a message checked otherwise: a pipe
+ * loses no byte silently). *len: the bytes written. 0, or -1 with err (*buf,
+ * *cap still the caller's to free). */
+int tg_st_encode_to(const tg_st_tensor *t, int n, const tg_st_kv *meta, int n_meta, int checksum, unsigned char **buf,
+                    size_t *cap, size_t *len, char *err, size_t errlen);
 
 /* ---- reading -------------------------------------------------------------- */
 typedef struct {
@@ -69,7 +76,7 @@ typedef struct {
 } tg_st_entry;
 
 typedef struct {
-    unsigned char *buf;      /* the whole file (owned) */
+    unsigned char *buf;      /* the whole file (owned, unless borrowed) */
     size_t size;
     const unsigned char *data;   /* the data section, inside buf */
     size_t data_size;
@@ -78,6 +85,7 @@ typedef struct {
     tg_st_kv *meta;          /* owned strings */
     int n_meta;
     int has_checksum;        /* 1: the checksum was there and matched */
+    int borrowed;            /* 1: buf is the caller's (tg_st_parse_view) */
 } tg_st_file;
 
 /* Parses and validates a whole file: header size, JSON syntax, UTF-8 strings,
@@ -87,6 +95,9 @@ typedef struct {
  * *f is left empty (tg_st_free is still safe). */
 int tg_st_read(const char *path, tg_st_file *f, char *err, size_t errlen);
 int tg_st_parse(const void *bytes, size_t size, tg_st_file *f, char *err, size_t errlen);
+/* The same without the copy: f reads bytes, which must outlive f and not change
+ * while f is used (tg_st_free frees only f's index). */
+int tg_st_parse_view(const void *bytes, size_t size, tg_st_file *f, char *err, size_t errlen);
 void tg_st_free(tg_st_file *f);
 
 const tg_st_entry *tg_st_find(const tg_st_file *f, const char *name);

@@ -132,29 +132,28 @@ static int send_frame(tg_attn_exec *x, const char *call, const unsigned char *bo
     return send_all(x, call, head, 8, t_end) || send_all(x, call, body, len, t_end) ? -1 : 0;
 }
 
-/* One reply frame's body (malloced) by t_end. 0, or -1 with x broken. */
-static int receive(tg_attn_exec *x, const char *call, unsigned char **body, size_t *len, double t_end) {
+/* One reply frame's body by t_end, into x->rbuf (kept from call to call: a
+ * buffer of that size allocated afresh would fault its pages in every time).
+ * 0 with *len set, or -1 with x broken. */
+static int receive(tg_attn_exec *x, const char *call, size_t *len, double t_end) {
     unsigned char head[8];
     size_t got = 0, want = 8;
-    unsigned char *b = NULL;
-    *body = NULL;
+    int in_body = 0;
     for (;;) {
         struct pollfd pf[2] = {{.fd = x->from, .events = POLLIN}, {.fd = x->err, .events = POLLIN}};
         double left = t_end - tg_profile_clock();
         if (left <= 0) {
-            free(b);
             broke(x, "%s: no answer in %.0f s", call, x->timeout);
             return -1;
         }
         if (poll(pf, 2, (int)(left * 1e3) + 1) < 0 && errno != EINTR) continue;
         if (pf[1].revents) drain_stderr(x);
         if (!pf[0].revents) continue;
-        ssize_t k = b ? read(x->from, b + got, want - got) : read(x->from, head + got, want - got);
+        ssize_t k = in_body ? read(x->from, x->rbuf + got, want - got) : read(x->from, head + got, want - got);
         if (k < 0 && (errno == EAGAIN || errno == EINTR)) continue;
         if (k <= 0) {
             char how[64];
-            const int inside = got || b;
-            free(b);
+            const int inside = got || in_body;
             drain_stderr(x);
             broke(x, "%s: the kernel %s%s", call, how_it_ended(x, how, sizeof how),
                   inside ? " in the middle of a frame" : " before answering");
@@ -162,7 +161,7 @@ static int receive(tg_attn_exec *x, const char *call, unsigned char **body, size
         }
         got += (size_t)k;
         if (got < want) continue;
-        if (b) break;
+        if (in_body) break;
         uint64_t n = 0;
         for (int i = 0; i < 8; i++) n |= (uint64_t)head[i] << (8 * i);
         if (n < 1 || n > MAX_FRAME) {
@@ -170,14 +169,18 @@ static int receive(tg_attn_exec *x, const char *call, unsigned char **body, size
                   "its stdout?)", call, (unsigned long long)n);
             return -1;
         }
-        if (!(b = malloc((size_t)n))) {
-            broke(x, "%s: out of memory for a %llu-byte frame", call, (unsigned long long)n);
-            return -1;
+        if (n > x->rcap) {
+            unsigned char *grown = realloc(x->rbuf, (size_t)n);
+            if (!grown) {
+                broke(x, "%s: out of memory for a %llu-byte frame", call, (unsigned long long)n);
+                return -1;
+            }
+            x->rbuf = grown, x->rcap = (size_t)n;
         }
         got = 0;
         want = (size_t)n;
+        in_body = 1;
     }
-    *body = b;
     *len = want;
     return 0;
 }
@@ -188,19 +191,15 @@ static int receive(tg_attn_exec *x, const char *call, unsigned char **body, size
 static int exchange(tg_attn_exec *x, const char *call, const tg_st_kv *meta, int n_meta, const tg_st_tensor *t, int n,
                     const char *want_type, uint64_t id, tg_st_file *f) {
     char err[512];
-    unsigned char *body = NULL;
     size_t len = 0;
-    if (tg_st_encode(t, n, meta, n_meta, &body, &len, err, sizeof err)) {
+    /* no checksum: the frame's length and the body's structure are checked, and a pipe loses no byte */
+    if (tg_st_encode_to(t, n, meta, n_meta, 0, &x->sbuf, &x->scap, &len, err, sizeof err)) {
         broke(x, "%s: %s", call, err);
         return -1;
     }
     const double t_end = tg_profile_clock() + x->timeout;
-    int rc = send_frame(x, call, body, len, t_end);
-    free(body);
-    if (rc || receive(x, call, &body, &len, t_end)) return -1;
-    rc = tg_st_parse(body, len, f, err, sizeof err);
-    free(body);
-    if (rc) {
+    if (send_frame(x, call, x->sbuf, len, t_end) || receive(x, call, &len, t_end)) return -1;
+    if (tg_st_parse_view(x->rbuf, len, f, err, sizeof err)) {   /* f reads x->rbuf: used up before the next call */
         broke(x, "%s: the kernel's reply is not a safetensors body: %s", call, err);
         return -1;
     }
@@ -423,6 +422,10 @@ int tg_attn_exec_open(tg_attn_exec *x, const char *cmd, double timeout, char *er
     }
     setpgid(pid, pid);   /* also here: whichever runs first */
     x->pid = pid, x->to = p_in[1], x->from = p_out[0], x->err = p_err[0];
+    /* 1 MiB pipes (Linux's default ceiling for an unprivileged process) instead of 64 KiB: a frame of
+     * the toy model's is 2-6 MB, and each pipe-full is a wake-up of both processes */
+    fcntl(x->to, F_SETPIPE_SZ, 1 << 20);
+    fcntl(x->from, F_SETPIPE_SZ, 1 << 20);
     for (int i = 0; i < 3; i++) {
         int fd = i == 0 ? x->to : i == 1 ? x->from : x->err;
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -456,6 +459,7 @@ int tg_attn_exec_reopen(tg_attn_exec *x, char *err, size_t errlen) {
     for (int i = 0; i < 3; i++)
         if (*fds[i] >= 0) close(*fds[i]), *fds[i] = -1;
     x->pid = 0;
+    free(x->sbuf), free(x->rbuf);   /* this process's copies */
     char cmd[sizeof x->cmd], name[sizeof x->name];
     snprintf(cmd, sizeof cmd, "%s", x->cmd);
     snprintf(name, sizeof name, "%s", x->name);
@@ -483,6 +487,8 @@ void tg_attn_exec_close(tg_attn_exec *x) {
         for (int i = 0; i < 3; i++)
             if (*fds[i] >= 0) close(*fds[i]), *fds[i] = -1;
         x->pid = 0;
+        free(x->sbuf), free(x->rbuf);
+        x->sbuf = x->rbuf = NULL;
         return;
     }
     if (x->pid > 0 && !x->failed) {
@@ -509,4 +515,7 @@ void tg_attn_exec_close(tg_attn_exec *x) {
     drain_stderr(x);
     if (x->line_len) pass_stderr(x, "\n", 1);
     reap(x);
+    free(x->sbuf), free(x->rbuf);
+    x->sbuf = x->rbuf = NULL;
+    x->scap = x->rcap = 0;
 }

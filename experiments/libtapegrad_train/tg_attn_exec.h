@@ -45,6 +45,8 @@ typedef struct tg_attn_exec {
     char why[768];           /* the failure, for later calls */
     char line[512];          /* a stderr line being assembled */
     size_t line_len;
+    unsigned char *sbuf, *rbuf;   /* the last frame sent and received, kept for the next (0.15) */
+    size_t scap, rcap;
 } tg_attn_exec;
 
 /* Starts and greets the kernel. 0, or -1 with a message in err (naming the

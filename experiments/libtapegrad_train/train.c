@@ -522,6 +522,9 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
         tg_runlock_release(locks, nlocks);
         return status;
     }
+    /* from here a stop signal is held until the loop's first check (a clean stop, the lock files
+     * removed), not the default death that would leave them behind */
+    tg_guard_install();
     tg_rng data_rng;
     tg_rng_seed(&data_rng, c->data_seed, 0xda7a);
     tg_adamw adam;
@@ -560,16 +563,15 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     }
     if (c->log && (status = open_log(c, hdr, st.step, &L))) goto done;
 
-    tg_guard_install();
     if (c->crash_what) tg_guard_crash_arm(L.fd, c->crash_what);
     status = loop(&ctx, c, m, &st, &L, r);
     if (c->crash_what) tg_guard_crash_disarm();
-    tg_guard_restore();
     if (L.fd >= 0 && tg_runlog_close(&L)) {
         fprintf(stderr, "%s: --log %s: write failed\n", prog, c->log);
         status = status ? status : TG_TRAIN_FAILED;
     }
 done:
+    tg_guard_restore();
     tg_ctx_free(&ctx);
     tg_runlog_close(&L);
     tg_runlock_release(locks, nlocks);

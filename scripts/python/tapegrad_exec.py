@@ -50,24 +50,42 @@ def tensor(shape, values=None):
 
 
 # ---- safetensors bodies ---------------------------------------------------------------
-def encode(meta, tensors):
-    """A safetensors file: meta (str -> str) as __metadata__, tensors (name -> Tensor) as F32."""
+def _f32_bytes(name, t):
+    """t's values as little-endian F32 bytes: a view of t.data when it is float32 already (an
+    array('f'), a numpy array, any 1-D buffer of 'f'), else a converted copy."""
+    try:
+        mv = memoryview(t.data)
+        ok = mv.format in ("f", "<f", "=f") and mv.ndim == 1 and mv.c_contiguous
+    except TypeError:
+        ok = False
+    if not ok:
+        mv = memoryview(array("f", t.data))
+    if len(mv) != numel(t.shape):
+        raise ProtocolError("tensor %s: %d values for shape %s" % (name, len(mv), list(t.shape)))
+    if sys.byteorder != "little":
+        a = array("f", mv)
+        a.byteswap()
+        mv = memoryview(a)
+    return mv.cast("B")
+
+
+def encode_parts(meta, tensors):
+    """encode()'s bytes as a list of pieces (the header, then each tensor's bytes as a view when it
+    can be one): write_frame sends them without joining them first."""
     header, blobs, offset = {"__metadata__": {str(k): str(v) for k, v in meta.items()}}, [], 0
     for name in sorted(tensors):
-        t = tensors[name]
-        data = t.data if isinstance(t.data, array) and t.data.typecode == "f" else array("f", t.data)
-        if len(data) != numel(t.shape):
-            raise ProtocolError("tensor %s: %d values for shape %s" % (name, len(data), list(t.shape)))
-        if sys.byteorder != "little":
-            data = array("f", data)
-            data.byteswap()
-        raw = data.tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        raw = _f32_bytes(name, tensors[name])
+        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape), "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
         offset += len(raw)
     head = json.dumps(header, separators=(",", ":")).encode("utf-8")
     head += b" " * (-len(head) % 8)   # safetensors pads the header to 8 bytes
-    return struct.pack("<Q", len(head)) + head + b"".join(blobs)
+    return [struct.pack("<Q", len(head)) + head] + blobs
+
+
+def encode(meta, tensors):
+    """A safetensors file: meta (str -> str) as __metadata__, tensors (name -> Tensor) as F32."""
+    return b"".join(encode_parts(meta, tensors))
 
 
 def decode(body):
@@ -77,8 +95,9 @@ def decode(body):
     (h,) = struct.unpack_from("<Q", body, 0)
     if h > len(body) - 8:
         raise ProtocolError("header length %d runs past the body's %d bytes" % (h, len(body)))
+    body = memoryview(body)   # slices below are views, not copies
     try:
-        header = json.loads(body[8:8 + h].decode("utf-8"))
+        header = json.loads(bytes(body[8:8 + h]).decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise ProtocolError("header is not JSON: %s" % e)
     if not isinstance(header, dict):
@@ -152,7 +171,11 @@ def read_frame(f):
 
 
 def write_frame(f, body):
-    f.write(struct.pack("<Q", len(body)) + body)
+    """One frame: body is bytes, or a list of pieces (encode_parts) written one after the other."""
+    parts = body if isinstance(body, list) else [body]
+    f.write(struct.pack("<Q", sum(len(p) for p in parts)))
+    for p in parts:
+        f.write(p)
     f.flush()
 
 
@@ -249,7 +272,7 @@ def serve(forward, backward=None, *, name, features=(), stdin=None, stdout=None,
         if ident is not None:
             meta["id"] = str(ident)
         meta.update({k: str(v) for k, v in fields.items()})
-        write_frame(fout, encode(meta, tensors or {}))
+        write_frame(fout, encode_parts(meta, tensors or {}))
 
     while True:
         try:
@@ -347,15 +370,13 @@ def serve_torch(attention, *, name, features=(), layout="bthd", stdin=None, stdo
     if layout not in ("bthd", "bhtd"):
         raise ValueError("layout '%s': bthd or bhtd" % layout)
 
-    def to_torch(t, grad):
-        x = torch.frombuffer(t.data, dtype=torch.float32).reshape(t.shape).clone()
+    def to_torch(t, grad):   # shares t.data's memory (this call's own copy of the frame's bytes)
+        x = torch.frombuffer(t.data, dtype=torch.float32).reshape(t.shape)
         return x.requires_grad_(grad)
 
-    def from_torch(x):
+    def from_torch(x):   # a numpy view: the reply is written from torch's memory
         x = x.detach().to(torch.float32).contiguous()
-        data = array("f")
-        data.frombytes(x.numpy().tobytes())
-        return Tensor(tuple(x.shape), data)
+        return Tensor(tuple(x.shape), x.numpy().reshape(-1))
 
     def heads_first(x):
         return x.transpose(1, 2) if layout == "bhtd" else x
