@@ -372,6 +372,12 @@ static tg_tensor *exec_attend(void *self, tg_ctx *ctx, const tg_attn_args *args)
 }
 
 /* ---- open, close ------------------------------------------------------------------------ */
+static void drop_buffers(tg_attn_exec *x) {
+    free(x->sbuf), free(x->rbuf);
+    x->sbuf = x->rbuf = NULL;
+    x->scap = x->rcap = 0;
+}
+
 static unsigned feature_bits(const char *list, char *bad, size_t len) {
     static const char *const tokens[TG_ATTN_N_FEATURES] = {"dv", "gqa", "tq_tk", "window", "padding",
                                                            "bias", "alibi", "softcap", "sinks", "dropout"};
@@ -436,7 +442,10 @@ int tg_attn_exec_open(tg_attn_exec *x, const char *cmd, double timeout, char *er
     x->timeout = call_limit > TG_ATTN_EXEC_START ? call_limit : TG_ATTN_EXEC_START;
     const int rc = exchange(x, "hello", meta, 3, NULL, 0, "hello", 0, &f);
     x->timeout = call_limit;
-    if (rc) return tg_errf(err, errlen, "exec:%s: %s", cmd, x->why);
+    if (rc) {
+        drop_buffers(x);   /* a failed open leaves nothing to close */
+        return tg_errf(err, errlen, "exec:%s: %s", cmd, x->why);
+    }
     const char *name = tg_st_meta(&f, "name"), *feats = tg_st_meta(&f, "features");
     char bad[48];
     unsigned bits = feats ? feature_bits(feats, bad, sizeof bad) : 0;
@@ -444,6 +453,7 @@ int tg_attn_exec_open(tg_attn_exec *x, const char *cmd, double timeout, char *er
         tg_st_free(&f);
         broke(x, "hello: %s", !name || !*name ? "the kernel gave no name" : !feats ? "the kernel gave no features"
                                                                                  : "unknown feature");
+        drop_buffers(x);
         return tg_errf(err, errlen, "exec:%s: %s%s%s", cmd, x->why, bad[0] ? " " : "", bad);
     }
     snprintf(x->name, sizeof x->name, "%s", name);
@@ -459,7 +469,7 @@ int tg_attn_exec_reopen(tg_attn_exec *x, char *err, size_t errlen) {
     for (int i = 0; i < 3; i++)
         if (*fds[i] >= 0) close(*fds[i]), *fds[i] = -1;
     x->pid = 0;
-    free(x->sbuf), free(x->rbuf);   /* this process's copies */
+    drop_buffers(x);   /* this process's copies */
     char cmd[sizeof x->cmd], name[sizeof x->name];
     snprintf(cmd, sizeof cmd, "%s", x->cmd);
     snprintf(name, sizeof name, "%s", x->name);
@@ -487,8 +497,7 @@ void tg_attn_exec_close(tg_attn_exec *x) {
         for (int i = 0; i < 3; i++)
             if (*fds[i] >= 0) close(*fds[i]), *fds[i] = -1;
         x->pid = 0;
-        free(x->sbuf), free(x->rbuf);
-        x->sbuf = x->rbuf = NULL;
+        drop_buffers(x);
         return;
     }
     if (x->pid > 0 && !x->failed) {
@@ -515,7 +524,5 @@ void tg_attn_exec_close(tg_attn_exec *x) {
     drain_stderr(x);
     if (x->line_len) pass_stderr(x, "\n", 1);
     reap(x);
-    free(x->sbuf), free(x->rbuf);
-    x->sbuf = x->rbuf = NULL;
-    x->scap = x->rcap = 0;
+    drop_buffers(x);
 }
