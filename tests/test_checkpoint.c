@@ -160,6 +160,42 @@ static void test_st_roundtrip(void **s) {
     assert_null(mem);
     EXPECT_MSG(err, "tg_st_encode: two tensors named 'a'");
 
+    /* into a buffer kept from message to message (the exec protocol's frames): with the checksum the
+     * same bytes; without it, the same tensors and no checksum key; a message that fits reuses the
+     * buffer; tg_st_parse_view reads the bytes where they are */
+    unsigned char *buf = NULL;
+    size_t cap = 0, blen = 0;
+    assert_int_equal(tg_st_encode_to(t, 4, meta, 2, 1, &buf, &cap, &blen, err, sizeof err), 0);
+    raw = slurp(p, &n);
+    assert_int_equal(blen, n);
+    assert_memory_equal(buf, raw, n);
+    free(raw);
+    const size_t cap_was = cap;
+    unsigned char *const buf_was = buf;
+    assert_int_equal(tg_st_encode_to(t, 4, meta, 2, 0, &buf, &cap, &blen, err, sizeof err), 0);
+    assert_true(blen < n);
+    assert_true(cap == cap_was && buf == buf_was);
+    const size_t klen = strlen(TG_ST_CHECKSUM_KEY);
+    for (size_t i = 0; i + klen <= blen; i++)
+        if (!memcmp(buf + i, TG_ST_CHECKSUM_KEY, klen)) fail_msg("the checksum key at byte %zu", i);
+    assert_int_equal(tg_st_parse_view(buf, blen, &f, err, sizeof err), 0);
+    assert_false(f.has_checksum);
+    assert_int_equal(f.n, 4);
+    assert_string_equal(tg_st_meta(&f, meta[1].key), meta[1].value);
+    e = tg_st_find(&f, t[0].name);
+    assert_true(e->bytes >= buf && e->bytes < buf + blen);   /* a view, not a copy */
+    float got[8];
+    assert_true(e->numel <= 8);
+    tg_st_get_f32(e, got);
+    assert_memory_equal(got, t[0].data, (size_t)e->numel * sizeof(float));
+    unsigned char head16[16];
+    memcpy(head16, buf, 16);
+    tg_st_free(&f);
+    assert_memory_equal(buf, head16, 16);   /* tg_st_free left the caller's bytes alone */
+    assert_int_equal(tg_st_encode_to(twice, 2, NULL, 0, 0, &buf, &cap, &blen, err, sizeof err), -1);
+    EXPECT_MSG(err, "tg_st_encode: two tensors named 'a'");
+    free(buf);
+
     /* a failed write leaves the old file as it was, and no temporary */
     raw = slurp(p, &n);
     tg_st_tensor dup[] = {t[0], t[0]};
