@@ -131,6 +131,11 @@ for variant in static shared; do
         cut -f1-3 "$tex/runs/builtin_s1.tsv" | grep -v '^#' | awk '{ printf "%s %.4f %.3f\n", $1, $2, $3 }' >"$tex/a"
         cut -f1-3 "$tex/runs/torch_s1.tsv" | grep -v '^#' | awk '{ printf "%s %.4f %.3f\n", $1, $2, $3 }' >"$tex/b"
         cmp -s "$tex/a" "$tex/b" || { echo "test_install: the PyTorch kernel's rows differ from the built-in op's" >&2; exit 1; }
+        # the installed protocol checks (share/tapegrad/python/exec_conformance.py) on the PyTorch kernel
+        PYTHONPATH="$P/share/tapegrad/python" /usr/bin/python3 "$P/share/tapegrad/python/exec_conformance.py" \
+            /usr/bin/python3 "$tex/attention.py" >"$tex/conf.txt" 2>&1 \
+            || { sed 's/^/   /' "$tex/conf.txt" >&2; echo "test_install: torch_attention: exec_conformance failed" >&2; exit 1; }
+        tail -1 "$tex/conf.txt" | sed 's/^/   /' >&2
     elif [ $variant = static ]; then
         echo "-- examples/torch_attention skipped: /usr/bin/python3 cannot import torch (scripts/test_torch.sh installs it)" >&2
     fi

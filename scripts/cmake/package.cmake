@@ -95,7 +95,7 @@ install(FILES scripts/plot.sh scripts/summarize.sh scripts/logat.sh scripts/plot
         PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
 # The exec protocol's kernel side (docs/exec_protocol.md): a Python module, standard library only
 # (its PyTorch layer imports torch when called), for PYTHONPATH=<prefix>/share/tapegrad/python.
-install(FILES scripts/python/tapegrad_exec.py DESTINATION ${CMAKE_INSTALL_DATADIR}/tapegrad/python)
+install(FILES scripts/python/tapegrad_exec.py scripts/python/exec_conformance.py DESTINATION ${CMAKE_INSTALL_DATADIR}/tapegrad/python)
 file(RELATIVE_PATH TG_BIN_TO_DATA /prefix/${CMAKE_INSTALL_BINDIR} /prefix/${CMAKE_INSTALL_DATADIR}/tapegrad)
 configure_file(scripts/cmake/tapegrad-logs.in tapegrad-logs @ONLY)
 install(PROGRAMS ${PROJECT_BINARY_DIR}/tapegrad-logs DESTINATION ${CMAKE_INSTALL_BINDIR})

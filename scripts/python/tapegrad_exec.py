@@ -286,12 +286,13 @@ def serve(forward, backward=None, *, name, features=(), stdin=None, stdout=None,
         ident = None
         try:
             meta, tensors = decode(body)
+            ident = meta.get("id")   # an error reply names the request's id, whatever its type
             if meta.get("protocol") != PROTOCOL:
                 raise ProtocolError("protocol '%s': this kernel speaks %s" % (meta.get("protocol"), PROTOCOL))
             kind = meta.get("type")
             if kind != "hello" and kind != "bye":
-                ident = _int(meta, "id", None, 1) if kind in ("forward", "backward", "release") else None
-                if ident is None:
+                ident = _int(meta, "id", None, 1) if kind in ("forward", "backward", "release") else ident
+                if ident is None or kind not in ("forward", "backward", "release"):
                     raise ProtocolError("%s without an id" % kind if kind in ("forward", "backward", "release")
                                         else "unknown message type '%s'" % kind)
             if kind == "bye":
