@@ -302,11 +302,15 @@ if __name__ == "__main__":
             fwd = lambda q, k, v, **a: attention(q, k, v, **dict(a, scale=1.0))
             bwd = lambda saved, dout, needs: attention_backward(saved, dout, needs)
             sys.exit(tx.serve(fwd, bwd, name="no scale", features=["dv", "gqa", "window"]))
-        if os.environ.get("EXEC_TEST_DIE_AFTER"):   # serves N forwards right, then exits 4 at the next (the
-            calls = [int(os.environ["EXEC_TEST_DIE_AFTER"])]   # environment: not the command, which a resume checks)
+        after = os.environ.get("EXEC_TEST_DIE_AFTER") or os.environ.get("EXEC_TEST_HANG_AFTER")
+        if after:   # serves N forwards right, then exits 4 (or hangs) at the next (the environment: not
+            calls = [int(after)]   # the command, which a resume checks)
 
             def fwd(q, k, v, **a):
                 if calls[0] == 0:
+                    if os.environ.get("EXEC_TEST_HANG_AFTER"):
+                        import time
+                        time.sleep(3600)
                     os._exit(4)
                 calls[0] -= 1
                 return attention(q, k, v, **a)

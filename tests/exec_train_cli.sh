@@ -3,7 +3,7 @@
 # tests/exec_protocol_test.py: the run's rows are the built-in op's (to float
 # rounding); a kernel that dies mid-run fails the run with exit 6, the log's last
 # line naming the step, the kernel and the call, the checkpoint before it kept, and
-# a resume from it finishes as the straight run did; what identifies the kernel for
+# a resume from it finishes as the straight run did; one that hangs mid-run likewise; what identifies the kernel for
 # a resume (its files' bytes, not where they are; every other word of the command);
 # a kernel that hangs, writes garbage or lacks a feature the flags use, or a command
 # that does not start, refused with nothing written; the code model's validation
@@ -52,6 +52,13 @@ EXEC_TEST_DIE_AFTER=12 run dies --attn "exec:$k" --log dies.tsv --save dies.st -
 tail -1 dies.tsv | grep -q "^# failed: step [0-9]*: exec kernel plain python: forward [0-9]* (q \[4,8,2,8\].*): the kernel exited with status 4 before answering$" ||
     no "the log's last line does not name the failure: $(tail -1 dies.tsv)"
 grep -q "the last checkpoint (step 5) is kept" dies.err || no "the kept checkpoint is not said: $(cat dies.err)"
+# hangs at its 13th forward: the call's time limit ends the run the same way, the kernel killed
+EXEC_TEST_HANG_AFTER=12 run hangsmid --attn "exec:$k" --exec-timeout 2 --log hangsmid.tsv --save hangsmid.st --save-every 5
+[ "$(cat hangsmid.rc)" = 6 ] || { no "a kernel that hangs mid-run: exit $(cat hangsmid.rc), want 6"; cat hangsmid.err; }
+tail -1 hangsmid.tsv | grep -q "^# failed: step [0-9]*: exec kernel plain python: forward [0-9]* (q \[4,8,2,8\].*): no answer in 2 s$" ||
+    no "a kernel that hangs mid-run: the log's last line: $(tail -1 hangsmid.tsv)"
+[ -s hangsmid.st ] && grep -q "the last checkpoint (step 5) is kept" hangsmid.err || no "a kernel that hangs mid-run: the checkpoint is not kept"
+
 # resumed with another word in the command: refused; with the kernel's file moved (same bytes, other
 # name, other spacing): accepted, and it ends as the straight run did
 run other --attn "exec:$k --noscale" --log dies.tsv --save dies.st --resume dies.st
@@ -66,20 +73,24 @@ run changed --attn "exec:python3 moved/renamed.py --serve $tag" --steps 25 --log
 [ "$(cat changed.rc)" = 2 ] && grep -q "setting differs: attn_exec" changed.err ||
     no "a resume with the kernel's file changed is not refused: exit $(cat changed.rc) $(cat changed.err)"
 
-# refused before anything is written: hangs (exit 6), garbage (6), a feature it lacks (2), no such command (2)
+# refused before anything is written: hangs (exit 6), garbage (6), the wrong shape (6), a feature it
+# lacks (2), no such command (2)
 run hangs --attn "exec:$k --hang-on-forward" --exec-timeout 1 --log hangs.tsv --save hangs.st --save-every 5
 [ "$(cat hangs.rc)" = 6 ] && grep -q "no answer in 1 s; nothing was written" hangs.err ||
     no "a kernel that hangs: exit $(cat hangs.rc): $(cat hangs.err)"
 run garbage --attn "exec:$k --garbage-on-forward" --log garbage.tsv
 [ "$(cat garbage.rc)" = 6 ] && grep -q "outside 1..2^30 (not the protocol: stray output on its stdout?); nothing was written" garbage.err ||
     no "a kernel that writes garbage: exit $(cat garbage.rc): $(cat garbage.err)"
+run wrongshape --attn "exec:$k --raw-wrong-shape" --log wrongshape.tsv
+[ "$(cat wrongshape.rc)" = 6 ] && grep -q "the kernel's out is F32 \[4,8,2,9\], the call needs F32 \[4,8,2,8\]; nothing was written" wrongshape.err ||
+    no "a kernel that answers the wrong shape: exit $(cat wrongshape.rc): $(cat wrongshape.err)"
 run softcap --attn "exec:$k" --softcap 5 --log softcap.tsv
 [ "$(cat softcap.rc)" = 2 ] && grep -q "^attn_scale: --softcap needs softcap, which the exec kernel 'plain python' (exec:$k) does not declare" softcap.err ||
     no "a feature the kernel lacks: exit $(cat softcap.rc): $(cat softcap.err)"
 run nostart --attn "exec:no_such_kernel_command" --log nostart.tsv
 [ "$(cat nostart.rc)" = 2 ] && grep -q "hello: the kernel exited with status 127 before answering; nothing was written" nostart.err ||
     no "a command that does not start: exit $(cat nostart.rc): $(cat nostart.err)"
-for f in hangs.tsv hangs.st garbage.tsv softcap.tsv nostart.tsv; do [ ! -e "$f" ] || no "$f written"; done
+for f in hangs.tsv hangs.st garbage.tsv wrongshape.tsv softcap.tsv nostart.tsv; do [ ! -e "$f" ] || no "$f written"; done
 
 # the code model: its validation loss calls the kernel too (on a context of its own)
 EXEC_TEST_DIE_AFTER=3 "$bin" --task code --d-head 8 --heads 2 --d-model 16 --seq-len 16 --batch 2 --steps 4 --eval-every 2 --log-every 2 \
