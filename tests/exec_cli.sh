@@ -2,7 +2,8 @@
 # attn_check on a kernel in another process (exec:CMD, docs/exec_protocol.md),
 # the plain-Python kernel of tests/exec_protocol_test.py: it conforms; with the
 # seed's bug (the scale ignored) the temperature check names it; a kernel that
-# does not start, dies at its first forward, or hangs is named, attn_check exits
+# does not start, dies at its first forward, hangs, writes garbage or answers the
+# wrong shape is named (the call and what was wrong), attn_check exits
 # with its own status, and no kernel process is left behind.
 #   exec_cli.sh ATTN_CHECK SOURCE_DIR
 set -uo pipefail
@@ -38,6 +39,16 @@ grep -q "exited with status 4 before answering" dies.out || { no "a kernel that 
 run hangs "exec:$k --hang-on-forward" --timeout 2
 [ "$(cat hangs.rc)" = 1 ] || no "a kernel that hangs: exit $(cat hangs.rc), want 1"
 grep -q "no answer in 2 s" hangs.out || { no "a kernel that hangs: not said"; head -5 hangs.out; }
+
+run garbage "exec:$k --garbage-on-forward"
+[ "$(cat garbage.rc)" = 1 ] || no "a kernel that writes garbage: exit $(cat garbage.rc), want 1"
+grep -q "^FAIL  forward     d_head=8 .*forward 1 (q \[2,1,2,8\].*): the kernel's frame says [0-9]* bytes, outside 1..2^30 (not the protocol: stray output on its stdout?)" garbage.out ||
+    { no "a kernel that writes garbage: not said"; head -5 garbage.out; }
+
+run wrongshape "exec:$k --raw-wrong-shape"
+[ "$(cat wrongshape.rc)" = 1 ] || no "a kernel that answers the wrong shape: exit $(cat wrongshape.rc), want 1"
+grep -q "^FAIL  forward     d_head=8 .*: the kernel's out is F32 \[2,1,2,9\], the call needs F32 \[2,1,2,8\]" wrongshape.out ||
+    { no "a kernel that answers the wrong shape: not said"; head -5 wrongshape.out; }
 
 sleep 0.5
 ! left || { no "kernel processes left behind: $(pgrep -af -- "$tag")"; pkill -f -- "$tag"; }
