@@ -222,6 +222,13 @@ class Protocol(unittest.TestCase):
 
 
 class Lifecycle(unittest.TestCase):
+    def test_name_defaults_to_the_forward_function(self):
+        import io
+        fin, fout = io.BytesIO(frame({"type": "hello"})), io.BytesIO()
+        self.assertEqual(tx.serve(attention, attention_backward, stdin=fin, stdout=fout, log=io.StringIO()), 0)
+        fout.seek(0)
+        self.assertEqual(tx.decode(tx.read_frame(fout))[0]["name"], "attention")
+
     def test_forward_before_hello(self):
         k = Kernel()
         meta, _ = k.ask({"type": "forward", "id": "1", "scale": "1"},

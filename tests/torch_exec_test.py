@@ -124,6 +124,14 @@ class TorchLayer(unittest.TestCase):
         got = session(lambda q, k, v, **a: q[..., :1], [(dict(meta, needs_grad=""), t)])[0][0]
         self.assertIn("the kernel's out has shape [1, 3, 1, 1] (3 values), the call needs [1, 3, 1, 2]", got["message"])
 
+    def test_name_defaults_to_the_function(self):
+        def my_attention(q, k, v, **a):
+            return v.clone()
+        fin, fout = io.BytesIO(frame({"type": "hello"})), io.BytesIO()
+        self.assertEqual(tx.serve_torch(my_attention, features=["dv"], stdin=fin, stdout=fout, log=io.StringIO()), 0)
+        fout.seek(0)
+        self.assertEqual(tx.decode(tx.read_frame(fout))[0]["name"], "my_attention")
+
     def test_kv_len_arrives_as_int64(self):
         seen = {}
 

@@ -254,9 +254,12 @@ def forward_args(meta, tensors, features):
     return a, (B, Tq, H, dv)
 
 
-def serve(forward, backward=None, *, name, features=(), stdin=None, stdout=None, log=None):
+def serve(forward, backward=None, *, name=None, features=(), stdin=None, stdout=None, log=None):
     """Answers tapegrad's requests until end of input or bye. Returns the exit status (0, or 2
-    when the stream was lost); a kernel's script ends with sys.exit(serve(...))."""
+    when the stream was lost); a kernel's script ends with sys.exit(serve(...)). name: what the
+    kernel greets as (default: the forward function's name)."""
+    if not name:
+        name = getattr(forward, "__name__", "") or "kernel"
     features = list(features)
     bad = [f for f in features if f not in FEATURES]
     if bad:
@@ -355,7 +358,7 @@ def serve(forward, backward=None, *, name, features=(), stdin=None, stdout=None,
 
 
 # ---- PyTorch ------------------------------------------------------------------------------------
-def serve_torch(attention, *, name, features=(), layout="bthd", stdin=None, stdout=None, log=None):
+def serve_torch(attention, *, name=None, features=(), layout="bthd", stdin=None, stdout=None, log=None):
     """serve() for one PyTorch function, attention(q, k, v, **args) -> out; its backward is
     torch.autograd's through whatever the function did (it must be differentiable in torch).
 
@@ -408,4 +411,5 @@ def serve_torch(attention, *, name, features=(), layout="bthd", stdin=None, stdo
         grads = torch.autograd.grad(out, inputs, grad_outputs=to_torch(dout, False), allow_unused=True)
         return {n: from_torch(g if g is not None else torch.zeros_like(x)) for n, g, x in zip(needs, grads, inputs)}
 
+    name = name or getattr(attention, "__name__", "") or "torch kernel"   # the user's function's, not ours
     return serve(forward, backward, name=name, features=features, stdin=stdin, stdout=stdout, log=log)
