@@ -96,35 +96,53 @@ void tg_profile_print(const tg_profile *p, FILE *f) {
     double rest, s = p->steps, ms = 1e3 / s;
     int n = table(p, rows, &rest);
     fprintf(f, "# profile: %d steps, %.3f ms a step (wall time, begin to end of each)\n", p->steps, p->step_s * ms);
-    fprintf(f, "%-30s %10s %9s %9s %9s %6s %8s\n", "op", "calls/step", "fwd_ms", "bwd_ms", "total_ms", "share", "GFLOP/s");
+    const int peak = p->peak_gflops > 0;
+    if (peak) {
+        double flop = 0;
+        for (int i = 0; i < n; i++) flop += rows[i].fwd_flop + rows[i].bwd_flop;
+        fprintf(f, "# the FMA peak %.1f GFLOP/s; the step: %.1f GFLOP/s, %.1f%% of it (the FLOPs the ops count, over "
+                   "the step's wall time)\n", p->peak_gflops, flop / p->step_s * 1e-9,
+                100 * flop / p->step_s * 1e-9 / p->peak_gflops);
+    }
+    fprintf(f, "%-30s %10s %9s %9s %9s %6s %8s%s\n", "op", "calls/step", "fwd_ms", "bwd_ms", "total_ms", "share", "GFLOP/s",
+            peak ? "  of_fma" : "");
     for (int i = 0; i < n; i++) {
         const tg_profile_row *r = &rows[i];
         double flop = r->fwd_flop + r->bwd_flop;
-        char gf[32] = "-";
-        if (flop > 0 && total(r) > 0) snprintf(gf, sizeof gf, "%.1f", flop / total(r) * 1e-9);
+        char gf[32] = "-", of[32] = "-";
+        if (flop > 0 && total(r) > 0) {
+            snprintf(gf, sizeof gf, "%.1f", flop / total(r) * 1e-9);
+            snprintf(of, sizeof of, "%.1f%%", 100 * flop / total(r) * 1e-9 / p->peak_gflops);
+        }
         if (r->phase)
-            fprintf(f, "%-30s %10s %9.3f %9s %9.3f %5.1f%% %8s\n", r->name, "-", r->fwd_s * ms, "-", r->fwd_s * ms,
-                    100 * r->fwd_s / p->step_s, "-");
+            fprintf(f, "%-30s %10s %9.3f %9s %9.3f %5.1f%% %8s%s\n", r->name, "-", r->fwd_s * ms, "-", r->fwd_s * ms,
+                    100 * r->fwd_s / p->step_s, "-", peak ? "       -" : "");
         else
-            fprintf(f, "%-30s %10.1f %9.3f %9.3f %9.3f %5.1f%% %8s\n", r->name, (double)r->calls / s, r->fwd_s * ms,
-                    r->bwd_s * ms, total(r) * ms, 100 * total(r) / p->step_s, gf);
+            fprintf(f, "%-30s %10.1f %9.3f %9.3f %9.3f %5.1f%% %8s%s%*s\n", r->name, (double)r->calls / s,
+                    r->fwd_s * ms, r->bwd_s * ms, total(r) * ms, 100 * total(r) / p->step_s, gf, peak ? " " : "",
+                    peak ? 7 : 0, peak ? of : "");
     }
-    fprintf(f, "%-30s %10s %9s %9s %9.3f %5.1f%% %8s\n", "(not in ops)", "-", "-", "-", rest * ms,
-            100 * rest / p->step_s, "-");
+    fprintf(f, "%-30s %10s %9s %9s %9.3f %5.1f%% %8s%s\n", "(not in ops)", "-", "-", "-", rest * ms,
+            100 * rest / p->step_s, "-", peak ? "       -" : "");
 }
 
 void tg_profile_print_tsv(const tg_profile *p, FILE *f) {
     tg_profile_row rows[TG_PROFILE_MAX_ROWS];
     double rest, s = p->steps ? p->steps : 1, ms = 1e3 / s, step = p->step_s > 0 ? p->step_s : 1;
     int n = table(p, rows, &rest);
-    fprintf(f, "op\tkind\tcalls_per_step\tfwd_ms\tbwd_ms\ttotal_ms\tshare\tgflops\n");
+    fprintf(f, "op\tkind\tcalls_per_step\tfwd_ms\tbwd_ms\ttotal_ms\tshare\tgflops\tof_fma\n");
     for (int i = 0; i < n; i++) {
         const tg_profile_row *r = &rows[i];
         double flop = r->fwd_flop + r->bwd_flop;
         fprintf(f, "%s\t%s\t%.2f\t%.4f\t%.4f\t%.4f\t%.4f\t", r->name, r->phase ? "phase" : "op", (double)r->calls / s,
                 r->fwd_s * ms, r->bwd_s * ms, total(r) * ms, total(r) / step);
-        if (flop > 0 && total(r) > 0) fprintf(f, "%.2f\n", flop / total(r) * 1e-9);
-        else fprintf(f, "nan\n");
+        if (flop > 0 && total(r) > 0) {
+            const double gf = flop / total(r) * 1e-9;
+            if (p->peak_gflops > 0) fprintf(f, "%.2f\t%.4f\n", gf, gf / p->peak_gflops);
+            else fprintf(f, "%.2f\tnan\n", gf);
+        } else {
+            fprintf(f, "nan\tnan\n");
+        }
     }
-    fprintf(f, "(not in ops)\tphase\t0\t%.4f\tnan\t%.4f\t%.4f\tnan\n", rest * ms, rest * ms, rest / step);
+    fprintf(f, "(not in ops)\tphase\t0\t%.4f\tnan\t%.4f\t%.4f\tnan\tnan\n", rest * ms, rest * ms, rest / step);
 }

@@ -55,6 +55,10 @@ struct tg_profile {
     double step_s;         /* their wall time, begin to end */
     double step_t0, mark;  /* clock (s) at the step's start and at the last mark */
     int counting;          /* inside a counted step */
+    /* The machine's limit, set by the program (0: unknown; tg_profile_init sets 0): the FMA peak
+     * in GFLOP/s of the threads the step runs on. When set, the table gains each op's and the
+     * step's share of it (core measures nothing of the machine: the kit's tg_timing_fma_gflops). */
+    double peak_gflops;
 };
 
 /* skip: how many first steps to leave out (1: the first step plans products,
@@ -71,9 +75,11 @@ void tg_profile_phase(tg_profile *p, const char *name);
 void tg_profile_step_end(tg_profile *p, const tg_ctx *ctx);
 /* The table, one row per op and phase, most time first; "# " lines around it.
  * Columns: name calls/step fwd_ms bwd_ms total_ms share GFLOP/s (per step,
- * share of the step's wall time; GFLOP/s over fwd+bwd where the op counts). */
+ * share of the step's wall time; GFLOP/s over fwd+bwd where the op counts), and
+ * of_fma (GFLOP/s over peak_gflops) when peak_gflops is set. */
 void tg_profile_print(const tg_profile *p, FILE *f);
-/* The same as tab-separated columns with a header line (for tglogs.py). */
+/* The same as tab-separated columns with a header line (for tglogs.py); of_fma is nan when
+ * peak_gflops is not set. */
 void tg_profile_print_tsv(const tg_profile *p, FILE *f);
 
 /* For tg_record and tg_backward (core/ctx.c): the clock and the mark. */

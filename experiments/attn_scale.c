@@ -27,6 +27,7 @@
 #include "tg_guard.h"
 #include "tg_model.h"
 #include "tg_tasks.h"
+#include "tg_timing.h"
 #include "tg_train.h"
 
 /* What the loop's hooks see. */
@@ -368,7 +369,12 @@ int main(int argc, char **argv) {
     tg_train_result res;
     tg_profile prof;
     tg_profile_init(&prof, 1);
-    if (c.profile) tc.profile = &prof;
+    if (c.profile) {   /* the machine's limit at the width the products run at, on the run's threads */
+        tg_blas_info bi;
+        tg_blas_info_get(&bi);
+        prof.peak_gflops = tg_timing_fma_gflops(tg_timing_code_bits(bi.xsmm), c.threads, 5);
+        tc.profile = &prof;
+    }
     int status = tg_train(&tc, &tm, &res);
     if (c.profile) {
         char plan[1200];

@@ -202,12 +202,17 @@ int main(int argc, char **argv) {
     }
     tg_blas_info bi;
     tg_blas_info_get(&bi);
+    /* the limit: the FMA peak at the width the products run at, on the step's threads */
+    const int bits = tg_timing_code_bits(bi.xsmm);
+    const double fma = tg_timing_fma_gflops(bits, threads, 5);
+    printf(" fma_bits=%d fma_gflops=%.1f of_fma=%.3f", bits, fma, fma > 0 ? gflop / (med / 1e3) / fma : NAN);
     char plan_blas[256];
     char plan[TG_PLAN_NAME_BUF];
     printf(" loss=%.4f blas_core=%s libxsmm=%s plan=%s\n", loss, bi.core, bi.xsmm, tg_gemm_plan_name(plan));
     if (profile) {   /* after the timed steps, so that they are timed as without it */
         tg_profile prof;
         tg_profile_init(&prof, 0);
+        prof.peak_gflops = fma;
         tg_profile_attach(&ctx, &prof);
         for (int s = 0; s < steps; s++) train_step(&m, &opt, &ctx, tokens, targets, B, &prof);
         tg_profile_attach(&ctx, NULL);

@@ -3,6 +3,7 @@
  *   blas_info --best-core      the core for OPENBLAS_CORETYPE that fits this CPU (scripts/bench.sh gives it to PyTorch)
  *   blas_info --sgemm 2048 --threads 2    the sgemm rate, N×N×N, median of --reps
  *   blas_info --selfcheck 20   the start-up self-check's time, median of 20
+ *   blas_info --fma --threads 2   the FMA peak (the core's limit) at 512 and 256 bits, and the width the products use
  * It starts as every program does (tg_runtime_init), so it reports the kernel
  * they get; with OPENBLAS_CORETYPE set it reports that one. */
 #include <cblas.h>
@@ -18,11 +19,12 @@
 int main(int argc, char **argv) {
     int rc = tg_runtime_init("blas_info", argc, argv);
     if (rc) return rc;
-    int best_core = 0, n = 0, threads = 1, reps = 5, checks = 0;
+    int best_core = 0, n = 0, threads = 1, reps = 5, checks = 0, fma = 0;
     const tg_cli_opt opts[] = {
         {"best-core", TG_CLI_FLAG, &best_core, 0, 0, NULL, "print only the OpenBLAS core that fits this CPU"},
         {"sgemm", TG_CLI_INT, &n, 0, 16384, NULL, "time cblas_sgemm of N×N by N×N (0: no)"},
-        {"threads", TG_CLI_INT, &threads, 1, 256, NULL, "OpenBLAS threads for --sgemm"},
+        {"threads", TG_CLI_INT, &threads, 1, 256, NULL, "OpenBLAS threads for --sgemm; threads for --fma"},
+        {"fma", TG_CLI_FLAG, &fma, 0, 0, NULL, "measure the FMA peak (FP32, GFLOP/s) at 512 and 256 bits on --threads"},
         {"reps", TG_CLI_INT, &reps, 1, 1000, NULL, "--sgemm repetitions after one untimed (the median is reported)"},
         {"selfcheck", TG_CLI_INT, &checks, 0, 100000, NULL, "time the start-up sgemm self-check this many times (0: no)"},
     };
@@ -72,6 +74,11 @@ int main(int argc, char **argv) {
                2.0 * n * n * (double)n / (med * 1e6));
         free(A);
         free(ms);
+    }
+    if (fma) {   /* 0: the CPU lacks that width */
+        printf(" fma512_gflops=%.1f fma256_gflops=%.1f code_bits=%d fma_threads=%d",
+               tg_timing_fma_gflops(512, threads, reps), tg_timing_fma_gflops(256, threads, reps),
+               tg_timing_code_bits(b.xsmm), threads);
     }
     if (checks) {
         double *ms = malloc(sizeof(double) * (size_t)checks);

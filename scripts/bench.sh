@@ -70,24 +70,26 @@ function med(list,   n, a, i, j, t) {
     for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
     k = f["size"] SUBSEP f["impl"]
     ms[k] = ms[k] " " f["median_ms"]; rss[k] = f["peak_rss_mb"]
-    if (f["impl"] == "tapegrad") { allocs[f["size"]] = f["allocs_per_step"]; attn[f["size"]] = f["attn"] }
+    if (f["impl"] == "tapegrad") { allocs[f["size"]] = f["allocs_per_step"]; attn[f["size"]] = f["attn"]; fma[f["size"]] = f["fma_gflops"] }
     if ("sgemm_gflops" in f) { sg[f["size"]] = f["sgemm_gflops"]; sgms[f["size"]] = f["sgemm_ms"]; pk[f["size"]] = f["peak_gflops"] }
     if (!(f["size"] in seen)) { seen[f["size"]] = 1; order[++ns] = f["size"]; gf[f["size"]] = f["gflops"] * f["median_ms"] }
 }
 END {
-    printf "%-6s %-8s %10s %10s %12s %8s %9s %9s %9s %7s %8s %7s %7s %7s %8s\n", "size", "attn", "tapegrad", "torch", "torch_tuned",
-           "ratio", "tg_GF/s", "sgemm_ms", "sgemm_GF/s", "of_sgemm", "peak_GF/s", "of_peak", "allocs", "tg_MB", "torch_MB"
+    printf "%-6s %-8s %10s %10s %12s %8s %9s %9s %9s %7s %8s %7s %7s %7s %7s %7s %8s\n", "size", "attn", "tapegrad", "torch", "torch_tuned",
+           "ratio", "tg_GF/s", "sgemm_ms", "sgemm_GF/s", "of_sgemm", "peak_GF/s", "of_peak", "fma_GF/s", "of_fma", "allocs", "tg_MB", "torch_MB"
     for (s = 1; s <= ns; s++) {
         z = order[s]
         t = med(ms[z SUBSEP "tapegrad"]); p = med(ms[z SUBSEP "torch"]); q = med(ms[z SUBSEP "torch_tuned"])
         best = p < q ? p : q; gflop = gf[z] / 1e3
-        printf "%-6s %-8s %8.2fms %8.2fms %10.2fms %7.2fx %9.1f %9.2f %9.1f %6.0f%% %8.1f %6.0f%% %7s %7.0f %8.0f\n", z, attn[z], t, p, q,
-               t / best, gflop / (t / 1e3), sgms[z], sg[z], 100 * gflop / (t / 1e3) / sg[z], pk[z], 100 * gflop / (t / 1e3) / pk[z], allocs[z],
+        printf "%-6s %-8s %8.2fms %8.2fms %10.2fms %7.2fx %9.1f %9.2f %9.1f %6.0f%% %8.1f %6.0f%% %8.1f %6.0f%% %7s %7.0f %8.0f\n", z, attn[z], t, p, q,
+               t / best, gflop / (t / 1e3), sgms[z], sg[z], 100 * gflop / (t / 1e3) / sg[z], pk[z], 100 * gflop / (t / 1e3) / pk[z],
+               fma[z], (fma[z] > 0 ? 100 * gflop / (t / 1e3) / fma[z] : 0), allocs[z],
                rss[z SUBSEP "tapegrad"], rss[z SUBSEP "torch"] < rss[z SUBSEP "torch_tuned"] ? rss[z SUBSEP "torch"] : rss[z SUBSEP "torch_tuned"]
     }
     print "ratio: tapegrad median over the better PyTorch median; of_sgemm: tapegrad GFLOP/s over the"
     print "sgemm-only rate of the same products (OpenBLAS, same threads); of_peak: over one 2048^3 sgemm"
-    print "(OpenBLAS, same threads: the sgemm rate of the speed targets); medians over the rounds."
+    print "(OpenBLAS, same threads: the sgemm rate of the speed targets); fma_GF/s: the FMA peak at the width"
+    print "the products run at, same threads (blas_info --fma), of_fma the step over it; medians over the rounds."
     if (threads == 2 || threads == 1) {   # issue 20: a step <= 0.25x, 0.5x, 0.6x of PyTorch (2 threads), seed and large >= 70% of the sgemm rate
         lim["small"] = 0.25; lim["seed"] = 0.5; lim["large"] = 0.6; line = ""
         for (s = 1; s <= ns; s++) {

@@ -77,18 +77,21 @@ function med(list,   n, a, i, j, x) {
 {
     delete f; for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
     k = f["T"] SUBSEP f["attn"]; ms[k] = ms[k] " " f["ms"]; rss[k] = f["peak_rss_mb"]; ar[k] = f["arena_mb"]
-    of[k] = of[k] " " f["of_sgemm"]; kern = "OpenBLAS core " f["blas_core"] ", libxsmm " f["libxsmm"]
+    of[k] = of[k] " " f["of_sgemm"]; ofma[k] = ofma[k] " " f["of_fma"]; fma = f["fma_gflops"]
+    kern = "OpenBLAS core " f["blas_core"] ", libxsmm " f["libxsmm"] ", FMA peak " fma " GFLOP/s at " f["fma_bits"] " bits"
     if (!(f["T"] in seen)) { seen[f["T"]] = 1; order[++n] = f["T"] }
 }
 END {
-    printf "%6s %13s %13s %11s %11s %8s %10s %14s\n", "T", "composed_MB", "fused_MB", "composed_ms", "fused_ms", "speedup", "fused_arena", "fused_of_sgemm"
+    printf "%6s %13s %13s %11s %11s %8s %10s %14s %15s %12s\n", "T", "composed_MB", "fused_MB", "composed_ms", "fused_ms", "speedup", "fused_arena",
+           "fused_of_sgemm", "composed_of_fma", "fused_of_fma"
     for (i = 1; i <= n; i++) {
         t = order[i]; c = med(ms[t SUBSEP "composed"]); u = med(ms[t SUBSEP "fused"])
-        printf "%6s %13.1f %13.1f %11.1f %11.1f %7.2fx %8.1fMB %13.0f%%\n", t, rss[t SUBSEP "composed"], rss[t SUBSEP "fused"], c, u, c / u,
-               ar[t SUBSEP "fused"], med(of[t SUBSEP "fused"]) + 0
+        printf "%6s %13.1f %13.1f %11.1f %11.1f %7.2fx %8.1fMB %13.0f%% %14.0f%% %11.0f%%\n", t, rss[t SUBSEP "composed"], rss[t SUBSEP "fused"], c, u, c / u,
+               ar[t SUBSEP "fused"], med(of[t SUBSEP "fused"]) + 0, med(ofma[t SUBSEP "composed"]) + 0, med(ofma[t SUBSEP "fused"]) + 0
     }
     print "MB: peak RSS of the process; ms: median over the rounds of the best of 3 forward+backward;"
     print "fused_of_sgemm: its GFLOP/s (the causal half skipped) over one 2048^3 sgemm on the same threads;"
+    print "*_of_fma: each op'"'"'s GFLOP/s over the FMA peak at the products'"'"' width, same threads (blas_info --fma);"
     print "kernels: " kern
     if (threads == 1 && ("4096" SUBSEP "fused") in ms) {   # the target of issue 9
         o = med(of["4096" SUBSEP "fused"]) + 0

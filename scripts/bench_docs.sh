@@ -3,10 +3,12 @@
 # quiet machine; each output names the date, the load average, the CPU and the
 # kernels). Then scripts/docs.sh updates the page.
 #   scripts/bench_docs.sh            all of them (about 20 minutes on 2 cores)
-#   scripts/bench_docs.sh step1 attn  only those (step2 step2p step1 attn window gemm profile kernel)
+#   scripts/bench_docs.sh step1 attn  only those (fma step2 step2p step1 attn window gemm profile kernel)
 #   ISA=avx2 scripts/bench_docs.sh   the AVX2 code on this AVX-512 machine (build-avx2/, made here
 #                                    with -DTG_AVX512_CLONES=OFF; LIBXSMM_TARGET=hsw,
 #                                    OPENBLAS_CORETYPE=Haswell) -> docs/data/bench/avx2/ (no kernel)
+# fma:    blas_info --fma, 1 and 2 threads, 3 times each (the FMA peak); bench_step --size seed
+#         --threads 1 --sgemm 1 --profile (the step's and each op's share of it) -> fma.txt
 # step2:  scripts/bench.sh (2 threads)            -> step-threads2.txt
 # step2p: the same with OMP_WAIT_POLICY=passive     -> step-threads2-passive.txt
 # step1:  THREADS=1 scripts/bench.sh              -> step-threads1.txt
@@ -19,14 +21,14 @@
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out="$top/docs/data/bench"
-what=("$@"); [ ${#what[@]} -gt 0 ] || what=(step2 step2p step1 attn window gemm profile kernel)
+what=("$@"); [ ${#what[@]} -gt 0 ] || what=(fma step2 step2p step1 attn window gemm profile kernel)
 isa=${ISA:-native}; gemm_bin="$top/build/experiments/bench_gemm"; gemm_env=(env -u OPENBLAS_CORETYPE)
 if [ "$isa" = avx2 ]; then
     out="$out/avx2"; gemm_bin="$top/build-avx2/experiments/bench_gemm"
     gemm_env=(env LIBXSMM_TARGET=hsw OPENBLAS_CORETYPE=Haswell)
     cmake -S "$top" -B "$top/build-avx2" -DTG_AVX512_CLONES=OFF -DBUILD_TESTING=OFF >/dev/null
     cmake --build "$top/build-avx2" -j "$(nproc)" >/dev/null
-    [ ${#@} -gt 0 ] || what=(step2 step2p step1 attn window gemm profile)
+    [ ${#@} -gt 0 ] || what=(fma step2 step2p step1 attn window gemm profile)
 fi
 export ISA=$isa
 mkdir -p "$out"
@@ -38,6 +40,9 @@ save() {   # save FILE COMMAND...: the command's output, kept only if it succeed
 }
 for w in "${what[@]}"; do
     case "$w" in
+        fma) save fma.txt bash -c 'echo "# $(sed -n "s/^model name[[:space:]]*: //p" /proc/cpuinfo | head -1) (family $(sed -n "s/^cpu family[[:space:]]*: //p" /proc/cpuinfo | head -1) model $(sed -n "s/^model[[:space:]]*: //p" /proc/cpuinfo | head -1)), $(nproc) cores, $(date -u +%F), load average: $(cut -d" " -f1-3 /proc/loadavg), ISA=$ISA"
+                 for t in 1 2; do for r in 1 2 3; do "${@:2}" "$1/blas_info" --fma --threads $t; done; done
+                 "${@:2}" "$1/bench_step" --size seed --threads 1 --steps 20 --sgemm 1 --profile' _ "${gemm_bin%/bench_gemm}" "${gemm_env[@]}" ;;
         step2) save step-threads2.txt env THREADS=2 "$top/scripts/bench.sh" ;;
         step2p) save step-threads2-passive.txt env OMP_WAIT_POLICY=passive THREADS=2 "$top/scripts/bench.sh" ;;
         step1) save step-threads1.txt env THREADS=1 "$top/scripts/bench.sh" ;;
@@ -50,7 +55,7 @@ for w in "${what[@]}"; do
         profile) save profile-seed.txt "${gemm_env[@]}" "${gemm_bin%/bench_gemm}/bench_step" --size seed --threads 1 --steps 20 --sgemm 0 --profile ;;
         kernel) [ "$isa" = native ] || { echo "bench_docs.sh: kernel is for ISA=native" >&2; exit 2; }
                 save kernel.txt env -u OPENBLAS_CORETYPE OMP_WAIT_POLICY=passive ROUNDS=7 "$top/scripts/bench_kernel.sh" ;;
-        *) echo "bench_docs.sh: unknown benchmark '$w' (step2 step2p step1 attn gemm profile kernel)" >&2; exit 2 ;;
+        *) echo "bench_docs.sh: unknown benchmark '$w' (fma step2 step2p step1 attn window gemm profile kernel)" >&2; exit 2 ;;
     esac
 done
 echo "bench_docs.sh: wrote docs/data/bench/; now run scripts/docs.sh" >&2

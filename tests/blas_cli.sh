@@ -105,5 +105,27 @@ n=$(lines all.err restarting)
 [ "$n" -ge 0 ] && [ "$n" -le 6 ] || no "every kernel failing: $n restarts"
 [ -s all.out ] && no "every kernel failed, yet the program ran: $(head -2 all.out)"
 
+# the FMA peak: measured at each width this CPU has (no threshold: speed is for the benchmarks), 0
+# at one it lacks; the width the products run at follows libxsmm's target
+run 0 fma "$bi" --fma
+field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" "$1"; }
+has() { grep -qw "$1" /proc/cpuinfo; }
+for w in 512 256; do
+    g=$(field fma.out "fma${w}_gflops")
+    if { [ $w = 512 ] && has avx512f; } || { [ $w = 256 ] && has avx2 && has fma; }; then
+        awk -v g="$g" 'BEGIN { exit !(g > 0) }' || no "blas_info --fma: $w bits on a CPU that has them: '$g'"
+    else
+        [ "$g" = 0.0 ] || no "blas_info --fma: $w bits on a CPU without them: '$g', want 0.0"
+    fi
+done
+case "$(field fma.out libxsmm)" in
+    hsw*) want=256 ;; skx*|clx*|cpx*|spr*) want=512 ;; *) want="" ;;
+esac
+[ -z "$want" ] || [ "$(field fma.out code_bits)" = "$want" ] || no "blas_info --fma: code_bits $(field fma.out code_bits) with libxsmm=$(field fma.out libxsmm)"
+if has avx2; then   # libxsmm held at AVX2 (docs/speed.md#avx2-on-an-avx-512-machine): the products' width is 256
+    run 0 fma_hsw env LIBXSMM_TARGET=hsw "$bi" --fma
+    [ "$(field fma_hsw.out code_bits)" = 256 ] || no "blas_info --fma with LIBXSMM_TARGET=hsw: code_bits $(field fma_hsw.out code_bits)"
+fi
+
 [ "$fails" -eq 0 ] && echo "blas_cli: all checks passed"
 exit "$fails"

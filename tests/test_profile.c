@@ -92,12 +92,35 @@ static void test_profile_counts(void **s) {
     assert_non_null(strstr(text, "# profile: 5 steps"));
     assert_non_null(strstr(text, "\ntg_matmul "));
     assert_non_null(strstr(text, "\n(not in ops) "));
+    assert_null(strstr(text, "of_fma"));   /* no peak set: no column */
     free(text);
     f = open_memstream(&text, &len);
     tg_profile_print_tsv(&prof, f);
     fclose(f);
-    assert_true(strncmp(text, "op\tkind\tcalls_per_step\tfwd_ms\tbwd_ms\ttotal_ms\tshare\tgflops\n", 58) == 0);
+    const char *head = "op\tkind\tcalls_per_step\tfwd_ms\tbwd_ms\ttotal_ms\tshare\tgflops\tof_fma\n";
+    assert_true(strncmp(text, head, strlen(head)) == 0);
     assert_non_null(strstr(text, "\ntg_matmul\top\t1.00\t"));
+    assert_non_null(strstr(text, "\tnan\n(not in ops)"));   /* matmul's of_fma without a peak: nan */
+    free(text);
+
+    /* with the machine's peak set: the step's share of it, and each op's that counts its FLOPs */
+    const tg_profile_row mm_row = *mm;
+    const double mm_gf = (mm_row.fwd_flop + mm_row.bwd_flop) / (mm_row.fwd_s + mm_row.bwd_s) * 1e-9;
+    prof.peak_gflops = 4 * mm_gf;   /* matmul at 25% of it */
+    f = open_memstream(&text, &len);
+    tg_profile_print(&prof, f);
+    fclose(f);
+    assert_non_null(strstr(text, "# the FMA peak "));
+    const char *mrow = strstr(text, "\ntg_matmul ");
+    assert_non_null(mrow);
+    assert_non_null(strstr(mrow, " 25.0%\n"));
+    assert_true(strstr(mrow, " 25.0%\n") < strchr(mrow + 1, '\n') + 1);   /* on matmul's own row */
+    free(text);
+    f = open_memstream(&text, &len);
+    tg_profile_print_tsv(&prof, f);
+    fclose(f);
+    assert_non_null(strstr(text, "\ntg_matmul\top\t1.00\t"));
+    assert_non_null(strstr(strstr(text, "\ntg_matmul\t"), "\t0.2500\n"));
     free(text);
 
     /* a profile with no counted step says so */

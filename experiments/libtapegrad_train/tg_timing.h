@@ -14,4 +14,15 @@ double tg_timing_cpu_ms(void);
  * Leaves OpenBLAS at one thread. */
 double tg_timing_sgemm_gflops(int n, int threads, int reps);
 
+/* The core's limit: GFLOP/s of FP32 fused multiply-adds (2 flops each) on `threads` threads at
+ * once, each running 16 independent chains of `bits`-wide FMAs (512: AVX-512F, 256: AVX2+FMA)
+ * from registers, nothing from memory; the best of `reps` timed rounds of about 20 ms after one
+ * untimed. 0 when this CPU lacks that width. It is what no product or attention op can pass at
+ * that width: the benchmarks' of_fma columns are shares of it. */
+double tg_timing_fma_gflops(int bits, int threads, int reps);
+
+/* The vector width the products run at: 512 when libxsmm's target is an AVX-512 one (skx, clx,
+ * cpx, spr, ...), 256 for AVX2 (hsw), 128 below; from the target's name as libxsmm gives it. */
+int tg_timing_code_bits(const char *xsmm_target);
+
 #endif
