@@ -109,7 +109,7 @@ static void test_measure_refusals(void **s) {
     tg_attn_args a = tg_attn_args_make(q, k, k, 0.5f);
     a.causal = 1;
     assert_int_equal(tg_attn_measure(&ctx, &Kr, &a, &st, NULL, NULL, err, sizeof err), TG_MEASURE_FAILED);
-    assert_non_null(strstr(err, "refused V = identity (dv = 9): refuses: dv must be d"));
+    assert_non_null(strstr(err, "the call with V = identity (dv = 9) failed: refuses: dv must be d"));
     assert_int_equal(tg_attn_measure(&ctx, &Kn, &a, &st, NULL, NULL, err, sizeof err), TG_MEASURE_FAILED);
     assert_non_null(strstr(err, "sums to 2"));
     assert_int_equal(tg_attn_measure(&ctx, &Kc, &a, &st, NULL, NULL, err, sizeof err), TG_MEASURE_LEAK);

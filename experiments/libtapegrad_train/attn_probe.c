@@ -51,7 +51,7 @@ static tg_tensor *call_identity(tg_ctx *ctx, const tg_attn_kernel *kernel, const
     char msg[400];
     tg_tensor *o = tg_attn_call_caught(ctx, kernel, &a, 0, msg, sizeof msg);
     if (!o && msg[0]) {
-        tg_errf(err, errlen, "the kernel refused V = identity (dv = %d): %s", dv, msg);
+        tg_errf(err, errlen, "the call with V = identity (dv = %d) failed: %s", dv, msg);   /* refused, or an exec kernel that died */
         return NULL;
     }
     if (!o || o->ndim != 4 || o->shape[0] != B || o->shape[1] != Tq || o->shape[2] != H || o->shape[3] != dv) {
