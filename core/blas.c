@@ -295,6 +295,8 @@ void tg_blas_info_get(tg_blas_info *b) {
     b->blas_threads = openblas_get_num_threads();
     b->threads = omp_get_max_threads();
     snprintf(b->xsmm, sizeof b->xsmm, "%s", libxsmm_get_target_arch());
+    const int arch = libxsmm_get_target_archid();
+    b->xsmm_bits = arch >= LIBXSMM_X86_AVX512 ? 512 : arch >= LIBXSMM_X86_AVX ? 256 : 128;
 }
 
 const char *tg_blas_info_str(const tg_blas_info *b, char *buf, size_t len) {

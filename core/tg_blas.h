@@ -24,6 +24,7 @@ typedef struct tg_blas_info {
     int blas_threads;    /* OpenBLAS's threads */
     int threads;         /* tapegrad's (OpenMP) threads */
     char xsmm[16];       /* libxsmm's code target for the small products (ops/gemm.c): "cpx" */
+    int xsmm_bits;       /* its vector width (libxsmm's arch id): 512 (AVX-512), 256 (AVX, AVX2), 128 below */
 } tg_blas_info;
 
 void tg_blas_info_get(tg_blas_info *b);

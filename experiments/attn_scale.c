@@ -372,7 +372,7 @@ int main(int argc, char **argv) {
     if (c.profile) {   /* the machine's limit at the width the products run at, on the run's threads */
         tg_blas_info bi;
         tg_blas_info_get(&bi);
-        prof.peak_gflops = tg_timing_fma_gflops(tg_timing_code_bits(bi.xsmm), c.threads, 5);
+        prof.peak_gflops = tg_timing_fma_gflops(bi.xsmm_bits, c.threads, 5);
         tc.profile = &prof;
     }
     int status = tg_train(&tc, &tm, &res);

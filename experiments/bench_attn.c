@@ -111,7 +111,7 @@ int main(int argc, char **argv) {
     }
     tg_blas_info bi;
     tg_blas_info_get(&bi);
-    const int bits = tg_timing_code_bits(bi.xsmm);   /* the limit: the FMA peak, the products' width */
+    const int bits = bi.xsmm_bits;   /* the limit: the FMA peak, the products' width */
     const double fma = tg_timing_fma_gflops(bits, threads, 5);
     printf(" fma_bits=%d fma_gflops=%.1f of_fma=%.0f%%", bits, fma, fma > 0 ? 100 * gflop / (best / 1e3) / fma : NAN);
     printf(" blas_core=%s libxsmm=%s\n", bi.core, bi.xsmm);

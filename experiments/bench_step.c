@@ -203,7 +203,7 @@ int main(int argc, char **argv) {
     tg_blas_info bi;
     tg_blas_info_get(&bi);
     /* the limit: the FMA peak at the width the products run at, on the step's threads */
-    const int bits = tg_timing_code_bits(bi.xsmm);
+    const int bits = bi.xsmm_bits;
     const double fma = tg_timing_fma_gflops(bits, threads, 5);
     printf(" fma_bits=%d fma_gflops=%.1f of_fma=%.3f", bits, fma, fma > 0 ? gflop / (med / 1e3) / fma : NAN);
     char plan_blas[256];

@@ -78,7 +78,7 @@ int main(int argc, char **argv) {
     if (fma) {   /* 0: the CPU lacks that width */
         printf(" fma512_gflops=%.1f fma256_gflops=%.1f code_bits=%d fma_threads=%d",
                tg_timing_fma_gflops(512, threads, reps), tg_timing_fma_gflops(256, threads, reps),
-               tg_timing_code_bits(b.xsmm), threads);
+               b.xsmm_bits, threads);
     }
     if (checks) {
         double *ms = malloc(sizeof(double) * (size_t)checks);

@@ -21,8 +21,6 @@ double tg_timing_sgemm_gflops(int n, int threads, int reps);
  * that width: the benchmarks' of_fma columns are shares of it. */
 double tg_timing_fma_gflops(int bits, int threads, int reps);
 
-/* The vector width the products run at: 512 when libxsmm's target is an AVX-512 one (skx, clx,
- * cpx, spr, ...), 256 for AVX2 (hsw), 128 below; from the target's name as libxsmm gives it. */
-int tg_timing_code_bits(const char *xsmm_target);
+/* The width to measure at is the products': tg_blas_info's xsmm_bits (tg_blas.h). */
 
 #endif

@@ -6,7 +6,6 @@
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "tg_core.h"
@@ -127,13 +126,4 @@ double tg_timing_fma_gflops(int bits, int threads, int reps) {
     }
     (void)sink;
     return flops_per_iter * (double)n * threads / (best / 1e3) / 1e9;
-}
-
-int tg_timing_code_bits(const char *t) {
-    if (!t) return 128;
-    if (!strncmp(t, "hsw", 3)) return 256;
-    static const char *const avx512[] = {"skx", "clx", "cpx", "spr", "knl", "knm", "avx512"};
-    for (size_t i = 0; i < sizeof avx512 / sizeof avx512[0]; i++)
-        if (!strncmp(t, avx512[i], strlen(avx512[i]))) return 512;
-    return 128;
 }
