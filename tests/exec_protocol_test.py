@@ -15,6 +15,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "python"))
 import tapegrad_exec as tx  # noqa: E402
+from exec_conformance import Kernel as Child, frame, rand  # noqa: E402
 
 
 # ---- the kernel under test -----------------------------------------------------------------
@@ -89,45 +90,10 @@ def wrong_shape(q, k, v, **a):
     return tx.tensor(out.shape[:3] + (out.shape[3] + 1,)), saved
 
 
-# ---- the client's side ----------------------------------------------------------------------
-def frame(meta, tensors=None):
-    body = tx.encode(dict({"protocol": "1"}, **meta), tensors or {})
-    return struct.pack("<Q", len(body)) + body
-
-
-class Kernel:
+# ---- the client's side: the protocol checks' own (scripts/python/exec_conformance.py) ---------
+class Kernel(Child):
     def __init__(self, *args):
-        self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve"] + list(args),
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-    def send_raw(self, raw):
-        self.p.stdin.write(raw)
-        self.p.stdin.flush()
-
-    def ask(self, meta, tensors=None):
-        self.send_raw(frame(meta, tensors))
-        body = tx.read_frame(self.p.stdout)
-        if body is None:
-            raise AssertionError("the kernel closed its stdout; stderr: %s" % self.p.stderr.read().decode())
-        return tx.decode(body)
-
-    def close(self):
-        try:
-            self.p.stdin.close()
-        except BrokenPipeError:
-            pass
-        rc = self.p.wait(timeout=20)
-        self.p.stdout.close()
-        self.p.stderr.close()
-        return rc
-
-
-def rand(shape, seed):
-    x, vals = seed * 2654435761 % 2**32, []
-    for _ in range(tx.numel(shape)):
-        x = (1103515245 * x + 12345) % 2**31
-        vals.append(x / 2**31 * 2 - 1)
-    return tx.tensor(shape, vals)
+        super().__init__([sys.executable, os.path.abspath(__file__), "--serve"] + list(args), stderr=subprocess.PIPE)
 
 
 class Protocol(unittest.TestCase):

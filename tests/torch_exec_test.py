@@ -9,7 +9,6 @@ Skips (exit 77) when torch cannot be imported: Debian's python3-torch, which scr
 installs, is for /usr/bin/python3."""
 import io
 import os
-import struct
 import sys
 import unittest
 
@@ -27,11 +26,7 @@ import tapegrad_exec as tx  # noqa: E402
 import attention as example  # noqa: E402
 import reference  # noqa: E402
 from exec_protocol_test import attention as plain, attention_backward as plain_backward, rand  # noqa: E402
-
-
-def frame(meta, tensors=None):
-    body = tx.encode(dict({"protocol": "1"}, **meta), tensors or {})
-    return struct.pack("<Q", len(body)) + body
+from exec_conformance import frame  # noqa: E402
 
 
 def session(fn, requests, features=("dv", "gqa", "window"), layout="bhtd"):

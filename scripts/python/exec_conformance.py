@@ -33,9 +33,22 @@ def check(ok, what):
     return ok
 
 
+def frame(meta, tensors=None):
+    """A request's bytes: the length prefix and the body, protocol 1."""
+    body = tx.encode(dict({"protocol": "1"}, **meta), tensors or {})
+    return struct.pack("<Q", len(body)) + body
+
+
+class Closed(Exception):
+    """The kernel closed its stdout instead of answering."""
+
+
 class Kernel:
-    def __init__(self, cmd):
-        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    """A kernel run as a child, spoken to as tapegrad does (tests/exec_protocol_test.py uses it too).
+    stderr: None passes the kernel's through; subprocess.PIPE keeps it for Closed's message."""
+
+    def __init__(self, cmd, stderr=None):
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
 
     def send_raw(self, raw):
         self.p.stdin.write(raw)
@@ -44,12 +57,12 @@ class Kernel:
     def read(self):
         body = tx.read_frame(self.p.stdout)   # validates the length prefix
         if body is None:
-            raise SystemExit("FAIL: the kernel closed its stdout (exit %s)" % self.p.poll())
+            said = self.p.stderr.read().decode(errors="replace") if self.p.stderr else ""
+            raise Closed("the kernel closed its stdout (exit %s)%s" % (self.p.poll(), "; stderr: " + said if said else ""))
         return tx.decode(body)   # validates the safetensors body: dtypes, offsets, lengths
 
     def ask(self, meta, tensors=None):
-        body = tx.encode(dict({"protocol": "1"}, **meta), tensors or {})
-        self.send_raw(struct.pack("<Q", len(body)) + body)
+        self.send_raw(frame(meta, tensors))
         return self.read()
 
     def close(self):
@@ -59,6 +72,8 @@ class Kernel:
             pass
         rc = self.p.wait(timeout=30)
         self.p.stdout.close()
+        if self.p.stderr:
+            self.p.stderr.close()
         return rc
 
 
@@ -236,8 +251,7 @@ def main(cmd):
     k.close()
     k = Kernel(cmd)
     k.ask({"type": "hello"})
-    body = tx.encode({"protocol": "1", "type": "bye"}, {})
-    k.send_raw(struct.pack("<Q", len(body)) + body)
+    k.send_raw(frame({"type": "bye"}))
     check(k.p.wait(timeout=30) == 0, "bye: the kernel's exit is not 0")
     k.close()
 
@@ -248,4 +262,7 @@ def main(cmd):
 if __name__ == "__main__":
     if len(sys.argv) < 2:
         sys.exit("usage: exec_conformance.py CMD [ARG...]")
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except Closed as e:
+        sys.exit("FAIL: %s" % e)
