@@ -104,26 +104,28 @@ void tg_profile_print(const tg_profile *p, FILE *f) {
                    "the step's wall time)\n", p->peak_gflops, flop / p->step_s * 1e-9,
                 100 * flop / p->step_s * 1e-9 / p->peak_gflops);
     }
+    /* of_fma, the last column, only with a peak: each row ends with of[] ("" without one) */
     fprintf(f, "%-30s %10s %9s %9s %9s %6s %8s%s\n", "op", "calls/step", "fwd_ms", "bwd_ms", "total_ms", "share", "GFLOP/s",
             peak ? "  of_fma" : "");
+    const char *none = peak ? "       -" : "";
     for (int i = 0; i < n; i++) {
         const tg_profile_row *r = &rows[i];
         double flop = r->fwd_flop + r->bwd_flop;
-        char gf[32] = "-", of[32] = "-";
+        char gf[32] = "-", of[32];
+        snprintf(of, sizeof of, "%s", none);
         if (flop > 0 && total(r) > 0) {
             snprintf(gf, sizeof gf, "%.1f", flop / total(r) * 1e-9);
-            snprintf(of, sizeof of, "%.1f%%", 100 * flop / total(r) * 1e-9 / p->peak_gflops);
+            if (peak) snprintf(of, sizeof of, " %6.1f%%", 100 * flop / total(r) * 1e-9 / p->peak_gflops);
         }
         if (r->phase)
             fprintf(f, "%-30s %10s %9.3f %9s %9.3f %5.1f%% %8s%s\n", r->name, "-", r->fwd_s * ms, "-", r->fwd_s * ms,
-                    100 * r->fwd_s / p->step_s, "-", peak ? "       -" : "");
+                    100 * r->fwd_s / p->step_s, "-", none);
         else
-            fprintf(f, "%-30s %10.1f %9.3f %9.3f %9.3f %5.1f%% %8s%s%*s\n", r->name, (double)r->calls / s,
-                    r->fwd_s * ms, r->bwd_s * ms, total(r) * ms, 100 * total(r) / p->step_s, gf, peak ? " " : "",
-                    peak ? 7 : 0, peak ? of : "");
+            fprintf(f, "%-30s %10.1f %9.3f %9.3f %9.3f %5.1f%% %8s%s\n", r->name, (double)r->calls / s, r->fwd_s * ms,
+                    r->bwd_s * ms, total(r) * ms, 100 * total(r) / p->step_s, gf, of);
     }
     fprintf(f, "%-30s %10s %9s %9s %9.3f %5.1f%% %8s%s\n", "(not in ops)", "-", "-", "-", rest * ms,
-            100 * rest / p->step_s, "-", peak ? "       -" : "");
+            100 * rest / p->step_s, "-", none);
 }
 
 void tg_profile_print_tsv(const tg_profile *p, FILE *f) {

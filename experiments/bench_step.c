@@ -203,9 +203,8 @@ int main(int argc, char **argv) {
     tg_blas_info bi;
     tg_blas_info_get(&bi);
     /* the limit: the FMA peak at the width the products run at, on the step's threads */
-    const int bits = bi.xsmm_bits;
-    const double fma = tg_timing_fma_gflops(bits, threads, 5);
-    printf(" fma_bits=%d fma_gflops=%.1f of_fma=%.3f", bits, fma, fma > 0 ? gflop / (med / 1e3) / fma : NAN);
+    const double fma = tg_timing_fma_gflops(bi.xsmm_bits, threads, 5);
+    printf(" fma_bits=%d fma_gflops=%.1f of_fma=%.3f", bi.xsmm_bits, fma, fma > 0 ? gflop / (med / 1e3) / fma : NAN);
     char plan_blas[256];
     char plan[TG_PLAN_NAME_BUF];
     printf(" loss=%.4f blas_core=%s libxsmm=%s plan=%s\n", loss, bi.core, bi.xsmm, tg_gemm_plan_name(plan));

@@ -15,12 +15,11 @@ double tg_timing_cpu_ms(void);
 double tg_timing_sgemm_gflops(int n, int threads, int reps);
 
 /* The core's limit: GFLOP/s of FP32 fused multiply-adds (2 flops each) on `threads` threads at
- * once, each running 16 independent chains of `bits`-wide FMAs (512: AVX-512F, 256: AVX2+FMA)
- * from registers, nothing from memory; the best of `reps` timed rounds of about 20 ms after one
+ * once, each running independent chains of `bits`-wide FMAs (512: AVX-512F, 256: AVX2+FMA) from
+ * registers, nothing from memory; the best of `reps` timed rounds of about 20 ms after one
  * untimed. 0 when this CPU lacks that width. It is what no product or attention op can pass at
- * that width: the benchmarks' of_fma columns are shares of it. */
+ * that width: the benchmarks' of_fma columns are shares of it, at the products' width
+ * (tg_blas_info's xsmm_bits, tg_blas.h). */
 double tg_timing_fma_gflops(int bits, int threads, int reps);
-
-/* The width to measure at is the products': tg_blas_info's xsmm_bits (tg_blas.h). */
 
 #endif
