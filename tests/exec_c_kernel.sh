@@ -28,26 +28,14 @@ rc=$?
 grep -q "^FAIL  temperature d_head=128  c = 11.31 = √128" noscale.out || { no "the temperature check does not name √128"; grep temperature noscale.out; }
 
 small=(--d-head 8 --heads 4 --d-model 32 --seq-len 8 --batch 4 --steps 20 --log-every 1 --warmup 2)
-same() {   # the loss, entropy and gradient norm columns of two logs agree within 1e-5 (by name)
-    python3 - "$1" "$2" <<'PY'
-import csv, sys
-def rows(p):
-    return list(csv.DictReader((l for l in open(p) if not l.startswith("#")), delimiter="\t"))
-a, b = rows(sys.argv[1]), rows(sys.argv[2])
-assert len(a) == len(b) and a, "rows: %d and %d" % (len(a), len(b))
-for x, y in zip(a, b):
-    for col in ("loss", "ent_mean", "grad_norm"):
-        if abs(float(x[col]) - float(y[col])) > 1e-5 * (1 + abs(float(y[col]))):
-            sys.exit("step %s: %s %s vs %s" % (x["step"], col, x[col], y[col]))
-PY
-}
+same() { python3 "$src/tests/same_rows.py" "$@"; }   # A.tsv B.tsv TOL: the two train alike
 for v in plain "gqa_window --kv-heads 2 --window 4"; do
     set -- $v
     name=$1; shift
     "$scale" "${small[@]}" "$@" --log "builtin_$name.tsv" >/dev/null 2>"builtin_$name.err" || no "attn_scale $name: the built-in op failed"
     "$scale" "${small[@]}" "$@" --attn "exec:$kernel $tag" --log "c_$name.tsv" >/dev/null 2>"c_$name.err" ||
         { no "attn_scale $name with the C kernel: exit $?"; tail -3 "c_$name.err"; }
-    msg=$(same "c_$name.tsv" "builtin_$name.tsv" 2>&1) || no "attn_scale $name: the C kernel's run is not the built-in op's: $msg"
+    msg=$(same "c_$name.tsv" "builtin_$name.tsv" 1e-5 2>&1) || no "attn_scale $name: the C kernel's run is not the built-in op's: $msg"
 done
 grep -q "^# attn_exec_name=c kernel$" c_plain.tsv || no "the log does not name the C kernel"
 

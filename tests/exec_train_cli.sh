@@ -22,20 +22,7 @@ no() { echo "FAIL: $*"; fails=$((fails + 1)); }
 small=(--d-head 8 --heads 2 --d-model 16 --seq-len 8 --batch 4 --steps 20 --log-every 1 --warmup 2)
 run() { local name=$1; shift; "$bin" "${small[@]}" "$@" >"$name.out" 2>"$name.err"; echo $? >"$name.rc"; }
 rows() { grep -v '^#' "$1"; }
-# the loss and entropy columns of two logs agree within tol (by name)
-same() {
-    python3 - "$1" "$2" "$3" <<'PY'
-import csv, sys
-def rows(p):
-    return list(csv.DictReader((l for l in open(p) if not l.startswith("#")), delimiter="\t"))
-a, b, tol = rows(sys.argv[1]), rows(sys.argv[2]), float(sys.argv[3])
-assert len(a) == len(b) and a, "rows: %d and %d" % (len(a), len(b))
-for x, y in zip(a, b):
-    for col in ("loss", "ent_mean", "grad_norm"):
-        if abs(float(x[col]) - float(y[col])) > tol * (1 + abs(float(y[col]))):
-            sys.exit("step %s: %s %s vs %s" % (x["step"], col, x[col], y[col]))
-PY
-}
+same() { python3 "$src/tests/same_rows.py" "$@"; }   # A.tsv B.tsv TOL: the two train alike
 
 run builtin --log builtin.tsv
 run right --attn "exec:$k" --log right.tsv

@@ -28,18 +28,7 @@ k="$py -X $tag $ex/attention.py"
     { no "the forgotten scale: exit $rc, not named"; grep temperature bug.out; }
 
 small=(--d-head 16 --heads 2 --d-model 32 --seq-len 16 --batch 8 --steps 30 --log-every 5 --warmup 3)
-same() {   # loss, ent_mean and grad_norm of two logs agree within $3 (relative), by column name
-    python3 - "$@" <<'PY'
-import csv, sys
-rows = lambda p: list(csv.DictReader((l for l in open(p) if not l.startswith("#")), delimiter="\t"))
-a, b, tol = rows(sys.argv[1]), rows(sys.argv[2]), float(sys.argv[3])
-assert a and len(a) == len(b), "rows: %d and %d" % (len(a), len(b))
-for x, y in zip(a, b):
-    for c in ("loss", "ent_mean", "grad_norm"):
-        if abs(float(x[c]) - float(y[c])) > tol * (1 + abs(float(y[c]))):
-            sys.exit("step %s: %s %s vs %s" % (x["step"], c, x[c], y[c]))
-PY
-}
+same() { python3 "$src/tests/same_rows.py" "$@"; }   # A.tsv B.tsv TOL: the two train alike
 "$scale" "${small[@]}" --log builtin.tsv >/dev/null 2>&1 || no "the built-in run failed"
 "$scale" "${small[@]}" --scale none --log none.tsv >/dev/null 2>&1 || no "the built-in --scale none run failed"
 "$scale" "${small[@]}" --attn "exec:$k" --log torch.tsv >torch.out 2>torch.err || { no "the torch kernel's run failed"; cat torch.err; }
