@@ -38,10 +38,9 @@ for r in $(seq "$repeats"); do
 done
 for r in $(seq "$repeats"); do
     for k in builtin torch; do
-        t0=$(date +%s.%N)
+        t0=$EPOCHREALTIME
         "$bin" --steps 300 --warmup 30 --attn "${kernel[$k]}" >"$out/train300-$k-$r.out" 2>/dev/null
-        echo "wall=$(python3 -c "import sys; print('%.2f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$t0" "$(date +%s.%N)")" \
-            >>"$out/train300-$k-$r.out"
+        awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "wall=%.2f\n", b - a }' >>"$out/train300-$k-$r.out"
     done
 done
 python3 - "$out" "$repeats" <<'PY'
