@@ -102,7 +102,7 @@ int main(int argc, char **argv) {
         }
     }
     double gflop = (attn == TG_ATTN_FUSED ? 7 : 6) * 2 * pairs * dh * B * H / 1e9;
-    printf("attn=%s B=%d T=%d H=%d kv_heads=%d d_head=%d causal=%d window=%d threads=%d ms=%.1f gflops=%.1f peak_rss_mb=%.1f arena_mb=%.1f",
+    printf("attn=%s B=%d T=%d H=%d kv_heads=%d d_head=%d causal=%d window=%d threads=%d ms=%.3f gflops=%.1f peak_rss_mb=%.1f arena_mb=%.1f",
            tg_attn_names[attn], B, T, H, Hkv, dh, causal, window, threads, best, gflop / (best / 1e3), ru.ru_maxrss / 1024.0,
            (double)ctx.arena_peak / (1 << 20));
     if (sgemm) {

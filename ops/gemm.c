@@ -203,14 +203,49 @@ void tg_gemm_threads(int ta, int tb, int M, int N, int K, float alpha, const flo
     tg_gemm_run_threads(&p, A, B, C);
 }
 
-void tg_transpose(const float *X, int ld, int rows, int cols, float *Y) {
-    enum { BLK = 16 };   /* 16×16 blocks: both sides stay in cache lines */
-    for (int r0 = 0; r0 < rows; r0 += BLK)
-        for (int c0 = 0; c0 < cols; c0 += BLK) {
-            int r1 = min_int(r0 + BLK, rows), c1 = min_int(c0 + BLK, cols);
-            for (int c = c0; c < c1; c++)
-                for (int r = r0; r < r1; r++) Y[(int64_t)c * rows + r] = X[(int64_t)r * ld + c];
+/* 8×8 blocks as 8 vectors of 8 (GCC's vector extension), transposed in three
+ * stages, stage k swapping bit k of the row (which vector) with bit k of the
+ * column (which lane), each a two-source shuffle per vector (AVX-512: one
+ * vpermt2ps), in registers. Element by element,
+ * the strided reads kept the loop scalar: 6% of an attention op's time at
+ * T 32, d 16 (perf, AMD Zen 4). Edges element by element. */
+typedef float vf8 __attribute__((vector_size(32), aligned(4)));
+typedef int32_t vi8 __attribute__((vector_size(32)));
+
+/* vectors a, b: lanes whose bit k is clear take a's, the others b's, from
+ * lane i & ~k (a's new value) or i | k (b's) */
+#define SWAP_BIT(a, b, lo, hi)                                          \
+    do {                                                                \
+        vf8 a_ = a;                                                     \
+        a = __builtin_shuffle(a_, b, lo), b = __builtin_shuffle(a_, b, hi); \
+    } while (0)
+#define SWAP_BIT4(k, a, b, c, d, e, f, g, h, lo, hi) \
+    SWAP_BIT(a, b, lo, hi);                          \
+    SWAP_BIT(c, d, lo, hi);                          \
+    SWAP_BIT(e, f, lo, hi);                          \
+    SWAP_BIT(g, h, lo, hi)
+
+TG_VEC_CLONES void tg_transpose(const float *X, int ld, int rows, int cols, float *Y) {
+    const int r8 = rows & ~7, c8 = cols & ~7;
+    for (int r0 = 0; r0 < r8; r0 += 8)
+        for (int c0 = 0; c0 < c8; c0 += 8) {
+            const float *x = X + (int64_t)r0 * ld + c0;
+            vf8 v0 = *(const vf8 *)x, v1 = *(const vf8 *)(x + ld), v2 = *(const vf8 *)(x + 2 * ld),
+                v3 = *(const vf8 *)(x + 3 * ld), v4 = *(const vf8 *)(x + 4 * ld), v5 = *(const vf8 *)(x + 5 * ld),
+                v6 = *(const vf8 *)(x + 6 * ld), v7 = *(const vf8 *)(x + 7 * ld);
+            SWAP_BIT4(1, v0, v1, v2, v3, v4, v5, v6, v7, ((vi8){0, 8, 2, 10, 4, 12, 6, 14}),
+                      ((vi8){1, 9, 3, 11, 5, 13, 7, 15}));
+            SWAP_BIT4(2, v0, v2, v1, v3, v4, v6, v5, v7, ((vi8){0, 1, 8, 9, 4, 5, 12, 13}),
+                      ((vi8){2, 3, 10, 11, 6, 7, 14, 15}));
+            SWAP_BIT4(4, v0, v4, v1, v5, v2, v6, v3, v7, ((vi8){0, 1, 2, 3, 8, 9, 10, 11}),
+                      ((vi8){4, 5, 6, 7, 12, 13, 14, 15}));
+            float *y = Y + (int64_t)c0 * rows + r0;
+            *(vf8 *)y = v0, *(vf8 *)(y + rows) = v1, *(vf8 *)(y + 2 * rows) = v2, *(vf8 *)(y + 3 * rows) = v3;
+            *(vf8 *)(y + 4 * rows) = v4, *(vf8 *)(y + 5 * rows) = v5, *(vf8 *)(y + 6 * rows) = v6;
+            *(vf8 *)(y + 7 * rows) = v7;
         }
+    for (int r = 0; r < rows; r++)   /* the edges: columns past c8 of every row, rows past r8 */
+        for (int c = r < r8 ? c8 : 0; c < cols; c++) Y[(int64_t)c * rows + r] = X[(int64_t)r * ld + c];
 }
 
 const char *tg_gemm_backend(const tg_gemm_call *p) { return p->xsmm ? "libxsmm" : "openblas"; }

@@ -188,6 +188,28 @@ static void test_no_heap_after_first(void **st) {
     release(&o);
 }
 
+/* tg_transpose: every element in its place, for whole 8×8 blocks and edges
+ * (rows, cols 1..27 cover each remainder), a row stride past the columns, and
+ * nothing written past Y's rows·cols floats. */
+static void test_transpose(void **st) {
+    (void)st;
+    enum { MAX = 27, PAD = 5 };
+    float X[MAX * (MAX + PAD)], Y[MAX * MAX + 16];
+    for (int i = 0; i < MAX * (MAX + PAD); i++) X[i] = (float)i + 0.5f;
+    for (int rows = 1; rows <= MAX; rows++)
+        for (int cols = 1; cols <= MAX; cols++) {
+            const int ld = cols + (rows % 3) * PAD / 2;
+            for (int i = 0; i < MAX * MAX + 16; i++) Y[i] = -1.0f;
+            tg_transpose(X, ld, rows, cols, Y);
+            for (int c = 0; c < cols; c++)
+                for (int r = 0; r < rows; r++)
+                    if (Y[c * rows + r] != X[r * ld + c])
+                        fail_msg("tg_transpose %dx%d (ld %d): Y[%d][%d] = %g, want %g", rows, cols, ld, c, r,
+                                 Y[c * rows + r], X[r * ld + c]);
+            for (int i = rows * cols; i < MAX * MAX + 16; i++) assert_true(Y[i] == -1.0f);
+        }
+}
+
 int main(void) {
     openblas_set_num_threads(1);
     const struct CMUnitTest tests[] = {
@@ -195,6 +217,7 @@ int main(void) {
         cmocka_unit_test(test_threads_same_bits),
         cmocka_unit_test(test_beta0_ignores_c),
         cmocka_unit_test(test_no_heap_after_first),
+        cmocka_unit_test(test_transpose),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
