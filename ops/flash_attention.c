@@ -101,9 +101,7 @@ TG_VEC_CLONES static void forward_head(const flash_rec *r, int b, int h, const f
                 if (jb < nk) memset(x + jb, 0, (size_t)(nk - jb) * sizeof(float));
                 if (jb <= ja) continue;
                 tile_logits(g, b, h, i0 + a, j0, x, ja, jb, s);
-                float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-                for (int j = ja; j < jb; j++) mx = x[j] > mx ? x[j] : mx;
+                const float mx = tg_row_max(x + ja, jb - ja);   /* vmath.h: GCC's omp-simd fold is slow */
                 w->mk[a] = mx > w->mk[a] ? mx : w->mk[a];
                 float m_old = w->m[a], m = mx > m_old ? mx : m_old;
                 if (m == -INFINITY) {   /* only −inf logits so far (a bias mask), no sink: nothing to weigh */
@@ -135,11 +133,9 @@ TG_VEC_CLONES static void forward_head(const flash_rec *r, int b, int h, const f
                         A += x[j] > 0 ? (double)x[j] * y : 0.0;   /* e^{−inf}·(−inf): 0 */
                     }
                 } else {
-#pragma omp simd reduction(+ : l)
-                    for (int j = ja; j < jb; j++) {
-                        x[j] = tg_exp_neg(x[j] - m);
-                        l += x[j];
-                    }
+#pragma omp simd
+                    for (int j = ja; j < jb; j++) x[j] = tg_exp_neg(x[j] - m);
+                    l = tg_row_dot_d(x + ja, NULL, jb - ja);
                 }
                 w->l[a] += l;
                 w->lk[a] += l;
@@ -240,9 +236,7 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, bwd_sc
         if (need_dS)
             for (int a = 0; a < nq; a++) {
                 const float *o = O + (int64_t)(i0 + a) * ldo, *gr = dO + (int64_t)(i0 + a) * ldo;
-                double D = 0;
-#pragma omp simd reduction(+ : D)
-                for (int c = 0; c < dv; c++) D += (double)gr[c] * o[c];
+                const double D = tg_row_dot_d(gr, o, dv);
                 w->D[a] = (float)D;
                 w->gs[a] = w->g1[a] = w->ps[a] = 0;
                 /* P_sink = e^{sink − m − ln ℓ}  =>  d sink = −P_sink · D (a row that sees nothing: no gradient) */
