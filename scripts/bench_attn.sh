@@ -5,6 +5,11 @@
 #   scripts/bench_attn.sh                       T = 512 1024 2048 4096, 1 thread, 3 rounds
 #   THREADS=2 ROUNDS=5 SEQ="1024 4096" scripts/bench_attn.sh
 #   ISA=avx2 scripts/bench_attn.sh     the AVX2 code on an AVX-512 machine (as scripts/bench.sh)
+#   SHAPES=models scripts/bench_attn.sh   both ops at the models' own attention shapes (bench_step's
+#                                    small: B16 T32 H4 d16, seed: B32 T64 H4 d128, large: B16 T256 H8 d32),
+#                                    alternating, ROUNDS rounds of the best of 20; the rate counted
+#                                    two ways: the products each op runs (full T², as --profile) and
+#                                    the visible (causal) pairs, each over the FMA peak
 #   WINDOWS="64 256 1024" scripts/bench_attn.sh   the fused op at T = 4096 (or SEQ) with a causal
 #                                    sliding window of each W keys against none (W = 0), alternating:
 #                                    the time per visible (query, key) pair should stay flat
@@ -21,7 +26,54 @@ case "${ISA:-native}" in
     *) echo "bench_attn.sh: ISA=$ISA: native or avx2" >&2; exit 2 ;;
 esac
 raw=$(mktemp); trap 'rm -f "$raw"' EXIT
+# the tables' awk: med(list) of a space-separated list; f[name] = value of a line's name=value fields
+awk_lib='
+function med(list,   n, a, i, j, x) {
+    n = split(list, a, " ")
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { x = a[i]; a[i] = a[j]; a[j] = x }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+{ delete f; for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] } }
+'
 echo "# $(date -u +%FT%TZ) $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg), threads=$threads rounds=$rounds ISA=${ISA:-native}"
+if [ -n "${SHAPES:-}" ]; then   # both ops at the models' shapes
+    [ "$SHAPES" = models ] || { echo "bench_attn.sh: SHAPES=models is the one set" >&2; exit 2; }
+    for r in $(seq "$rounds"); do
+        for s in "small 16 32 4 16" "seed 32 64 4 128" "large 16 256 8 32"; do
+            set -- $s
+            for attn in composed fused; do
+                echo "size=$1 $("${tg_env[@]}" "$bench" --attn $attn --batch "$2" --seq-len "$3" --heads "$4" --d-head "$5" \
+                    --threads "$threads" --reps 20 --sgemm 0)" | tee -a "$raw"
+            done
+        done
+    done
+    echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo
+    awk "$awk_lib"'
+    {
+        k = f["size"] SUBSEP f["attn"]; ms[k] = ms[k] " " f["ms"]; fmas = fmas " " f["fma_gflops"]
+        # products run: composed 6 of T·T·d (QKᵀ, PV; PᵀdO, dOVᵀ, dL·K, dLᵀQ), fused 7 (QKᵀ again)
+        full[k] = (f["attn"] == "fused" ? 7 : 6) * 2 * f["T"] * f["T"] * f["d_head"] * f["B"] * f["H"] / 1e9
+        vis[k] = full[k] * (f["causal"] ? (f["T"] + 1) / (2 * f["T"]) : 1)
+        kern = "OpenBLAS core " f["blas_core"] ", libxsmm " f["libxsmm"] ", FMA peak at " f["fma_bits"] " bits"
+        if (!(f["size"] in seen)) { seen[f["size"]] = 1; order[++n] = f["size"]; shape[f["size"]] = "B" f["B"] " T" f["T"] " H" f["H"] " d" f["d_head"] }
+    }
+    END {
+        fma = med(fmas)
+        printf "%-6s %-18s %11s %8s %9s %11s %8s %9s %8s\n", "size", "shape", "composed_ms", "of_fma", "vis_fma", "fused_ms", "of_fma", "vis_fma", "faster"
+        for (i = 1; i <= n; i++) {
+            s = order[i]; c = med(ms[s SUBSEP "composed"]); u = med(ms[s SUBSEP "fused"])
+            printf "%-6s %-18s %11.3f %7.0f%% %8.0f%% %11.3f %7.0f%% %8.0f%% %8s\n", s, shape[s],
+                   c, 100 * full[s SUBSEP "composed"] / (c / 1e3) / fma, 100 * vis[s SUBSEP "composed"] / (c / 1e3) / fma,
+                   u, 100 * full[s SUBSEP "fused"] / (u / 1e3) / fma, 100 * vis[s SUBSEP "fused"] / (u / 1e3) / fma,
+                   (c <= u ? "composed" : "fused") sprintf(" %.2fx", (c <= u ? u / c : c / u))
+        }
+        print "forward+backward, causal, 1 op call; ms: median over the rounds of the best of 20;"
+        print "of_fma: the products the op runs (full T x T, as --profile counts) over the FMA peak; vis_fma: the visible (causal) pairs only;"
+        print "kernels: " kern " " fma " GFLOP/s (the median of the runs'"'"' own measurements)"
+    }' "$raw"
+    exit 0
+fi
 if [ -n "${WINDOWS:-}" ]; then   # the fused op with a sliding window against none
     t=${SEQ:-4096}
     [[ "$t" =~ ^[0-9]+$ ]] || { echo "bench_attn.sh: WINDOWS takes one SEQ" >&2; exit 2; }
@@ -32,14 +84,8 @@ if [ -n "${WINDOWS:-}" ]; then   # the fused op with a sliding window against no
     done
     echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo
-    awk '
-    function med(list,   n, a, i, j, x) {
-        n = split(list, a, " ")
-        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { x = a[i]; a[i] = a[j]; a[j] = x }
-        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-    }
+    awk "$awk_lib"'
     {
-        delete f; for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
         w = f["window"]; T = f["T"]; ms[w] = ms[w] " " f["ms"]; gf[w] = gf[w] " " f["gflops"]
         kern = "OpenBLAS core " f["blas_core"] ", libxsmm " f["libxsmm"]
         if (!(w in seen)) { seen[w] = 1; order[++n] = w }
@@ -68,14 +114,8 @@ for t in $seqs; do
 done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-awk -v threads="$threads" '
-function med(list,   n, a, i, j, x) {
-    n = split(list, a, " ")
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { x = a[i]; a[i] = a[j]; a[j] = x }
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
+awk -v threads="$threads" "$awk_lib"'
 {
-    delete f; for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
     k = f["T"] SUBSEP f["attn"]; ms[k] = ms[k] " " f["ms"]; rss[k] = f["peak_rss_mb"]; ar[k] = f["arena_mb"]
     of[k] = of[k] " " f["of_sgemm"]; ofma[k] = ofma[k] " " f["of_fma"]; fma = f["fma_gflops"]
     kern = "OpenBLAS core " f["blas_core"] ", libxsmm " f["libxsmm"] ", FMA peak " fma " GFLOP/s at " f["fma_bits"] " bits"

@@ -3,7 +3,7 @@
 # quiet machine; each output names the date, the load average, the CPU and the
 # kernels). Then scripts/docs.sh updates the page.
 #   scripts/bench_docs.sh            all of them (about 20 minutes on 2 cores)
-#   scripts/bench_docs.sh step1 attn  only those (fma step2 step2p step1 attn window gemm profile kernel)
+#   scripts/bench_docs.sh step1 attn  only those (fma step2 step2p step1 attn window shapes gemm profile kernel)
 #   ISA=avx2 scripts/bench_docs.sh   the AVX2 code on this AVX-512 machine (build-avx2/, made here
 #                                    with -DTG_AVX512_CLONES=OFF; LIBXSMM_TARGET=hsw,
 #                                    OPENBLAS_CORETYPE=Haswell) -> docs/data/bench/avx2/ (no kernel)
@@ -14,6 +14,7 @@
 # step1:  THREADS=1 scripts/bench.sh              -> step-threads1.txt
 # attn:   scripts/bench_attn.sh (1 thread)        -> attn.txt
 # window: WINDOWS="64 256 1024" scripts/bench_attn.sh (1 thread, T 4096) -> attn-window.txt
+# shapes: SHAPES=models ROUNDS=5 scripts/bench_attn.sh (1 thread, the models' shapes) -> attn-shapes.txt
 # gemm:   bench_gemm --size S --threads 1          -> gemm-small.txt, gemm-seed.txt, gemm-large.txt
 # profile: bench_step --size seed --threads 1 --profile -> profile-seed.txt
 # kernel: OMP_WAIT_POLICY=passive ROUNDS=7 scripts/bench_kernel.sh -> kernel.txt
@@ -21,7 +22,7 @@
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out="$top/docs/data/bench"
-what=("$@"); [ ${#what[@]} -gt 0 ] || what=(fma step2 step2p step1 attn window gemm profile kernel)
+what=("$@"); [ ${#what[@]} -gt 0 ] || what=(fma step2 step2p step1 attn window shapes gemm profile kernel)
 isa=${ISA:-native}; gemm_bin="$top/build/experiments/bench_gemm"; gemm_env=(env -u OPENBLAS_CORETYPE)
 if [ "$isa" = avx2 ]; then
     out="$out/avx2"; gemm_bin="$top/build-avx2/experiments/bench_gemm"
@@ -48,6 +49,7 @@ for w in "${what[@]}"; do
         step1) save step-threads1.txt env THREADS=1 "$top/scripts/bench.sh" ;;
         attn) save attn.txt "$top/scripts/bench_attn.sh" ;;
         window) save attn-window.txt env WINDOWS="64 256 1024" "$top/scripts/bench_attn.sh" ;;
+        shapes) save attn-shapes.txt env SHAPES=models ROUNDS=5 "$top/scripts/bench_attn.sh" ;;
         gemm) for s in small seed large; do   # bench_gemm names the kernels; the CPU goes first
                   save "gemm-$s.txt" bash -c 'echo "# $(sed -n "s/^model name[[:space:]]*: //p" /proc/cpuinfo | head -1), $(nproc) cores, load average: $(cut -d" " -f1-3 /proc/loadavg), ISA=$ISA"
                       exec "${@:3}" "$1" --size "$2" --threads 1' _ "$gemm_bin" "$s" "${gemm_env[@]}"
@@ -55,7 +57,7 @@ for w in "${what[@]}"; do
         profile) save profile-seed.txt "${gemm_env[@]}" "${gemm_bin%/bench_gemm}/bench_step" --size seed --threads 1 --steps 20 --sgemm 0 --profile ;;
         kernel) [ "$isa" = native ] || { echo "bench_docs.sh: kernel is for ISA=native" >&2; exit 2; }
                 save kernel.txt env -u OPENBLAS_CORETYPE OMP_WAIT_POLICY=passive ROUNDS=7 "$top/scripts/bench_kernel.sh" ;;
-        *) echo "bench_docs.sh: unknown benchmark '$w' (fma step2 step2p step1 attn window gemm profile kernel)" >&2; exit 2 ;;
+        *) echo "bench_docs.sh: unknown benchmark '$w' (fma step2 step2p step1 attn window shapes gemm profile kernel)" >&2; exit 2 ;;
     esac
 done
 echo "bench_docs.sh: wrote docs/data/bench/; now run scripts/docs.sh" >&2
