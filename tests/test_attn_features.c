@@ -426,6 +426,34 @@ static void test_logits_against_reference(void **s) {
                   worst[2], worst[3], worst[4], worst[5], worst[6], worst[7]);
 }
 
+/* Past 32 query rows the composed op runs its products per block of rows, on
+ * the keys the block's rows may see (query_blocks in ops/attention.c): causal
+ * and windowed heads at block edges and across them, fewer queries than keys
+ * and more (rows that see nothing), padding, grouped heads, and what changes
+ * the logits; both ops against float64. */
+static void test_query_blocks(void **s) {
+    (void)s;
+    int kvl[2] = {61, 23};
+    const feat cases[] = {
+        {.B = 2, .Tq = 64, .Tk = 64, .H = 2, .Hkv = 2, .d = 8, .dv = 6, .causal = 1, .left = -1, .right = -1},
+        {.B = 2, .Tq = 70, .Tk = 70, .H = 4, .Hkv = 2, .d = 8, .dv = 6, .causal = 1, .left = 19, .right = -1},
+        {.B = 2, .Tq = 40, .Tk = 100, .H = 2, .Hkv = 1, .d = 5, .dv = 3, .causal = 1, .left = -1, .right = -1},
+        {.B = 2, .Tq = 100, .Tk = 40, .H = 2, .Hkv = 2, .d = 5, .dv = 3, .causal = 1, .left = -1, .right = -1},
+        {.B = 2, .Tq = 65, .Tk = 65, .H = 2, .Hkv = 1, .d = 4, .dv = 4, .causal = 0, .left = 8, .right = 8,
+         .kv_len = kvl},
+        {.B = 2, .Tq = 70, .Tk = 70, .H = 2, .Hkv = 2, .d = 4, .dv = 3, .causal = 1, .left = -1, .right = -1,
+         .kv_len = kvl, .bias_mode = 1, .softcap = 2, .sinks = 1, .alibi = 1, .dropout = 0.2f, .dseed = 5},
+        {.B = 1, .Tq = 300, .Tk = 300, .H = 2, .Hkv = 2, .d = 4, .dv = 4, .causal = 1, .left = -1, .right = -1},
+    };
+    uint64_t seed = 4000;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int hs = 0; hs < 2; hs++) {
+            feat f = cases[c];
+            f.with_hs = hs, f.scale = 0.5f;
+            check_vs_reference(f, seed++);
+        }
+}
+
 /* Finite differences for every input (q, k, v, head_scale) under each feature
  * and their combinations, in both ops. */
 static void test_gradcheck_features(void **s) {
@@ -917,6 +945,7 @@ int main(void) {
         cmocka_unit_test(test_gqa_mapping),
         cmocka_unit_test(test_against_reference),
         cmocka_unit_test(test_logits_against_reference),
+        cmocka_unit_test(test_query_blocks),
         cmocka_unit_test(test_gradcheck_features),
         cmocka_unit_test(test_fused_tile_edges),
         cmocka_unit_test(test_saturated_rows),
