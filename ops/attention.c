@@ -93,13 +93,13 @@ static void dropped_row(const tg_attn_geom *g, int b, int h, int i, const float 
 }
 
 /* Q Kᵀ and dO Vᵀ: libxsmm has no kernel for a transposed B, OpenBLAS has,
- * but for short rows it is slow. Measured with a head's K (V) transposed
- * first and the product on libxsmm: the whole op (bench_attn --attn composed,
- * one thread) 4-15% faster at T = 4·d and more (T 128-512, d 32-64), about
- * the same at T = 2·d (T 32, d 16; T 64, d 32; T 256, d 128 within 3%), and
- * 20% slower at T = d/2 (T 64, d 128); a `small` training step (T 32, d 16)
- * 3-4% faster, with one thread and with two (bench_step). */
-static int transpose_first(int T, int d) { return T >= 2 * d; }
+ * but for short rows it is slow. So K and V are transposed first (Kt, Vt) and
+ * every product runs on libxsmm. Until 0.16 this held only from T = 2·d on:
+ * OpenBLAS's transposed B measured faster below, against an element-by-element
+ * transpose. With tg_transpose's register shuffles and the query blocks, the
+ * whole op (bench_attn --attn composed, one thread, side by side, AMD EPYC
+ * Zen 4, libxsmm cpx, OpenBLAS Cooperlake) is 1.14x faster at T 32 d 128 and
+ * 1.23x at T 64 d 128 (medians of 9), the same within noise at T 2·d-8·d. */
 
 /* Offsets of batch row b's head h in q/out (H heads) and kh in k/v (Hkv heads). */
 static int64_t off(int b, int T, int heads, int h, int width) { return ((int64_t)b * T * heads + h) * width; }
@@ -155,7 +155,6 @@ typedef struct {
     const attn_rec *r;
     const blk_plans *pl;   /* [nblk] */
     const tg_tensor *q, *k, *v, *hs, *bias, *sinks, *out;
-    int tb_dP, tb_S;       /* dO Vᵀ, Q Kᵀ with B transposed (else on Vt, Kt: transpose_first) */
     int need_G, want_hs, v_first, q_first, k_first;
     tg_attn_split split;
     float *dL, *G, *Vt, *Kt, *X;   /* per-thread scratch; X: P̃ (dropout), then the raw scores (softcap) */
@@ -180,7 +179,7 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
     const int ldq = g->H * d, ldk = g->Hkv * d, ldo = g->H * g->dv, ldv = g->Hkv * g->dv;
     const int64_t oq = off(b, Tq, g->H, h, d), ok = off(b, Tk, g->Hkv, kh, d);
     const int64_t oo = off(b, Tq, g->H, h, g->dv), ov = off(b, Tk, g->Hkv, kh, g->dv);
-    const float *Q = j->q->data + oq, *K = j->k->data + ok, *V = j->v->data + ov, *dO = j->out->grad + oo;
+    const float *Q = j->q->data + oq, *K = j->k->data + ok, *dO = j->out->grad + oo;
     const float *P = r->P + ((int64_t)b * g->H + h) * Tq * Tk;
     const float *ps = r->psink ? r->psink + ((int64_t)b * g->H + h) * Tq : NULL;
     const float s = head_mult(r, j->hs, h);
@@ -207,13 +206,13 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
     }
     if (!j->need_G && !j->k->grad && !(j->bias && j->bias->grad) && !(j->sinks && j->sinks->grad)) return 0;
 
-    /* O = P̃ V  =>  dP = dO Vᵀ ⊙ keep/(1 − p) (see transpose_first) */
+    /* O = P̃ V  =>  dP = dO Vᵀ ⊙ keep/(1 − p), on Vt (K and V are transposed first, above) */
     for (int q = 0; q < nb; q++)
-        tg_gemm_run(&pl[q].dP, dO + (int64_t)bk[q].i0 * ldo, j->tb_dP ? V + (int64_t)bk[q].k0 * ldv : Vt + bk[q].k0,
+        tg_gemm_run(&pl[q].dP, dO + (int64_t)bk[q].i0 * ldo, Vt + bk[q].k0,
                     dL + (int64_t)bk[q].i0 * Tk + bk[q].k0);
     /* the raw scores again, for the softcap's derivative (the forward's product) */
     for (int q = 0; q < nb && g->softcap > 0; q++)
-        tg_gemm_run(&pl[q].S, Q + (int64_t)bk[q].i0 * ldq, j->tb_S ? K + (int64_t)bk[q].k0 * ldk : Kt + bk[q].k0,
+        tg_gemm_run(&pl[q].S, Q + (int64_t)bk[q].i0 * ldq, Kt + bk[q].k0,
                     X + (int64_t)bk[q].i0 * Tk + bk[q].k0);
     /* P = softmax(x)  =>  dx = P ⊙ (dP − D), D = <dP, P> per row, 0 where invisible.
      * Without sinks each row of dx sums to 0 exactly, but not in float32; the
@@ -310,8 +309,7 @@ static void backward_item(void *arg, int item, int t) {
     float *X = j->X ? j->X + (int64_t)t * Tq * Tk : NULL;
     for (int b = b0; b < b1; b++)
         for (int kh = k0; kh < k1; kh++) {
-            if (!j->tb_dP)
-                tg_transpose(j->v->data + off(b, Tk, g->Hkv, kh, g->dv), g->Hkv * g->dv, Tk, g->dv, Vt);
+            tg_transpose(j->v->data + off(b, Tk, g->Hkv, kh, g->dv), g->Hkv * g->dv, Tk, g->dv, Vt);
             if (Kt) tg_transpose(j->k->data + off(b, Tk, g->Hkv, kh, g->d), g->Hkv * g->d, Tk, g->d, Kt);
             for (int a = 0; a < g->group; a++) {
                 const int h = kh * g->group + a;
@@ -338,23 +336,22 @@ static void attention_backward(tg_ctx *ctx, const tg_node *n) {
     double *dhs = tg_arena_alloc(ctx, (size_t)B * H * sizeof(double));
     double *dsink = tg_arena_alloc(ctx, (size_t)B * H * sizeof(double));
     blk_plans *pl = tg_arena_alloc(ctx, (size_t)r->nblk * sizeof *pl);
-    const int tb_dP = !transpose_first(Tk, dv), tb_S = !transpose_first(Tk, d);
     for (int q = 0; q < r->nblk; q++) {
         const int nq = r->blk[q].i1 - r->blk[q].i0, kn = r->blk[q].k1 - r->blk[q].k0;
         for (int add = 0; add < 2; add++) {
             if (v->grad) tg_gemm_call_init(&pl[q].dV[add], 1, 0, kn, dv, nq, 1.0f, Tk, ldo, add ? 1.0f : 0.0f, ldv);
             if (k->grad) tg_gemm_call_init(&pl[q].dK[add], 1, 0, kn, d, nq, 1.0f, Tk, ldq, add ? 1.0f : 0.0f, ldk);
         }
-        tg_gemm_call_init(&pl[q].dP, 0, tb_dP, nq, kn, dv, 1.0f, ldo, tb_dP ? ldv : Tk, 0.0f, Tk);
+        tg_gemm_call_init(&pl[q].dP, 0, 0, nq, kn, dv, 1.0f, ldo, Tk, 0.0f, Tk);
         if (g->softcap > 0)   /* the forward's S = Q Kᵀ, for the softcap's derivative */
-            tg_gemm_call_init(&pl[q].S, 0, tb_S, nq, kn, d, 1.0f, ldq, tb_S ? ldk : Tk, 0.0f, Tk);
+            tg_gemm_call_init(&pl[q].S, 0, 0, nq, kn, d, 1.0f, ldq, Tk, 0.0f, Tk);
         tg_gemm_call_init(&pl[q].G, 0, 0, nq, d, kn, 1.0f, Tk, ldk, 0.0f, d);
     }
-    float *Kt = g->softcap > 0 && !tb_S ? tg_arena_alloc(ctx, (size_t)nt * d * Tk * sizeof(float)) : NULL;
+    float *Kt = g->softcap > 0 ? tg_arena_alloc(ctx, (size_t)nt * d * Tk * sizeof(float)) : NULL;
     /* grads nothing wrote yet are written (beta 0), not zeroed and added to. The
      * flags are taken in the order a thread writes (dV, dQ, dK): when q, k, v are
      * one tensor only the first write may overwrite. */
-    bwd_job job = {r, pl, q, k, v, hs, bias, sinks, out, tb_dP, tb_S, need_G, hs && hs->grad, 0, 0, 0,
+    bwd_job job = {r, pl, q, k, v, hs, bias, sinks, out, need_G, hs && hs->grad, 0, 0, 0,
                    tg_attn_bwd_split(g, bias && bias->grad), dL, G, Vt, Kt, X, dhs, dsink};
     job.v_first = v->grad && tg_grad_first(v);
     job.q_first = q->grad && tg_grad_first(q);
@@ -380,7 +377,7 @@ typedef struct {
     const tg_tensor *q, *k, *v, *hs, *out;
     int want_stats;
     tg_attn_part *parts;   /* per (b, h) */
-    const float *Kt;       /* Kᵀ per (b, kv head) when the plan transposes first (tg_attn_kt), else NULL */
+    const float *Kt;       /* Kᵀ per (b, kv head) (tg_attn_kt) */
     float *Pd;             /* dropout: per-thread P̃ [Tq, Tk] */
 } fwd_job;
 
@@ -391,7 +388,7 @@ TG_VEC_CLONES static void forward_item(void *arg, int bh, int thread) {
     const int Tq = g->Tq, Tk = g->Tk, H = g->H, d = g->d, dv = g->dv, b = bh / H, h = bh % H, kh = h / g->group;
     const float s = head_mult(r, j->hs, h);
     tg_attn_part part = {0, -INFINITY, 0, 0};
-    const float *Q = j->q->data + off(b, Tq, H, h, d), *K = j->k->data + off(b, Tk, g->Hkv, kh, d);
+    const float *Q = j->q->data + off(b, Tq, H, h, d);
     const float *V = j->v->data + off(b, Tk, g->Hkv, kh, dv);
     float *P = r->P + (int64_t)bh * Tq * Tk, *O = j->out->data + off(b, Tq, H, h, dv);
     float *ps = r->psink ? r->psink + (int64_t)bh * Tq : NULL;
@@ -399,10 +396,10 @@ TG_VEC_CLONES static void forward_item(void *arg, int bh, int thread) {
     /* scores Q Kᵀ of each block's keys, then logits on each row's visible span (softmax_row
      * reads within the block's keys: the rest of the row is written 0, never read) */
     const attn_blk *bk = r->blk;
-    const int ldq = H * d, ldk = g->Hkv * d, ldo = H * dv, ldv = g->Hkv * dv;
-    const float *Kt = j->Kt ? j->Kt + ((int64_t)b * g->Hkv + kh) * d * Tk : NULL;   /* see transpose_first */
+    const int ldq = H * d, ldo = H * dv, ldv = g->Hkv * dv;
+    const float *Kt = j->Kt + ((int64_t)b * g->Hkv + kh) * d * Tk;
     for (int q = 0; q < r->nblk; q++)
-        tg_gemm_run(&j->pl[q].S, Q + (int64_t)bk[q].i0 * ldq, Kt ? Kt + bk[q].k0 : K + (int64_t)bk[q].k0 * ldk,
+        tg_gemm_run(&j->pl[q].S, Q + (int64_t)bk[q].i0 * ldq, Kt + bk[q].k0,
                     P + (int64_t)bk[q].i0 * Tk + bk[q].k0);
     for (int i = 0; i < Tq; i++) {
         float *p = P + (int64_t)i * Tk, psink;
@@ -450,13 +447,12 @@ tg_tensor *tg_attend(tg_ctx *ctx, const tg_attn_args *args) {
     tg_attn_part *parts = tg_arena_alloc(ctx, (size_t)B * H * sizeof *parts);
     r.nblk = query_blocks(ctx, g, &r.blk);
     blk_plans *pl = tg_arena_alloc(ctx, (size_t)r.nblk * sizeof *pl);
-    const int tb_S = !transpose_first(Tk, d);
     for (int q = 0; q < r.nblk; q++) {
         const int nq = r.blk[q].i1 - r.blk[q].i0, kn = r.blk[q].k1 - r.blk[q].k0;
-        tg_gemm_call_init(&pl[q].S, 0, tb_S, nq, kn, d, 1.0f, H * d, tb_S ? g->Hkv * d : Tk, 0.0f, Tk);
+        tg_gemm_call_init(&pl[q].S, 0, 0, nq, kn, d, 1.0f, H * d, Tk, 0.0f, Tk);
         tg_gemm_call_init(&pl[q].O, 0, 0, nq, dv, kn, 1.0f, Tk, g->Hkv * dv, 0.0f, H * dv);
     }
-    const float *Kt = tb_S ? NULL : tg_attn_kt(ctx, g, a.k->data);
+    const float *Kt = tg_attn_kt(ctx, g, a.k->data);
     float *Pd = g->dropout > 0 ? tg_arena_alloc(ctx, (size_t)tg_threads() * Tq * Tk * sizeof(float)) : NULL;
     fwd_job job = {&r, pl, a.q, a.k, a.v, a.head_scale, out, a.stats != NULL, parts, Kt, Pd};
     int blas = tg_blas_serial_begin();
