@@ -94,7 +94,7 @@ static void dropped_row(const tg_attn_geom *g, int b, int h, int i, const float 
 
 /* Q Kᵀ and dO Vᵀ: libxsmm has no kernel for a transposed B, OpenBLAS has,
  * but for short rows it is slow. So K and V are transposed first (Kt, Vt) and
- * every product runs on libxsmm. Until 0.16 this held only from T = 2·d on:
+ * every product runs on libxsmm. Until 0.15.1 this held only from T = 2·d on:
  * OpenBLAS's transposed B measured faster below, against an element-by-element
  * transpose. With tg_transpose's register shuffles and the query blocks, the
  * whole op (bench_attn --attn composed, one thread, side by side, AMD EPYC
