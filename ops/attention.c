@@ -54,10 +54,7 @@ __attribute__((always_inline)) static inline float softmax_row(float *row, int l
     if (ahi < T) memset(row + ahi, 0, (size_t)(T - ahi) * sizeof(float));
     if (!g->extras) {
 #pragma omp simd
-        for (int j = alo; j < ahi; j++) {
-            const float x = row[j] * s;   /* computed everywhere, selected: no branch in the loop */
-            row[j] = j >= lo && j < hi ? x : -INFINITY;
-        }
+        for (int j = alo; j < ahi; j++) row[j] = tg_select(j >= lo && j < hi, row[j] * s, -INFINITY);
     } else {
         const float *brow = tg_attn_bias_row(g, b, h, i);
         for (int j = alo; j < ahi; j++)
@@ -233,10 +230,10 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
         int alo, ahi;   /* whole vectors, the entries outside the span selected away (vec_span) */
         vec_span(lo, hi, Tk, &alo, &ahi);
 #pragma omp simd
-        for (int c = alo; c < ahi; c++) gr[c] = c >= lo && c < hi ? gr[c] : 0.0f;   /* p is 0 there */
+        for (int c = alo; c < ahi; c++) gr[c] = tg_select(c >= lo && c < hi, gr[c], 0.0f);   /* p is 0 there */
         const float fdot = (float)tg_row_dot_d(gr + alo, p + alo, ahi - alo);
 #pragma omp simd
-        for (int c = alo; c < ahi; c++) gr[c] = c >= lo && c < hi ? p[c] * (gr[c] - fdot) : 0.0f;
+        for (int c = alo; c < ahi; c++) gr[c] = tg_select(c >= lo && c < hi, p[c] * (gr[c] - fdot), 0.0f);
         if (alo > 0) memset(gr, 0, (size_t)alo * sizeof(float));
         if (ahi < Tk) memset(gr + ahi, 0, (size_t)(Tk - ahi) * sizeof(float));
         if (ps) dsink -= (double)ps[i] * fdot;   /* P_sink = e^sink/Z  =>  d sink = −P_sink · D */

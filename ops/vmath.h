@@ -79,34 +79,33 @@ static inline float tg_gelu_grad_f(float v) {
     return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
 }
 
-/* Reductions of a row, in 16 lanes (GCC's vector extension: one AVX-512
- * register, two AVX2 ones) halved in a fixed order at the end. GCC ends an
+/* Reductions of a row, in 16 lanes (GCC's vector extension, as 32-byte
+ * vectors: one register each on AVX2 and AVX-512; 64-byte ones went through
+ * the stack in the AVX2 clone) halved in a fixed order at the end. GCC ends an
  * `omp simd reduction` loop by folding its lanes one at a time through memory,
  * 16 dependent scalar ops: in a 32-key softmax row that fold cost more than the
  * row's exps (perf, AMD Zen 4). Here the order of a sum is the same on every
  * ISA, too. Always inlined: the caller's target clone is the code's ISA.
  * The max skips NaN (x > m is false), as the loops it replaces did. */
-typedef float tg_vf16 __attribute__((vector_size(64), aligned(4)));
 typedef float tg_vf8 __attribute__((vector_size(32), aligned(4)));
 typedef float tg_vf4 __attribute__((vector_size(16), aligned(4)));
-typedef int32_t tg_vi16 __attribute__((vector_size(64), aligned(4)));
 typedef int32_t tg_vi8 __attribute__((vector_size(32), aligned(4)));
 typedef int32_t tg_vi4 __attribute__((vector_size(16), aligned(4)));
-typedef double tg_vd8 __attribute__((vector_size(64), aligned(8)));
 typedef double tg_vd4 __attribute__((vector_size(32), aligned(8)));
 typedef double tg_vd2 __attribute__((vector_size(16), aligned(8)));
 #define TG_INLINE __attribute__((always_inline)) static inline
 #define TG_VMAX(T, I, a, b) ((T)(((I)(b) & ((b) > (a))) | ((I)(a) & ~((b) > (a)))))   /* b > a ? b : a */
 
 TG_INLINE float tg_row_max(const float *x, int n) {
-    tg_vf16 m = (tg_vf16){0} - INFINITY;
+    tg_vf8 m0 = (tg_vf8){0} - INFINITY, m1 = m0;   /* lanes 0-7 and 8-15 */
     int j = 0;
-    for (; j + 16 <= n; j += 16) m = TG_VMAX(tg_vf16, tg_vi16, m, *(const tg_vf16 *)(x + j));
-    tg_vf8 m8[2];
+    for (; j + 16 <= n; j += 16) {
+        m0 = TG_VMAX(tg_vf8, tg_vi8, m0, *(const tg_vf8 *)(x + j));
+        m1 = TG_VMAX(tg_vf8, tg_vi8, m1, *(const tg_vf8 *)(x + j + 8));
+    }
+    m0 = TG_VMAX(tg_vf8, tg_vi8, m1, m0);
     tg_vf4 m4[2];
-    memcpy(m8, &m, sizeof m);
-    m8[0] = TG_VMAX(tg_vf8, tg_vi8, m8[1], m8[0]);
-    memcpy(m4, &m8[0], sizeof m4);
+    memcpy(m4, &m0, sizeof m4);
     m4[0] = TG_VMAX(tg_vf4, tg_vi4, m4[1], m4[0]);
     float a[4];
     memcpy(a, &m4[0], sizeof a);
@@ -118,24 +117,34 @@ TG_INLINE float tg_row_max(const float *x, int n) {
 
 /* Σ x[j]·y[j] in double (y NULL: Σ x[j]) */
 TG_INLINE double tg_row_dot_d(const float *x, const float *y, int n) {
-    tg_vd8 acc[2] = {{0}, {0}};
+    tg_vd4 acc[4] = {{0}, {0}, {0}, {0}};   /* lanes 0-3, 4-7, 8-11, 12-15 */
     int j = 0;
     for (; j + 16 <= n; j += 16)
-        for (int k = 0; k < 2; k++) {
-            tg_vd8 a = __builtin_convertvector(*(const tg_vf8 *)(x + j + 8 * k), tg_vd8);
-            if (y) a *= __builtin_convertvector(*(const tg_vf8 *)(y + j + 8 * k), tg_vd8);
+        for (int k = 0; k < 4; k++) {
+            tg_vd4 a = __builtin_convertvector(*(const tg_vf4 *)(x + j + 4 * k), tg_vd4);
+            if (y) a *= __builtin_convertvector(*(const tg_vf4 *)(y + j + 4 * k), tg_vd4);
             acc[k] += a;
         }
+    acc[0] += acc[2], acc[1] += acc[3];   /* 16 lanes to 8, 8 to 4, 4 to 2, 2 to 1 */
     acc[0] += acc[1];
-    tg_vd4 s4[2];
     tg_vd2 s2[2];
-    memcpy(s4, &acc[0], sizeof s4);
-    s4[0] += s4[1];
-    memcpy(s2, &s4[0], sizeof s2);
+    memcpy(s2, &acc[0], sizeof s2);
     s2[0] += s2[1];
     double s = s2[0][0] + s2[0][1];
     for (; j < n; j++) s += y ? (double)x[j] * y[j] : (double)x[j];
     return s;
+}
+
+/* keep ? x : y for keep 0 or 1, in bits: with a float op in one arm of a ?:,
+ * GCC keeps the op under a branch (it may raise a flag) and the AVX2 clone's
+ * loop scalar (as tg_exp_neg's selects) */
+TG_INLINE float tg_select(int keep, float x, float y) {
+    int32_t xb, yb, m = -keep;
+    memcpy(&xb, &x, sizeof xb);
+    memcpy(&yb, &y, sizeof yb);
+    xb = (xb & m) | (yb & ~m);
+    memcpy(&x, &xb, sizeof x);
+    return x;
 }
 
 #endif
