@@ -90,8 +90,9 @@ static void dropped_row(const tg_attn_geom *g, int b, int h, int i, const float 
 }
 
 /* Q Kᵀ and dO Vᵀ: libxsmm has no kernel for a transposed B, OpenBLAS has,
- * but for short rows it is slow. So K and V are transposed first (Kt, Vt) and
- * every product runs on libxsmm. Until 0.15.1 this held only from T = 2·d on:
+ * but for short rows it is slow. So K and V are transposed first (Kt, Vt): no
+ * product has a transposed B, and the plan may put each on libxsmm. Until
+ * 0.15.1 this held only from T = 2·d on:
  * OpenBLAS's transposed B measured faster below, against an element-by-element
  * transpose. With tg_transpose's register shuffles and the query blocks, the
  * whole op (bench_attn --attn composed, one thread, side by side, AMD EPYC
@@ -108,7 +109,8 @@ typedef struct { tg_gemm_call S, O, dV[2], dP, G, dK[2]; } blk_plans;
  * and the products of a block need only its keys: causal, blocks of QB rows
  * run (1 + QB/T)/2 of the full products. QB measured with bench_attn --attn
  * composed, causal, one thread, side by side (AMD EPYC Zen 4, libxsmm cpx,
- * 2026-12-03, medians of 5-7): T 64 d 128: 16 rows 11.4 ms, 32 13.5, 64 14.5;
+ * 2026-12-03, medians of 5-7, before K and V were transposed at every shape):
+ * T 64 d 128: 16 rows 11.4 ms, 32 13.5, 64 14.5;
  * T 32 d 16: 16 rows 0.32 ms, one block 0.34; T 256 d 32: 16 rows 44 ms, 32
  * and 64 38; T 1024 d 64: 64 rows 29 ms, 32 33, 16 32. The spans ignore
  * padding (kv_len, per batch row): a block's keys are a superset of what any
