@@ -210,20 +210,27 @@ void tg_gemm_threads(int ta, int tb, int M, int N, int K, float alpha, const flo
  * the strided reads kept the loop scalar: 6% of an attention op's time at
  * T 32, d 16 (perf, AMD Zen 4). Edges element by element. */
 typedef float vf8 __attribute__((vector_size(32), aligned(4)));
-typedef int32_t vi8 __attribute__((vector_size(32)));
 
-/* vectors a, b: lanes whose bit k is clear take a's, the others b's, from
- * lane i & ~k (a's new value) or i | k (b's) */
-#define SWAP_BIT(a, b, lo, hi)                                          \
-    do {                                                                \
-        vf8 a_ = a;                                                     \
-        a = __builtin_shuffle(a_, b, lo), b = __builtin_shuffle(a_, b, hi); \
+/* Stage k for vectors a (row bit k clear) and b (set): a takes the lanes with
+ * column bit k clear from both, b the others (a's new lane i is a[i & ~k] or
+ * b[i & ~k], b's a[i | k] or b[i | k]). __builtin_shufflevector: GCC 12 and clang. */
+#define SWAP_BIT(a, b, k)                                                    \
+    do {                                                                     \
+        vf8 a_ = a;                                                          \
+        a = __builtin_shufflevector(a_, b, SHUF_LO_##k);                     \
+        b = __builtin_shufflevector(a_, b, SHUF_HI_##k);                     \
     } while (0)
-#define SWAP_BIT4(k, a, b, c, d, e, f, g, h, lo, hi) \
-    SWAP_BIT(a, b, lo, hi);                          \
-    SWAP_BIT(c, d, lo, hi);                          \
-    SWAP_BIT(e, f, lo, hi);                          \
-    SWAP_BIT(g, h, lo, hi)
+#define SHUF_LO_1 0, 8, 2, 10, 4, 12, 6, 14
+#define SHUF_HI_1 1, 9, 3, 11, 5, 13, 7, 15
+#define SHUF_LO_2 0, 1, 8, 9, 4, 5, 12, 13
+#define SHUF_HI_2 2, 3, 10, 11, 6, 7, 14, 15
+#define SHUF_LO_4 0, 1, 2, 3, 8, 9, 10, 11
+#define SHUF_HI_4 4, 5, 6, 7, 12, 13, 14, 15
+#define SWAP_BIT4(k, a, b, c, d, e, f, g, h) \
+    SWAP_BIT(a, b, k);                       \
+    SWAP_BIT(c, d, k);                       \
+    SWAP_BIT(e, f, k);                       \
+    SWAP_BIT(g, h, k)
 
 TG_VEC_CLONES void tg_transpose(const float *X, int ld, int rows, int cols, float *Y) {
     const int r8 = rows & ~7, c8 = cols & ~7;
@@ -233,12 +240,9 @@ TG_VEC_CLONES void tg_transpose(const float *X, int ld, int rows, int cols, floa
             vf8 v0 = *(const vf8 *)x, v1 = *(const vf8 *)(x + ld), v2 = *(const vf8 *)(x + 2 * ld),
                 v3 = *(const vf8 *)(x + 3 * ld), v4 = *(const vf8 *)(x + 4 * ld), v5 = *(const vf8 *)(x + 5 * ld),
                 v6 = *(const vf8 *)(x + 6 * ld), v7 = *(const vf8 *)(x + 7 * ld);
-            SWAP_BIT4(1, v0, v1, v2, v3, v4, v5, v6, v7, ((vi8){0, 8, 2, 10, 4, 12, 6, 14}),
-                      ((vi8){1, 9, 3, 11, 5, 13, 7, 15}));
-            SWAP_BIT4(2, v0, v2, v1, v3, v4, v6, v5, v7, ((vi8){0, 1, 8, 9, 4, 5, 12, 13}),
-                      ((vi8){2, 3, 10, 11, 6, 7, 14, 15}));
-            SWAP_BIT4(4, v0, v4, v1, v5, v2, v6, v3, v7, ((vi8){0, 1, 2, 3, 8, 9, 10, 11}),
-                      ((vi8){4, 5, 6, 7, 12, 13, 14, 15}));
+            SWAP_BIT4(1, v0, v1, v2, v3, v4, v5, v6, v7);
+            SWAP_BIT4(2, v0, v2, v1, v3, v4, v6, v5, v7);
+            SWAP_BIT4(4, v0, v4, v1, v5, v2, v6, v3, v7);
             float *y = Y + (int64_t)c0 * rows + r0;
             *(vf8 *)y = v0, *(vf8 *)(y + rows) = v1, *(vf8 *)(y + 2 * rows) = v2, *(vf8 *)(y + 3 * rows) = v3;
             *(vf8 *)(y + 4 * rows) = v4, *(vf8 *)(y + 5 * rows) = v5, *(vf8 *)(y + 6 * rows) = v6;
