@@ -232,7 +232,9 @@ typedef float vf8 __attribute__((vector_size(32), aligned(4)));
     SWAP_BIT(e, f, k);                       \
     SWAP_BIT(g, h, k)
 
-TG_VEC_CLONES void tg_transpose(const float *X, int ld, int rows, int cols, float *Y) {
+/* Static: a target-cloned function gets an ifunc resolver symbol of default
+ * visibility, which a shared libtapegrad would export (tests/exported_symbols). */
+TG_VEC_CLONES static void transpose(const float *X, int ld, int rows, int cols, float *Y) {
     const int r8 = rows & ~7, c8 = cols & ~7;
     for (int r0 = 0; r0 < r8; r0 += 8)
         for (int c0 = 0; c0 < c8; c0 += 8) {
@@ -251,6 +253,8 @@ TG_VEC_CLONES void tg_transpose(const float *X, int ld, int rows, int cols, floa
     for (int r = 0; r < rows; r++)   /* the edges: columns past c8 of every row, rows past r8 */
         for (int c = r < r8 ? c8 : 0; c < cols; c++) Y[(int64_t)c * rows + r] = X[(int64_t)r * ld + c];
 }
+
+void tg_transpose(const float *X, int ld, int rows, int cols, float *Y) { transpose(X, ld, rows, cols, Y); }
 
 const char *tg_gemm_backend(const tg_gemm_call *p) { return p->xsmm ? "libxsmm" : "openblas"; }
 
