@@ -61,7 +61,9 @@ static inline void tg_parallel_for(int n, int64_t work, tg_par_fn fn, void *arg)
 
 /* Hot element-wise loops get an AVX2 copy next to the baseline x86-64 one,
  * picked at load time (GCC function multi-versioning). Same operations in the
- * same order, no FMA contraction (ISO C mode): the same results either way. */
+ * same order, no FMA contraction (ISO C mode): the same results either way.
+ * Only on static functions: a global one gets an ifunc resolver symbol of
+ * default visibility, which a shared libtapegrad exports (test_install). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 #ifdef TG_NO_AVX512_CLONES   /* -DTG_AVX512_CLONES=OFF: an AVX-512 machine runs the AVX2 code (docs/speed.md) */
 #define TG_VEC_CLONES __attribute__((target_clones("avx2", "default")))
