@@ -125,12 +125,8 @@ static int query_blocks(tg_ctx *ctx, const tg_attn_geom *g, attn_blk **out) {
     for (int q = 0; q < n; q++) {
         attn_blk *k = &blk[q];
         k->i0 = q * QB, k->i1 = n == 1 ? Tq : (q + 1) * QB < Tq ? (q + 1) * QB : Tq;
-        int lo = Tk, hi = 0;
-        for (int i = k->i0; i < k->i1; i++) {
-            int l, h;
-            tg_attn_span(&g0, 0, i, &l, &h);
-            if (h > l) lo = l < lo ? l : lo, hi = h > hi ? h : hi;
-        }
+        int lo, hi;
+        tg_attn_rows_keys(&g0, 0, k->i0, k->i1 - k->i0, &lo, &hi);
         if (hi <= lo) lo = 0, hi = 1;   /* rows that see nothing: a token product, their weights are 0 */
         vec_span(lo, hi, Tk, &k->k0, &k->k1);
         pairs += (int64_t)(k->i1 - k->i0) * (k->k1 - k->k0);

@@ -54,6 +54,23 @@ static inline void tg_attn_span(const tg_attn_geom *g, int b, int i, int *lo, in
     *hi = (int)r;
 }
 
+/* The keys [*klo, *khi) that any of query rows [i0, i0 + nq) of batch row b
+ * sees (0, 0: none): a tile's (flash_attention.c) or a query block's
+ * (attention.c) key range. */
+static inline void tg_attn_rows_keys(const tg_attn_geom *g, int b, int i0, int nq, int *klo, int *khi) {
+    int lo = g->Tk, hi = 0;
+    for (int a = 0; a < nq; a++) {
+        int l, h;
+        tg_attn_span(g, b, i0 + a, &l, &h);
+        if (h > l) {
+            lo = l < lo ? l : lo;
+            hi = h > hi ? h : hi;
+        }
+    }
+    *klo = hi > lo ? lo : 0;
+    *khi = hi > lo ? hi : 0;
+}
+
 /* Kᵀ of every key/value head, [B, Hkv] blocks of [d, Tk] (arena), made once a
  * call in parallel over (b, kv head): the query heads of a group share their
  * head's, so nothing is copied per query head. libxsmm has no kernel for a

@@ -21,24 +21,10 @@ static float head_mult(const flash_rec *r, const tg_tensor *head_scale, int h) {
 
 static int64_t off(int b, int T, int heads, int h, int width) { return ((int64_t)b * T * heads + h) * width; }
 
-/* The keys [*klo, *khi) that some row of the query tile [i0, i0 + nq) of batch
- * row b sees (spans grow with i, but a row may see none); empty: both 0. Key
- * tiles start at klo, not at a multiple of BK: measured with bench_attn
- * --window at T = 4096 (AMD EPYC Zen 3, AVX2; OpenBLAS Zen, libxsmm hsw), W = 64 took 83 ms instead of
+/* A query tile's keys: tg_attn_rows_keys (attn_geom.h). Key tiles start at klo,
+ * not at a multiple of BK: measured with bench_attn --window at T = 4096 (AMD
+ * EPYC Zen 3, AVX2; OpenBLAS Zen, libxsmm hsw), W = 64 took 83 ms instead of
  * 105 and W = 256 141 instead of 171. */
-static void tile_keys(const tg_attn_geom *g, int b, int i0, int nq, int *klo, int *khi) {
-    int lo = g->Tk, hi = 0;
-    for (int a = 0; a < nq; a++) {
-        int l, h;
-        tg_attn_span(g, b, i0 + a, &l, &h);
-        if (h > l) {
-            lo = l < lo ? l : lo;
-            hi = h > hi ? h : hi;
-        }
-    }
-    *klo = hi > lo ? lo : 0;
-    *khi = hi > lo ? hi : 0;
-}
 
 /* Row i's visible keys inside the key tile [j0, j0 + nk), relative to j0. */
 static void tile_span(const tg_attn_geom *g, int b, int i, int j0, int nk, int *ja, int *jb) {
@@ -79,7 +65,7 @@ TG_VEC_CLONES static void forward_head(const flash_rec *r, int b, int h, const f
     for (int i0 = 0; i0 < Tq; i0 += BQ) {
         const int nq = Tq - i0 < BQ ? Tq - i0 : BQ;
         int klo, khi;
-        tile_keys(g, b, i0, nq, &klo, &khi);
+        tg_attn_rows_keys(g, b, i0, nq, &klo, &khi);
         for (int a = 0; a < nq; a++) {   /* a sink starts each row: e^{sink − m} = 1 at m = sink */
             w->m[a] = sink;
             w->mk[a] = -INFINITY;
@@ -230,7 +216,7 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, bwd_sc
     for (int i0 = 0; i0 < Tq; i0 += BQ) {
         const int nq = Tq - i0 < BQ ? Tq - i0 : BQ;
         int klo, khi;
-        tile_keys(g, b, i0, nq, &klo, &khi);
+        tg_attn_rows_keys(g, b, i0, nq, &klo, &khi);
         if (khi <= klo) continue;
         /* P = softmax  =>  dx = P ⊙ (dP − Σ_j dP P) and Σ_j dP_ij P_ij = Σ_c dO_ic O_ic */
         if (need_dS)
@@ -375,7 +361,7 @@ static void prepare_products(const tg_attn_geom *g, int backward) {
         for (int i0 = 0; i0 < g->Tq; i0 += BQ) {
             const int nq = g->Tq - i0 < BQ ? g->Tq - i0 : BQ;
             int klo, khi;
-            tile_keys(g, b, i0, nq, &klo, &khi);
+            tg_attn_rows_keys(g, b, i0, nq, &klo, &khi);
             for (int j0 = klo; j0 < khi; j0 += BK) {
                 const int nk = khi - j0 < BK ? khi - j0 : BK;
                 int dup = 0;
@@ -460,7 +446,7 @@ tg_tensor *tg_flash_attend(tg_ctx *ctx, const tg_attn_args *args) {
         for (int i0 = 0; i0 < Tq; i0 += BQ) {
             const int nq = Tq - i0 < BQ ? Tq - i0 : BQ;
             int klo, khi;
-            tile_keys(g, b, i0, nq, &klo, &khi);
+            tg_attn_rows_keys(g, b, i0, nq, &klo, &khi);
             pairs += (double)nq * (khi - klo);
         }
     pairs *= 2.0 * H;
