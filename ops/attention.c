@@ -108,7 +108,7 @@ typedef struct { tg_gemm_call S, O, dV[2], dP, G, dK[2]; } blk_plans;
 /* The query blocks of a call. Causal or windowed rows see a part of the keys,
  * and the products of a block need only its keys: causal, blocks of QB rows
  * run (1 + QB/T)/2 of the full products. QB measured with bench_attn --attn
- * composed, causal, one thread, side by side (AMD EPYC Zen 4, libxsmm cpx,
+ * composed, causal, one thread, side by side (AMD EPYC Zen 4, libxsmm cpx, OpenBLAS Cooperlake,
  * 2026-12-03, medians of 5-7, before K and V were transposed at every shape):
  * T 64 d 128: 16 rows 11.4 ms, 32 13.5, 64 14.5;
  * T 32 d 16: 16 rows 0.32 ms, one block 0.34; T 256 d 32: 16 rows 44 ms, 32

@@ -84,7 +84,7 @@ static inline float tg_gelu_grad_f(float v) {
  * the stack in the AVX2 clone) halved in a fixed order at the end. GCC ends an
  * `omp simd reduction` loop by folding its lanes one at a time through memory,
  * 16 dependent scalar ops: in a 32-key softmax row that fold cost more than the
- * row's exps (perf, AMD Zen 4). Here the order of a sum is the same on every
+ * row's exps (perf, AMD Zen 4, libxsmm cpx). Here the order of a sum is the same on every
  * ISA, too. Always inlined: the caller's target clone is the code's ISA.
  * The max skips NaN (x > m is false), as the loops it replaces did. */
 typedef float tg_vf8 __attribute__((vector_size(32), aligned(4)));
