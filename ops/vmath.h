@@ -103,37 +103,43 @@ TG_INLINE float tg_row_max(const float *x, int n) {
         m0 = TG_VMAX(tg_vf8, tg_vi8, m0, *(const tg_vf8 *)(x + j));
         m1 = TG_VMAX(tg_vf8, tg_vi8, m1, *(const tg_vf8 *)(x + j + 8));
     }
+    /* folded in registers (shuffles: halves copied through memory stalled the row) */
     m0 = TG_VMAX(tg_vf8, tg_vi8, m1, m0);
-    tg_vf4 m4[2];
-    memcpy(m4, &m0, sizeof m4);
-    m4[0] = TG_VMAX(tg_vf4, tg_vi4, m4[1], m4[0]);
-    float a[4];
-    memcpy(a, &m4[0], sizeof a);
-    a[0] = a[2] > a[0] ? a[2] : a[0], a[1] = a[3] > a[1] ? a[3] : a[1];
-    a[0] = a[1] > a[0] ? a[1] : a[0];
-    for (; j < n; j++) a[0] = x[j] > a[0] ? x[j] : a[0];
-    return a[0];
+    tg_vf4 m = TG_VMAX(tg_vf4, tg_vi4, __builtin_shufflevector(m0, m0, 4, 5, 6, 7),
+                       __builtin_shufflevector(m0, m0, 0, 1, 2, 3));
+    m = TG_VMAX(tg_vf4, tg_vi4, __builtin_shufflevector(m, m, 2, 3, 2, 3), m);
+    m = TG_VMAX(tg_vf4, tg_vi4, __builtin_shufflevector(m, m, 1, 1, 1, 1), m);
+    float a = m[0];
+    for (; j < n; j++) a = x[j] > a ? x[j] : a;
+    return a;
 }
 
-/* Σ x[j]·y[j] in double (y NULL: Σ x[j]) */
+/* Σ x[j]·y[j] in double (y NULL: Σ x[j]). Four named accumulators, not an
+ * array: GCC at -O2 kept an array of them on the stack, and every add went
+ * through a store and a load (perf: the op's hottest lines at T 32). */
+#define TG_DOT4(acc, k)                                                          \
+    do {                                                                         \
+        tg_vd4 a_ = __builtin_convertvector(*(const tg_vf4 *)(x + j + 4 * k), tg_vd4); \
+        if (y) a_ *= __builtin_convertvector(*(const tg_vf4 *)(y + j + 4 * k), tg_vd4); \
+        acc += a_;                                                               \
+    } while (0)
 TG_INLINE double tg_row_dot_d(const float *x, const float *y, int n) {
-    tg_vd4 acc[4] = {{0}, {0}, {0}, {0}};   /* lanes 0-3, 4-7, 8-11, 12-15 */
+    tg_vd4 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};   /* lanes 0-3, 4-7, 8-11, 12-15 */
     int j = 0;
-    for (; j + 16 <= n; j += 16)
-        for (int k = 0; k < 4; k++) {
-            tg_vd4 a = __builtin_convertvector(*(const tg_vf4 *)(x + j + 4 * k), tg_vd4);
-            if (y) a *= __builtin_convertvector(*(const tg_vf4 *)(y + j + 4 * k), tg_vd4);
-            acc[k] += a;
-        }
-    acc[0] += acc[2], acc[1] += acc[3];   /* 16 lanes to 8, 8 to 4, 4 to 2, 2 to 1 */
-    acc[0] += acc[1];
-    tg_vd2 s2[2];
-    memcpy(s2, &acc[0], sizeof s2);
-    s2[0] += s2[1];
-    double s = s2[0][0] + s2[0][1];
+    for (; j + 16 <= n; j += 16) {
+        TG_DOT4(a0, 0);
+        TG_DOT4(a1, 1);
+        TG_DOT4(a2, 2);
+        TG_DOT4(a3, 3);
+    }
+    a0 += a2, a1 += a3;   /* 16 lanes to 8, 8 to 4, 4 to 2, 2 to 1 */
+    a0 += a1;
+    tg_vd2 s2 = __builtin_shufflevector(a0, a0, 0, 1) + __builtin_shufflevector(a0, a0, 2, 3);
+    double s = s2[0] + s2[1];
     for (; j < n; j++) s += y ? (double)x[j] * y[j] : (double)x[j];
     return s;
 }
+#undef TG_DOT4
 
 /* keep ? x : y for keep 0 or 1, in bits: with a float op in one arm of a ?:,
  * GCC keeps the op under a branch (it may raise a flag) and the AVX2 clone's
