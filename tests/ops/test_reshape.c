@@ -87,6 +87,40 @@ static void test_used_twice(void **s) {
     tg_params_free(&P);
 }
 
+/* An activation whose only reader is the view takes the view's grad buffer (no
+ * copy); one read by another op too keeps its own, and the view's grad stays dout. */
+static void test_adopted_grad(void **s) {
+    (void)s;
+    tg_params P;
+    tg_params_init(&P);
+    tg_tensor *w = tg_param(&P, "w", 2, (int[]){2, 3});
+    tg_params_alloc(&P);
+    for (int i = 0; i < 6; i++) w->data[i] = 0.5f * (float)(i + 1);
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    tg_tensor *h = tg_mul(&ctx, w, w), *v = tg_reshape(&ctx, h, 1, (int[]){6});
+    tg_backward_seed(&ctx, v, (float[]){1, 2, 3, 4, 5, 6});
+    assert_ptr_equal(h->grad, v->grad);
+    for (int i = 0; i < 6; i++) {
+        assert_float_equal(h->grad[i], i + 1, 0);
+        assert_float_equal(w->grad[i], 2 * w->data[i] * (i + 1), 1e-6);
+    }
+    tg_ctx_reset(&ctx);
+    tg_params_zero_grad(&P);
+    h = tg_mul(&ctx, w, w);
+    tg_tensor *g = tg_mul(&ctx, h, h), *r = tg_reshape(&ctx, h, 2, (int[]){2, 3});
+    tg_tensor *y = tg_add(&ctx, g, r);   /* h: read by g's product, then by the view */
+    tg_backward_seed(&ctx, y, (float[]){1, 1, 1, 1, 1, 1});
+    assert_true(h->grad != r->grad);
+    for (int i = 0; i < 6; i++) {
+        const float hv = w->data[i] * w->data[i];
+        assert_float_equal(r->grad[i], 1, 0);   /* the view's own grad: dout */
+        assert_float_equal(h->grad[i], 1 + 2 * hv, 1e-5);
+    }
+    tg_ctx_free(&ctx);
+    tg_params_free(&P);
+}
+
 static void test_errors(void **s) {
     (void)s;
     tg_ctx ctx;
@@ -120,6 +154,7 @@ int main(void) {
         cmocka_unit_test(test_grad_values),
         cmocka_unit_test(test_gradcheck),
         cmocka_unit_test(test_used_twice),
+        cmocka_unit_test(test_adopted_grad),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
