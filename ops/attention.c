@@ -34,78 +34,53 @@ static inline void vec_span(int lo, int hi, int T, int *alo, int *ahi) {
     *ahi = hi + 15 < T ? (hi + 15) & ~15 : T;
 }
 
-/* In place: rows [i0, i0 + n) of a head's scores (T keys a row, n <= SM_ROWS)
- * become the softmax weights of their logits on each row's span [lo, hi)
- * (s·score, or tg_attn_logit's with a cap, bias or ALiBi; a sink joins the
- * denominator), the rest 0. top[r]: row i0 + r's largest key logit (−inf: no
- * key, or all −inf: the row is all 0; NaN: a NaN logit with the rest −inf);
- * psink[r]: the sink's weight.
- * In phases over the rows: a row's max, exp sum and 1/sum are chains of
- * dependent folds, and at short rows (T 32: 1-32 keys) one row at a time
- * stalled on them (perf: the division's convert was the forward's hottest
- * instruction). Each row's arithmetic is as a row alone: the same bits. */
-#define SM_ROWS 16
-TG_INLINE void softmax_rows(float *P, int i0, int n, int T, float s, const tg_attn_geom *g, int b, int h,
-                            float *top, float *psink) {
-    int alo[SM_ROWS], ahi[SM_ROWS], live[SM_ROWS];   /* the loops' range (vec_span); a row to normalise */
-    float mx[SM_ROWS], inv[SM_ROWS];
-    double sum[SM_ROWS], es[SM_ROWS];
-    const float sink = g->sinks ? g->sinks[h] : -INFINITY;
-    for (int r = 0; r < n; r++) {   /* logits and their max */
-        const int i = i0 + r;
-        float *row = P + (int64_t)i * T;
-        int lo, hi;
-        tg_attn_span(g, b, i, &lo, &hi);
-        top[r] = -INFINITY, psink[r] = 0, live[r] = 0, sum[r] = 1;
-        if (hi <= lo) {
-            memset(row, 0, (size_t)T * sizeof(float));
-            continue;
-        }
-        vec_span(lo, hi, T, &alo[r], &ahi[r]);
-        const int a0 = alo[r], a1 = ahi[r];   /* between them and the span: logits −inf, weights 0 */
-        if (a0 > 0) memset(row, 0, (size_t)a0 * sizeof(float));
-        if (a1 < T) memset(row + a1, 0, (size_t)(T - a1) * sizeof(float));
-        if (!g->extras) {
-#pragma omp simd
-            for (int j = a0; j < a1; j++) row[j] = tg_select(j >= lo && j < hi, row[j] * s, -INFINITY);
-        } else {
-            const float *brow = tg_attn_bias_row(g, b, h, i);
-            for (int j = a0; j < a1; j++)
-                row[j] = j >= lo && j < hi ? tg_attn_logit(g, brow, h, i, j, row[j] * s) : -INFINITY;
-        }
-        top[r] = tg_row_max(row + a0, a1 - a0);
-        mx[r] = sink > top[r] ? sink : top[r];
-        if (mx[r] == -INFINITY) {   /* every visible logit −inf (a bias mask) and no sink: as no key */
-            int nan = 0;
-            for (int j = lo; j < hi; j++) nan |= isnan(row[j]);
-            memset(row + a0, 0, (size_t)(a1 - a0) * sizeof(float));
-            if (!nan) continue;
-            for (int c = lo; c < hi; c++) row[c] = NAN;   /* NaN, which the max skips: never hidden as an empty row */
-            top[r] = NAN;
-            continue;
-        }
-        live[r] = 1;
+/* In place: the scores [lo, hi) of row i of a head's T keys become the softmax
+ * weights of their logits (s·score, or tg_attn_logit's with a cap, bias or
+ * ALiBi; a sink joins the denominator), the rest 0. Returns the row's largest
+ * key logit (−inf: no key, or all −inf: the row is all 0); *psink gets the
+ * sink's weight. */
+__attribute__((always_inline)) static inline float softmax_row(float *row, int lo, int hi, int T, float s,
+                                                               const tg_attn_geom *g, int b, int h, int i,
+                                                               float *psink) {
+    float mx = -INFINITY;
+    *psink = 0;
+    if (hi <= lo) {
+        memset(row, 0, (size_t)T * sizeof(float));
+        return mx;
     }
-    for (int r = 0; r < n; r++) {   /* e^(x − max) and their sum */
-        if (!live[r]) continue;
-        float *row = P + (int64_t)(i0 + r) * T;
-        const float m = mx[r];
+    int alo, ahi;   /* the loops' range; between it and the span, logits −inf and weights 0 */
+    vec_span(lo, hi, T, &alo, &ahi);
+    if (alo > 0) memset(row, 0, (size_t)alo * sizeof(float));
+    if (ahi < T) memset(row + ahi, 0, (size_t)(T - ahi) * sizeof(float));
+    if (!g->extras) {
 #pragma omp simd
-        for (int j = alo[r]; j < ahi[r]; j++) row[j] = tg_exp_neg(row[j] - m);   /* <= 1: no overflow; e^−inf = 0 */
-        sum[r] = tg_row_dot_d(row + alo[r], NULL, ahi[r] - alo[r]);
-        es[r] = 0;
-        if (g->sinks) sum[r] += es[r] = tg_exp_neg(sink - m);
+        for (int j = alo; j < ahi; j++) row[j] = tg_select(j >= lo && j < hi, row[j] * s, -INFINITY);
+    } else {
+        const float *brow = tg_attn_bias_row(g, b, h, i);
+        for (int j = alo; j < ahi; j++)
+            row[j] = j >= lo && j < hi ? tg_attn_logit(g, brow, h, i, j, row[j] * s) : -INFINITY;
+    }
+    mx = tg_row_max(row + alo, ahi - alo);
+    const float top = mx, sink = g->sinks ? g->sinks[h] : -INFINITY;
+    if (sink > mx) mx = sink;
+    if (mx == -INFINITY) {   /* every visible logit −inf (a bias mask) and no sink: as no key */
+        int nan = 0;
+        for (int j = lo; j < hi; j++) nan |= isnan(row[j]);
+        memset(row + alo, 0, (size_t)(ahi - alo) * sizeof(float));
+        if (!nan) return mx;
+        for (int c = lo; c < hi; c++) row[c] = NAN;   /* NaN, which the max skips: never hidden as an empty row */
+        return NAN;
     }
 #pragma omp simd
-    for (int r = 0; r < n; r++) inv[r] = (float)(1.0 / sum[r]);
-    for (int r = 0; r < n; r++) {
-        if (!live[r]) continue;
-        float *row = P + (int64_t)(i0 + r) * T;
-        const float v = inv[r];
+    for (int j = alo; j < ahi; j++) row[j] = tg_exp_neg(row[j] - mx);   /* <= 1: no overflow; e^−inf = 0 */
+    double sum = tg_row_dot_d(row + alo, NULL, ahi - alo);
+    double es = 0;
+    if (g->sinks) sum += es = tg_exp_neg(sink - mx);
+    float inv = (float)(1.0 / sum);
 #pragma omp simd
-        for (int j = alo[r]; j < ahi[r]; j++) row[j] *= v;
-        psink[r] = (float)(es[r] / sum[r]);
-    }
+    for (int j = alo; j < ahi; j++) row[j] *= inv;
+    *psink = (float)(es / sum);
+    return top;
 }
 
 /* The weights with dropout: P̃ = P ⊙ keep/(1 − p) over the row's span. */
@@ -413,7 +388,7 @@ TG_VEC_CLONES static void forward_item(void *arg, int bh, int thread) {
     float *P = r->P + (int64_t)bh * Tq * Tk, *O = j->out->data + off(b, Tq, H, h, dv);
     float *ps = r->psink ? r->psink + (int64_t)bh * Tq : NULL;
 
-    /* scores Q Kᵀ of each block's keys, then logits on each row's visible span (softmax_rows
+    /* scores Q Kᵀ of each block's keys, then logits on each row's visible span (softmax_row
      * reads within the block's keys: the rest of the row is written 0, never read) */
     const attn_blk *bk = r->blk;
     const int ldq = H * d, ldo = H * dv, ldv = g->Hkv * dv;
@@ -421,15 +396,13 @@ TG_VEC_CLONES static void forward_item(void *arg, int bh, int thread) {
     for (int q = 0; q < r->nblk; q++)
         tg_gemm_run(&j->pl[q].S, Q + (int64_t)bk[q].i0 * ldq, Kt + bk[q].k0,
                     P + (int64_t)bk[q].i0 * Tk + bk[q].k0);
-    float top[SM_ROWS], psink[SM_ROWS];
     for (int i = 0; i < Tq; i++) {
-        const int r = i % SM_ROWS;
-        if (r == 0) softmax_rows(P, i, Tq - i < SM_ROWS ? Tq - i : SM_ROWS, Tk, s, g, b, h, top, psink);
-        if (ps) ps[i] = psink[r];
-        const float m = top[r], *p = P + (int64_t)i * Tk;
-        if (!j->want_stats || m == -INFINITY) continue;   /* rows that see a key (with a finite logit) */
+        float *p = P + (int64_t)i * Tk, psink;
         int lo, hi;
         tg_attn_span(g, b, i, &lo, &hi);
+        float m = softmax_row(p, lo, hi, Tk, s, g, b, h, i, &psink);
+        if (ps) ps[i] = psink;
+        if (!j->want_stats || m == -INFINITY) continue;   /* rows that see a key (with a finite logit) */
         part.max_logit = m > part.max_logit ? m : part.max_logit;
         float pmax = 0;
         for (int c = lo; c < hi; c++) {
