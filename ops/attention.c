@@ -112,7 +112,11 @@ typedef struct { tg_gemm_call S, O, dV[2], dP, G, dK[2]; } blk_plans;
  * 2026-12-03, medians of 5-7, before K and V were transposed at every shape):
  * T 64 d 128: 16 rows 11.4 ms, 32 13.5, 64 14.5;
  * T 32 d 16: 16 rows 0.32 ms, one block 0.34; T 256 d 32: 16 rows 44 ms, 32
- * and 64 38; T 1024 d 64: 64 rows 29 ms, 32 33, 16 32. The spans ignore
+ * and 64 38; T 1024 d 64: 64 rows 29 ms, 32 33, 16 32. The AVX2 code (same
+ * machine, OpenBLAS Haswell, libxsmm hsw, 0.15.2, medians of 5-7) prefers 32
+ * rows only at T 64 d 128 (13.5 ms against 14.3-15.0); at T 32 d 16, T 32
+ * d 128, T 64 d 32, T 128 d 64 and T 256 d 32 16 rows are best or within 2%
+ * (and 0.15.2's AVX-512 code again as above): one rule for both. The spans ignore
  * padding (kv_len, per batch row): a block's keys are a superset of what any
  * batch row sees. One block, the whole head, when that saves under an eighth. */
 static int query_blocks(tg_ctx *ctx, const tg_attn_geom *g, attn_blk **out) {
