@@ -98,6 +98,10 @@ void *tg_arena_alloc(tg_ctx *ctx, size_t bytes) {
     return p;
 }
 
+void tg_arena_fill(tg_ctx *ctx, unsigned char byte) {
+    for (tg_block *b = ctx->head; b; b = b->next) memset(b->mem, byte, b->cap);
+}
+
 static tg_tensor *tensor_header(tg_ctx *ctx, int ndim, const int *shape, const char *who) {
     if (ndim < 1 || ndim > TG_MAX_DIMS)
         tg_fail(ctx, "%s: a tensor has 1 to %d dimensions, got %d", who, TG_MAX_DIMS, ndim);

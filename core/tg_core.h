@@ -107,6 +107,12 @@ TG_NORETURN void tg_fail(tg_ctx *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 void *tg_arena_alloc(tg_ctx *ctx, size_t bytes);     /* 64-byte aligned */
+/* Every byte of the arena's blocks, handed out or not, set to `byte`: after
+ * tg_ctx_reset, so that the next step finds 0xff (NaN) or other garbage where
+ * it finds memory it did not write. For tests (tg_gradcheck runs every check
+ * again after it): an op that reads memory it never wrote then changes its
+ * result, which fresh zero pages would hide. Live activations are destroyed. */
+void tg_arena_fill(tg_ctx *ctx, unsigned char byte);
 /* A new activation in the arena, uninitialised data, no grad. */
 tg_tensor *tg_new(tg_ctx *ctx, int ndim, const int *shape);
 tg_tensor *tg_new_like(tg_ctx *ctx, const tg_tensor *t);

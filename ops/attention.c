@@ -165,6 +165,24 @@ static void zero_rows(float *x, int rows, int cols, int ld) {
     for (int i = 0; i < rows; i++) memset(x + (int64_t)i * ld, 0, (size_t)cols * sizeof(float));
 }
 
+/* Readies a key/value head's grad slice (Tk rows of cols, stride ld) for the
+ * blocks' products, when this head writes it first (w); returns the index of
+ * the product to run, 0 (β = 0, writes) or 1 (adds). One block writes its key
+ * rows [k0, k1) and the rows outside it are set to 0 here: a single block's
+ * keys may be a part of Tk (a window: Tq 3, Tk 799, left 16), and the rows no
+ * query sees are still part of the slice marked written. Several blocks
+ * overlap in keys: the slice is zeroed and every block adds. */
+static int ready_slice(float *x, int w, int nb, const attn_blk *bk, int Tk, int cols, int ld) {
+    if (!w) return 1;
+    if (nb > 1) {
+        zero_rows(x, Tk, cols, ld);
+        return 1;
+    }
+    zero_rows(x, bk[0].k0, cols, ld);
+    zero_rows(x + (int64_t)bk[0].k1 * ld, Tk - bk[0].k1, cols, ld);
+    return 0;
+}
+
 /* Query head h of batch row b: dV and dK of its key/value head written (first)
  * or added to; dQ of its own; its bias rows and sink. Returns its Σ dy ⊙ Q Kᵀ
  * for the head-scale grad. Kt, Vt: the key/value head's, when the plans need them. */
@@ -197,10 +215,9 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
             Pd = X;
         }
         float *dV = j->v->grad + ov;
-        const int w = first && j->v_first;   /* this head writes the slice first: blocks add to 0 */
-        if (w && nb > 1) zero_rows(dV, Tk, g->dv, ldv);
+        const int add = ready_slice(dV, first && j->v_first, nb, bk, Tk, g->dv, ldv);
         for (int q = 0; q < nb; q++)
-            tg_gemm_run(&pl[q].dV[!(w && nb == 1)], Pd + (int64_t)bk[q].i0 * Tk + bk[q].k0, dO + (int64_t)bk[q].i0 * ldo,
+            tg_gemm_run(&pl[q].dV[add], Pd + (int64_t)bk[q].i0 * Tk + bk[q].k0, dO + (int64_t)bk[q].i0 * ldo,
                         dV + (int64_t)bk[q].k0 * ldv);
     }
     if (!j->need_G && !j->k->grad && !(j->bias && j->bias->grad) && !(j->sinks && j->sinks->grad)) return 0;
@@ -285,10 +302,9 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
 #pragma omp simd
         for (int64_t i = 0; i < (int64_t)Tq * Tk; i++) dL[i] *= s;
         float *dK = j->k->grad + ok;
-        const int w = first && j->k_first;
-        if (w && nb > 1) zero_rows(dK, Tk, d, ldk);
+        const int add = ready_slice(dK, first && j->k_first, nb, bk, Tk, d, ldk);
         for (int q = 0; q < nb; q++)
-            tg_gemm_run(&pl[q].dK[!(w && nb == 1)], dL + (int64_t)bk[q].i0 * Tk + bk[q].k0, Q + (int64_t)bk[q].i0 * ldq,
+            tg_gemm_run(&pl[q].dK[add], dL + (int64_t)bk[q].i0 * Tk + bk[q].k0, Q + (int64_t)bk[q].i0 * ldq,
                         dK + (int64_t)bk[q].k0 * ldk);
     }
     return dhs - centre;

@@ -17,7 +17,7 @@
  *   window:  p_i − left ≤ j ≤ p_i + right   (left, right: −1 unbounded; FlashAttention's
  *            window_size; Mistral's "sliding window W" is (W − 1, 0) with causal)
  *   padding: j < kv_len[b]                   (kv_len NULL: every key; positions still
- *            use the buffer length Tk, not kv_len; kv_len[b] ≤ 0 hides every key)
+ *            use the buffer length Tk, not kv_len; kv_len[b] in [0, Tk], 0 hides every key)
  * Per batch b and query head h, with s = scale · (head_scale ? head_scale[h] : 1),
  * the logit of a visible key, in this order (Gemma 2's):
  *   y_ij = s · q_i·k_j;  x_ij = cap · tanh(y_ij / cap) when softcap = cap > 0, else y_ij;

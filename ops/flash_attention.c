@@ -35,6 +35,13 @@ static void tile_span(const tg_attn_geom *g, int b, int i, int j0, int nk, int *
     *jb = h < *ja ? *ja : h > nk ? nk : h;
 }
 
+/* How many keys row i of batch row b sees (its span's length). */
+static int row_keys(const tg_attn_geom *g, int b, int i) {
+    int l, h;
+    tg_attn_span(g, b, i, &l, &h);
+    return h > l ? h - l : 0;
+}
+
 /* Per-thread scratch of the forward: a logit tile, the output accumulator,
  * and per query row the running max m (with the sink), the largest key logit,
  * the sum ℓ (with the sink), the keys' part of it and the entropy accumulator. */
@@ -275,6 +282,10 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, bwd_sc
                 if (M[i0 + a] == -INFINITY) ja = jb = 0;
                 if (g->dropout > 0)
                     for (int c = ja; c < jb; c++) gr[c] = tg_attn_keep(g, b, h, i0 + a, j0 + c) ? gr[c] * g->drop_scale : 0.0f;
+                /* A row that sees one key (and no sink) has dx = P (dP − D) = 0 exactly, but D
+                 * (from O) and dP (a product) are one dot product summed in two orders: their
+                 * difference, ~1e-6 of it, would be left where the answer is 0. Its D is its dP. */
+                if (jb - ja == 1 && !g->sinks && row_keys(g, b, i0 + a) == 1) D = gr[ja];
                 double gs = 0, g1 = 0, ps = 0;
                 if (g->extras || g->sinks) {   /* the general row: bias grad, the softcap's derivative, no centring */
                     float *gb = dbias ? dbias + (tg_attn_bias_row(g, b, h, i0 + a) - g->bias) + j0 : NULL;

@@ -25,10 +25,13 @@
 typedef struct {
     int B, Tq, Tk, H, Hkv, d, dv;
     int causal, left, right, with_hs, fused;
+    int act;   /* 1: q, k, v and bias reach the op as activations (views of P's tensors): their grads are
+                  arena memory the op writes first (tg_grad_first), not parameter grads it adds to */
     const int *kv_len;
     float scale;
     /* bias: 0 none, else a learned bias of shape [B or 1, H or 1, Tq, Tk]: 1 [B,H], 2 [1,H], 3 [B,1], 4 [1,1] */
     int bias_mode, alibi, sinks;
+    int bias_ninf;   /* > 0: every bias_ninf-th bias entry is −inf (a mask inside a learned bias) */
     float softcap, dropout;
     uint64_t dseed;
     tg_tensor *q, *k, *v, *hs, *bias, *sk;
@@ -51,6 +54,11 @@ static tg_attn_args args_of(feat *f, tg_attn_stats *st) {
 
 static tg_tensor *call(tg_ctx *ctx, feat *f, tg_attn_stats *st) {
     tg_attn_args a = args_of(f, st);
+    if (f->act) {
+        tg_tensor **t[4] = {&a.q, &a.k, &a.v, &a.bias};
+        for (int i = 0; i < 4; i++)
+            if (*t[i]) *t[i] = tg_reshape(ctx, *t[i], (*t[i])->ndim, (*t[i])->shape);
+    }
     return f->fused ? tg_flash_attend(ctx, &a) : tg_attend(ctx, &a);
 }
 
@@ -82,6 +90,11 @@ static void make(tg_params *P, feat *f, uint64_t seed, float std) {
         for (int h = 0; h < f->H; h++) f->hs->data[h] = 0.6f + 0.3f * (float)h;
     if (f->sk)   /* sinks around the logits' size, some above, some below */
         for (int h = 0; h < f->H; h++) f->sk->data[h] = -0.8f + 0.7f * (float)h;
+}
+
+static void mask_bias(feat *f) {
+    if (f->bias && f->bias_ninf > 0)
+        for (int64_t i = 0; i < f->bias->numel; i += f->bias_ninf) f->bias->data[i] = -INFINITY;
 }
 
 /* ---- the float64 reference ------------------------------------------------- */
@@ -274,20 +287,83 @@ static double mag_err(const float *a, const double *ref, int64_t n, double mag) 
 enum { N_T = 8 };   /* out, dq, dk, dv, dhs, entropy, dbias, dsink */
 typedef struct { float *out, *grad, ent[16], mxl[16]; } run_t;
 
-/* One op's forward with stats and backward from R, copied out of ctx. */
-static void run_op(feat *f, tg_params *P, const float *R, run_t *o) {
-    tg_ctx ctx;
-    tg_ctx_init(&ctx, 0);
+static const char *describe(const feat *f, char *buf, size_t n);
+
+/* One op's forward with stats and backward from R on ctx, copied out. */
+static void run_on(tg_ctx *ctx, feat *f, tg_params *P, const float *R, run_t *o) {
     float sat[16];
     tg_attn_stats st = {f->H, o->ent, o->mxl, sat};
-    tg_tensor *out = call(&ctx, f, &st);
+    tg_tensor *out = call(ctx, f, &st);
     tg_params_zero_grad(P);
-    tg_backward_seed(&ctx, out, R);
+    tg_backward_seed(ctx, out, R);
     o->out = malloc(sizeof(float) * (size_t)out->numel);
     memcpy(o->out, out->data, sizeof(float) * (size_t)out->numel);
     o->grad = malloc(sizeof(float) * P->numel);
     memcpy(o->grad, P->grad, sizeof(float) * P->numel);
+}
+
+/* Where a and b first differ in bytes, as "out[i]", "dk[i]"..., or NULL. */
+static const char *first_change(const feat *f, const tg_params *P, const run_t *a, const run_t *b, char *buf,
+                                size_t n) {
+    const int64_t no = (int64_t)f->B * f->Tq * f->H * f->dv;
+    for (int64_t i = 0; i < no; i++)
+        if (memcmp(&a->out[i], &b->out[i], sizeof(float))) {
+            snprintf(buf, n, "out[%lld]: %.9g, then %.9g", (long long)i, a->out[i], b->out[i]);
+            return buf;
+        }
+    for (size_t i = 0; i < P->numel; i++)
+        if (memcmp(&a->grad[i], &b->grad[i], sizeof(float))) {
+            size_t e = i;
+            int t = 0;
+            while (e >= (size_t)P->list[t]->numel) e -= (size_t)P->list[t++]->numel;
+            snprintf(buf, n, "d%s[%zu]: %.9g, then %.9g", P->list[t]->name, e, a->grad[i], b->grad[i]);
+            return buf;
+        }
+    if (memcmp(a->ent, b->ent, sizeof(float) * (size_t)f->H) || memcmp(a->mxl, b->mxl, sizeof(float) * (size_t)f->H))
+        return "the stats (entropy, max logit)";
+    return NULL;
+}
+
+/* A context every configuration runs on after the one before it (another
+ * shape): its arena and grad buffers hold that one's values, then 0xff (NaN)
+ * and 0x3f (0.747, plausible data) bytes. Fresh arenas are zero pages, on which
+ * an op that reads memory it never wrote looks right (issue 37: dK, dV of
+ * keys no query sees). Freed by the group teardown. */
+static tg_ctx stale;
+static int stale_made;
+
+static int free_stale(void **st) {
+    (void)st;
+    if (stale_made) tg_ctx_free(&stale);
+    stale_made = 0;
+    return 0;
+}
+
+/* One op's forward with stats and backward from R, copied out of a fresh
+ * context; then the same on stale memory, which must give the same bytes. */
+static void run_op(feat *f, tg_params *P, const float *R, run_t *o) {
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    run_on(&ctx, f, P, R, o);
     tg_ctx_free(&ctx);
+    if (!stale_made) tg_ctx_init(&stale, 0), stale_made = 1;
+    static const int fills[3] = {-1, 0xff, 0x3f};   /* -1: as the configuration before left it */
+    for (int k = 0; k < 3; k++) {
+        tg_ctx_reset(&stale);
+        if (fills[k] >= 0) tg_arena_fill(&stale, (unsigned char)fills[k]);   /* the first run grew the arena */
+        run_t r;
+        run_on(&stale, f, P, R, &r);
+        char buf[200], where[160];
+        const char *c = first_change(f, P, o, &r, where, sizeof where);
+        free(r.out), free(r.grad);
+        if (c) {
+            print_error("%s: on a fresh context, then on %s: %s\n", describe(f, buf, sizeof buf),
+                        k == 0 ? "the memory the configuration before left" : fills[k] == 0xff ?
+                        "an arena of 0xff (NaN)" : "an arena of 0x3f bytes", c);
+            fail();
+        }
+    }
+    memcpy(P->grad, o->grad, sizeof(float) * P->numel);
 }
 
 /* Each tensor's error against the reference relative to the size of its terms,
@@ -308,8 +384,8 @@ static void errors(const feat *f, const tg_params *P, const run_t *o, const ref_
 }
 
 static const char *describe(const feat *f, char *buf, size_t n) {
-    snprintf(buf, n, "%s B%d Tq%d Tk%d H%d Hkv%d d%d dv%d causal%d window(%d,%d) kv_len%s hs%d bias%d alibi%d "
-             "cap%g sinks%d dropout%g", f->fused ? "fused" : "composed", f->B, f->Tq, f->Tk, f->H, f->Hkv, f->d, f->dv,
+    snprintf(buf, n, "%s%s B%d Tq%d Tk%d H%d Hkv%d d%d dv%d causal%d window(%d,%d) kv_len%s hs%d bias%d alibi%d "
+             "cap%g sinks%d dropout%g", f->fused ? "fused" : "composed", f->act ? " (activations)" : "", f->B, f->Tq, f->Tk, f->H, f->Hkv, f->d, f->dv,
              f->causal, f->left, f->right, f->kv_len ? "[..]" : "-", f->with_hs, f->bias_mode, f->alibi,
              (double)f->softcap, f->sinks, (double)f->dropout);
     return buf;
@@ -321,11 +397,12 @@ static double worst[N_T];   /* over every configuration and op, for the summary 
 static void check_vs_reference(feat f, uint64_t seed) {
     tg_params P;
     make(&P, &f, seed, 1.0f);
+    mask_bias(&f);
     float *R = out_seed(&f, seed, 9);
     ref_t r;
     reference(&f, R, &r);
-    for (int op = 0; op < 2; op++) {
-        f.fused = op;
+    for (int op = 0; op < 4; op++) {
+        f.fused = op % 2, f.act = op / 2;
         run_t o;
         run_op(&f, &P, R, &o);
         double e[N_T];
@@ -454,6 +531,75 @@ static void test_query_blocks(void **s) {
         }
 }
 
+/* Issue 37: one block of query rows (Tq 3) whose window sees 17 of 799 keys.
+ * The composed backward wrote dK and dV of those keys only, and left the rest
+ * of the slice it marked written as the arena held it: garbage after another
+ * configuration, 0 on fresh memory (so every test passed). Each case runs after
+ * the one before on the same context, and on arenas of NaN and garbage
+ * (run_op), both ops, against float64; with the bias of the report ([1, H, Tq,
+ * Tk], −inf entries), grouped heads down to one, either side's window, sinks. */
+static void test_keys_no_query_sees(void **s) {
+    (void)s;
+    const feat cases[] = {
+        {.B = 2, .Tq = 3, .Tk = 799, .H = 6, .Hkv = 1, .d = 32, .dv = 32, .left = 16, .right = 0, .bias_mode = 2,
+         .bias_ninf = 7},
+        {.B = 2, .Tq = 3, .Tk = 799, .H = 6, .Hkv = 1, .d = 32, .dv = 32, .left = 16, .right = 0},
+        {.B = 2, .Tq = 5, .Tk = 300, .H = 4, .Hkv = 2, .d = 8, .dv = 6, .left = 0, .right = 9, .with_hs = 1},
+        {.B = 1, .Tq = 16, .Tk = 200, .H = 3, .Hkv = 3, .d = 16, .dv = 8, .causal = 1, .left = 5, .right = -1,
+         .sinks = 1, .bias_mode = 4, .bias_ninf = 3},
+        {.B = 2, .Tq = 3, .Tk = 799, .H = 6, .Hkv = 2, .d = 32, .dv = 16, .left = 16, .right = 0, .softcap = 3,
+         .dropout = 0.2f, .dseed = 3},
+    };
+    uint64_t seed = 7000;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        feat f = cases[c];
+        f.scale = 1.0f / sqrtf((float)f.d);
+        check_vs_reference(f, seed++);
+    }
+}
+
+/* A row that sees exactly one key puts weight 1 on it whatever its logit:
+ * dQ, dK, the bias's and the head scale's gradients are exactly 0, in both ops
+ * (the fused op's D = dO·O and its dP = dO·V are one dot product summed in two
+ * orders: it must not leave their difference, ~1e-6, where the answer is 0).
+ * Window (0, 0), and a causal first row with padding to one key; with a bias,
+ * ALiBi, a softcap and dropout. dV is not 0: it gets the row's dO. */
+static void test_one_key_rows_exact(void **s) {
+    (void)s;
+    int kvl[2] = {1, 1};
+    for (int c = 0; c < 4; c++)
+        for (int op = 0; op < 4; op++) {
+            feat f = {.B = 2, .Tq = 6, .Tk = 6, .H = 4, .Hkv = 2, .d = 8, .dv = 3, .left = 0, .right = 0,
+                      .with_hs = 1, .scale = 0.9f, .fused = op % 2, .act = op / 2};
+            if (c == 1) f.bias_mode = 1, f.alibi = 1;
+            if (c == 2) f.softcap = 2, f.dropout = 0.3f, f.dseed = 4, f.bias_mode = 2;
+            if (c == 3) f.left = f.right = -1, f.causal = 1, f.kv_len = kvl, f.Tq = 1, f.Tk = 9, f.kv_len = kvl;
+            tg_params P;
+            make(&P, &f, 300 + (uint64_t)c, 2.0f);
+            float *R = out_seed(&f, 31, (uint64_t)c);
+            run_t o;
+            run_op(&f, &P, R, &o);
+            char buf[200];
+            tg_tensor *zero[4] = {f.q, f.k, f.hs, f.bias};
+            for (int t = 0; t < 4; t++) {
+                if (!zero[t]) continue;
+                const float *gr = o.grad + (zero[t]->grad - P.grad);
+                for (int64_t i = 0; i < zero[t]->numel; i++)
+                    if (gr[i] != 0) {
+                        print_error("%s: d%s[%lld] is %g, not 0\n", describe(&f, buf, sizeof buf), zero[t]->name,
+                                    (long long)i, (double)gr[i]);
+                        fail();
+                    }
+            }
+            const float *dv = o.grad + (f.v->grad - P.grad);
+            double mx = 0;
+            for (int64_t i = 0; i < f.v->numel; i++) mx = fmax(mx, fabs(dv[i]));
+            assert_true(mx > 0.1);
+            free(o.out), free(o.grad), free(R);
+            tg_params_free(&P);
+        }
+}
+
 /* Finite differences for every input (q, k, v, head_scale) under each feature
  * and their combinations, in both ops. */
 static void test_gradcheck_features(void **s) {
@@ -483,7 +629,7 @@ static void test_gradcheck_features(void **s) {
         for (int hs = 0; hs < 2; hs++)
             for (int op = 0; op < 2; op++) {
                 feat f = cases[c];
-                f.with_hs = hs, f.fused = op, f.scale = 0.6f;
+                f.with_hs = hs, f.fused = op, f.scale = 0.6f, f.act = (int)(c + hs) % 2;
                 tg_params P;
                 make(&P, &f, 100 + c, 1.0f);
                 char buf[200];
@@ -946,6 +1092,8 @@ int main(void) {
         cmocka_unit_test(test_against_reference),
         cmocka_unit_test(test_logits_against_reference),
         cmocka_unit_test(test_query_blocks),
+        cmocka_unit_test(test_keys_no_query_sees),
+        cmocka_unit_test(test_one_key_rows_exact),
         cmocka_unit_test(test_gradcheck_features),
         cmocka_unit_test(test_fused_tile_edges),
         cmocka_unit_test(test_saturated_rows),
@@ -957,5 +1105,5 @@ int main(void) {
         cmocka_unit_test(test_dropout_cap_sink),
         cmocka_unit_test(test_nan_propagates),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, free_stale);
 }

@@ -1,6 +1,7 @@
 /* The gradient checker is library API (core/gradcheck.h): it must pass a
- * correct backward and catch a slightly wrong one, a NaN gradient and an output
- * whose size depends on the parameters. */
+ * correct backward and catch a slightly wrong one, a NaN gradient, an output
+ * whose size depends on the parameters, and an op that reads memory it never
+ * wrote. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -101,6 +102,60 @@ static void test_size_change_reported(void **s) {
     tg_params_free(&P);
 }
 
+/* y = 2·x[0:3] of an x of 8 elements, an op that writes its input's grad
+ * first (own_grads). `forget`: its backward writes the 3 elements it reads and
+ * leaves the other 5, whose gradient is 0, as the arena held them (issue 37's
+ * composed attention did this to keys no query sees). On zero pages finite
+ * differences agree with it; the checker's runs on NaN and garbage arenas do not.
+ * `stale_fwd`: the forward leaves out[1] unwritten instead. */
+typedef struct { tg_tensor *x; int forget, stale_fwd; } head_case;
+
+static void head_backward(tg_ctx *ctx, const tg_node *n) {
+    (void)ctx;
+    const int forget = *(const int *)n->saved;
+    tg_tensor *x = n->in[0];
+    if (!x->grad) return;
+    const int first = tg_grad_first(x);
+    for (int i = 0; i < 3; i++) x->grad[i] = (first ? 0 : x->grad[i]) + 2.0f * n->out->grad[i];
+    if (first && !forget) memset(x->grad + 3, 0, 5 * sizeof(float));
+}
+
+static tg_tensor *f_head(tg_ctx *ctx, void *u) {
+    const head_case *c = u;
+    tg_tensor *h = tg_scale(ctx, c->x, 1.0f);   /* an activation: its grad is arena memory */
+    tg_tensor *out = tg_new(ctx, 1, (int[]){3});
+    for (int i = 0; i < 3; i++)
+        if (!(c->stale_fwd && i == 1)) out->data[i] = 2.0f * h->data[i];
+    tg_node *n = tg_record(ctx, "head", head_backward, out, 1, (tg_tensor *[]){h}, sizeof(int));
+    if (n) {
+        n->own_grads = 1;
+        *(int *)n->saved = c->forget;
+    }
+    return out;
+}
+
+static void test_stale_memory_fails(void **s) {
+    (void)s;
+    for (int k = 0; k < 3; k++) {
+        tg_params P;
+        tg_params_init(&P);
+        head_case c = {tg_param(&P, "x", 1, (int[]){8}), k == 1, k == 2};
+        tg_params_alloc(&P);
+        tg_test_fill(&P, 5, 1.0f);
+        double worst = 0;
+        int bad = tg_gradcheck(k == 0 ? "head" : k == 1 ? "head, backward forgets" : "head, forward forgets", &P,
+                               f_head, &c, &(tg_gc_opts){.worst = &worst});
+        if (k == 0) {
+            assert_int_equal(bad, 0);
+            assert_true(worst <= 1);
+        } else {
+            assert_true(bad > 0);
+            assert_true(isinf(worst));
+        }
+        tg_params_free(&P);
+    }
+}
+
 static tg_tensor *f_null(tg_ctx *ctx, void *u) {
     (void)ctx;
     (void)u;
@@ -131,6 +186,7 @@ int main(void) {
         cmocka_unit_test(test_nan_fails),
         cmocka_unit_test(test_size_change_reported),
         cmocka_unit_test(test_misuse),
+        cmocka_unit_test(test_stale_memory_fails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
