@@ -36,7 +36,7 @@ int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts) {
     const tg_cli_opt o[] = {
         {"task", TG_CLI_CHOICE, &c->task, 0, 0, tg_task_names, "hist: count earlier copies (needs spread attention); recall: key-value lookup (sharp is right); code: next byte of real text (--data)"},
         {"data", TG_CLI_STR, &c->data, 0, 0, NULL, "--task code: the corpus: FILE, FOLDER or @LIST of paths (default: the C headers of Debian's libc6-dev)"},
-        {"eval-every", TG_CLI_INT, &c->eval_every, 0, 10000000, NULL, "--task code: the validation loss (64 fixed windows of the last 10%) every N logged steps, column val_loss (0: none)"},
+        {"eval-every", TG_CLI_INT, &c->eval_every, 0, 10000000, NULL, "--task code: the validation loss (64 fixed windows of the last 10%) every N steps, N a multiple of --log-every (it goes in a logged row), column val_loss (0: none)"},
         {"steps", TG_CLI_INT, &c->steps, 1, 10000000, NULL, "training steps (the total, also with --resume)"},
         {"batch", TG_CLI_INT, &c->batch, 1, 65536, NULL, "sequences per step"},
         {"seq-len", TG_CLI_INT, &c->seq_len, 2, 4096, NULL, "tokens per sequence"},

@@ -6,7 +6,9 @@
 
 #include "tg_sha256.h"
 
-const char *const attn_ext_moved[] = {"attn_plugin_file", "attn_plugin_abi", NULL};
+/* the meaning lines are text about the columns (0.16 added them): a log of 0.15 resumes */
+const char *const attn_ext_moved[] = {"attn_plugin_file", "attn_plugin_abi", "attn_multiplier_meaning",
+                                      "attn_max_logit_meaning", NULL};
 
 /* The exec kernel's identity: the command, each word that is a regular file as sha256:HEX. */
 static int exec_ident(const char *cmd, char *out, size_t len, char *err, size_t errlen) {

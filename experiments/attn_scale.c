@@ -116,6 +116,22 @@ static void header(void *u, FILE *f) {
         /* a kernel from outside: the scale above is what it was passed; the scale_* columns what it applied */
         attn_ext_header(r->ext, f);
         fprintf(f, "# attn_scale_columns=measured\n");
+        /* what a measured multiplier and max logit are: a built-in op logs the multiplier it
+         * applied and its largest logit after the cap; a black box's are fitted from its weights */
+        if (r->c->softcap > 0) {
+            fprintf(f, "# attn_multiplier_meaning=an effective slope: the least-squares slope of the kernel's "
+                    "log-weights in q.k per head (bias and ALiBi taken out); under the cap of %g tanh flattens large "
+                    "logits, so it is below the multiplier the kernel applies before the cap and falls as logits "
+                    "grow (a built-in op logs scale x head scale)\n", (double)r->c->softcap);
+            fprintf(f, "# attn_max_logit_meaning=that slope times the largest q.k of the step: not capped, it may "
+                    "exceed the cap of %g (a built-in op logs its largest logit after the cap)\n",
+                    (double)r->c->softcap);
+        } else {
+            fprintf(f, "# attn_multiplier_meaning=the least-squares slope of the kernel's log-weights in q.k per "
+                    "head (bias and ALiBi taken out): the multiplier it applied\n");
+            fprintf(f, "# attn_max_logit_meaning=that slope times the largest q.k of the step: its largest logit "
+                    "before bias and ALiBi\n");
+        }
         fprintf(f, "# attn_measured=%s\n", r->unmeasured ? "no" : "yes");
         if (r->unmeasured) fprintf(f, "# attn_measure_note=%s\n", r->unmeasured);
     }
@@ -250,7 +266,7 @@ int main(int argc, char **argv) {
     }
     if (rc != TG_CLI_OK) {
         fprintf(stderr, "attn_scale: %s\n", err);
-        tg_cli_usage(stderr, "attn_scale", summary, opts, nopt);
+        fprintf(stderr, "(attn_scale --help lists every flag)\n");
         return 2;
     }
     if (attn_cfg_check(&c, opts, nopt, seen, err, sizeof err)) {

@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
     if (rc == TG_CLI_OK && (ns = parse_sigmas(sigmas_s, sig, err, sizeof err)) < 0) rc = TG_CLI_ERROR;
     if (rc != TG_CLI_OK) {
         fprintf(stderr, "softmax_saturation: %s\n", err);
-        tg_cli_usage(stderr, "softmax_saturation", summary, opts, nopt);
+        fprintf(stderr, "(softmax_saturation --help lists every flag)\n");
         return 2;
     }
     seed_out o, os;

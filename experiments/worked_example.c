@@ -58,7 +58,7 @@ int main(int argc, char **argv) {
     }
     if (rc != TG_CLI_OK) {
         fprintf(stderr, "worked_example: %s\n", err);
-        tg_cli_usage(stderr, "worked_example", summary, opts, nopt);
+        fprintf(stderr, "(worked_example --help lists every flag)\n");
         return 2;
     }
     seed_out o;

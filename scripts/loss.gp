@@ -1,8 +1,11 @@
 # Loss curves of several runs on one chart.
-#   gnuplot -c scripts/loss.gp OUT.png TITLE RUN.tsv [RUN.tsv ...]
-# Each run is labelled by its file name; the dashed line is the first run's
-# context-free reference loss ('# ref_loss_context_free=' in its header).
-out = ARG1; title = ARG2
+#   gnuplot -c scripts/loss.gp OUT.png TITLE LEGEND.tsv RUN.tsv [RUN.tsv ...]
+# LEGEND.tsv (tglogs.py legend): a line per run, its label and 1 when its curve
+# lies on an earlier run's: that one is drawn dashed with open circles, so a
+# curve is never hidden under another, and its label names the other. The
+# dashed gray line is the first run's context-free reference loss
+# ('# ref_loss_context_free=' in its header).
+out = ARG1; title = ARG2; legend = ARG3
 set terminal pngcairo size 1000,600 font ",11" noenhanced
 set output out
 set datafile separator "\t"
@@ -10,9 +13,13 @@ set datafile columnheaders
 set title title
 set xlabel "step"
 set ylabel "training loss (nats)"
-set key outside right
+set key top right opaque box font ",9"
 set grid
-ref = system(sprintf("sed -n 's/^# ref_loss_context_free=//p' '%s'", ARG3)) + 0
-label(f) = system(sprintf("basename '%s' .tsv", f))
-plot for [i=3:ARGC] ARGV[i] using "step":"loss" with lines lw 2 title label(ARGV[i]), \
+ref = system(sprintf("sed -n 's/^# ref_loss_context_free=//p' '%s'", ARG4)) + 0
+label(i) = system(sprintf("sed -n '%dp' '%s' | cut -f1", i - 3, legend))
+same(i) = system(sprintf("sed -n '%dp' '%s' | cut -f2", i - 3, legend)) + 0
+plot for [i=4:ARGC] ARGV[i] using "step":(same(i) ? NaN : column("loss")) with lines lw 2 lc (i - 3) \
+         title (same(i) ? "" : label(i)), \
+     for [i=4:ARGC] ARGV[i] using "step":(same(i) ? column("loss") : NaN) with linespoints lw 2 dt 2 pt 6 ps 1.2 \
+         pi 4 lc (i - 3) title (same(i) ? label(i) : ""), \
      ref with lines dt 2 lc rgb "gray40" title "context-free reference"

@@ -3,6 +3,8 @@
 #   scripts/plot.sh RUN.tsv [RUN.tsv ...] -o OUT.png [--title TEXT]
 # writes OUT.png (loss curves of all runs), OUT-entropy.png (per-head entropy,
 # one panel per run) and OUT-heatmap-<run>.png (per-head entropy over steps).
+# Each run is labelled with its kernel and features; a loss curve that lies on
+# an earlier run's is drawn dashed with markers and its label says so.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 usage() { echo "usage: scripts/plot.sh RUN.tsv [RUN.tsv ...] -o OUT.png [--title TEXT]" >&2; exit 2; }
@@ -26,10 +28,12 @@ for f in "${runs[@]}"; do
     [ "$(grep -v '^#' "$f" | wc -l)" -ge 3 ] || { echo "scripts/plot.sh: '$f' has fewer than 2 logged steps" >&2; exit 2; }
 done
 base="${out%.png}"
-gnuplot -c "$here/loss.gp" "$out" "$title: loss" "${runs[@]}"
-gnuplot -c "$here/entropy.gp" "$base-entropy.png" "$title: per-head attention entropy" "${runs[@]}"
-tmp=$(mktemp)
-trap 'rm -f "$tmp"' EXIT
+tmp=$(mktemp); legend=$(mktemp)
+trap 'rm -f "$tmp" "$legend"' EXIT
+# labels: each run's kernel and features, and which curves lie on another (scripts/tglogs.py legend)
+python3 "$here/tglogs.py" legend "${runs[@]}" >"$legend"
+gnuplot -c "$here/loss.gp" "$out" "$title: loss" "$legend" "${runs[@]}"
+gnuplot -c "$here/entropy.gp" "$base-entropy.png" "$title: per-head attention entropy" "$legend" "${runs[@]}"
 for f in "${runs[@]}"; do
     name=$(basename "$f" .tsv)
     if ! grep -v '^#' "$f" | awk -F'\t' 'NR==1 { for (i=1;i<=NF;i++) if ($i ~ /^nent_/) c[i]=1; next }

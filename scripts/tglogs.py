@@ -23,6 +23,7 @@ Standard library only.
     tglogs.py logat [--steps 0,60,end] LOG...   what logs say at given steps (scripts/logat.sh)
     tglogs.py textverdict LOG... [--gap NATS]   on text: none vs sqrt per seed by the validation loss gap
     tglogs.py ranges LOG...                      per framework and scale: final loss and entropy ranges over seeds
+    tglogs.py legend LOG...                      plot.sh's labels (kernel, features, curves that coincide)
     tglogs.py align FILE...                      a TSV with its columns aligned (two spaces between columns)
     tglogs.py col FILE NAME...                   the named columns of a TSV (header row first)
 
@@ -59,8 +60,61 @@ ADDED_KEYS = {"kv_heads": "0", "window": "0", "bias": "none", "alibi": "0", "sof
 ADDED_KEY_LIST = sorted(ADDED_KEYS)
 
 
+# Header keys that are not settings of the training: where a run wrote, how it was run or watched,
+# what it measured or derived. Every other key (the flags that shape the training, a plugin's
+# SHA-256, the corpus's) is a setting: two runs are paired only when all their settings but the
+# compared one (the scale) agree (docs/logs.md#which-runs-are-compared).
+NOT_SETTINGS = {"tapegrad attn_scale", "threads", "log", "log_every", "save", "save_every", "resume", "stop_at",
+                "on_nan", "debug_nan", "dump_attn", "dump_attn_file", "allow_noncausal", "overwrite", "sample",
+                "sample_len", "temperature", "profile", "check", "exec_timeout", "eval_every", "attn_scale_value",
+                "n_params", "blas", "gemm_plan", "gemm_plan_mode", "attn_plugin_file", "attn_plugin_abi",
+                "attn_scale_columns", "attn_measured", "attn_measure_note", "attn_exec_protocol",
+                "attn_multiplier_meaning", "attn_max_logit_meaning", "corpus_source", "corpus_files",
+                "corpus_bytes", "corpus_train_bytes", "corpus_non_text_bytes"}
+# the attention features a run may set, with their defaults (ADDED_KEYS) in this order in a table
+FEATURE_KEYS = ["kv_heads", "window", "bias", "alibi", "softcap", "sinks", "attn_dropout"]
+INTERPRETERS = {"python", "python3", "sh", "bash", "env", "exec", "nice", "taskset", "stdbuf", "timeout", "uv",
+                "poetry", "conda", "pixi"}
+
+
 class LogError(Exception):
     pass
+
+
+def is_setting(key):
+    return key not in NOT_SETTINGS and not key.startswith("ref_") and key != ""
+
+
+def setting_differences(a, b, skip=()):
+    """The settings two headers (dicts) give different values, sorted: keys both have (a key
+    only one log has is from another version of the program, or describes one kernel)."""
+    return sorted(k for k in a if k in b and is_setting(k) and k not in skip and a[k] != b[k])
+
+
+def kernel_name(header):
+    """The attention kernel of a run: the built-in op (composed, fused), plugin:FILE[:SYMBOL] by its
+    file's name, exec:NAME by the name the kernel gave itself (attn_exec_name) or else the first
+    word of its command that is not an interpreter or an option, or the framework of a log with
+    no attn (the PyTorch twin's: torch)."""
+    attn = header.get("attn", "-")
+    if attn.startswith("plugin:"):
+        return "plugin:" + plugin_name(attn)
+    if attn.startswith("exec:"):
+        if header.get("attn_exec_name"):   # the name the kernel gave itself (its hello)
+            return "exec:" + header["attn_exec_name"]
+        words = attn[5:].split()
+        name = next((w for w in words if not w.startswith("-") and "=" not in w
+                     and os.path.basename(w) not in INTERPRETERS), words[0] if words else "?")
+        return "exec:" + os.path.basename(name.strip("'\""))
+    if attn == "-" and header.get("framework", "-") not in ("-", ""):
+        return header["framework"]
+    return attn
+
+
+def features(header):
+    """The attention features a run set, as "softcap=50,window=16", or "-" for none."""
+    on = ["%s=%s" % (k, header[k]) for k in FEATURE_KEYS if k in header and header[k] != ADDED_KEYS[k]]
+    return ",".join(on) if on else "-"
 
 
 NOT_MEASURED = "not measured"   # what a table says for a value a log holds as nan (docs/logs.md)
@@ -188,7 +242,10 @@ def verdict(loss, ref_loss, ratio_min=PASS_RATIO, gap_min=PASS_GAP):
 
 # ---- summarize.sh ------------------------------------------------------------------
 def summarize(paths, out=sys.stdout, err=sys.stderr):
-    """The table of scripts/summarize.sh and a verdict per unscaled run; returns the exit status."""
+    """The table of scripts/summarize.sh and a verdict per unscaled run; returns the exit status.
+    An unscaled run is paired with the scaled run whose settings are all the same (scale aside):
+    kernel, features, task, d_head, seed, lr... (setting_differences); when there is none, the
+    closest scaled run and what differs is said instead of a verdict."""
     bad = 0
     runs = []
     for p in paths:
@@ -200,46 +257,64 @@ def summarize(paths, out=sys.stdout, err=sys.stderr):
             bad = 1
             continue
         v = {k: log.header.get(k, "-") for k in SUMMARY_KEYS + ADDED_KEY_LIST}
-        runs.append((v, s, run_name(p)))
-    out.write("%-7s %-5s %-7s %6s %5s %6s %11s %9s %9s %9s %14s  %s\n" % (
-        "task", "optim", "scale", "d_head", "seed", "steps", "final_loss", "ent/unif", "ent@0", "ent@10%",
-        "heads<0.1@10%", "run"))
-    for v, s, name in runs:
+        runs.append((v, s, run_name(p), log.header))
+    kw = max([6] + [len(kernel_name(h)) for _, _, _, h in runs])
+    fw = max([8] + [len(features(h)) for _, _, _, h in runs])
+    out.write("%-7s %-5s %-7s %6s %5s %6s %-*s %-*s %11s %9s %9s %9s %14s  %s\n" % (
+        "task", "optim", "scale", "d_head", "seed", "steps", kw, "kernel", fw, "features", "final_loss", "ent/unif",
+        "ent@0", "ent@10%", "heads<0.1@10%", "run"))
+    for v, s, name, h in runs:
         low = s["low10"] if s["low10"] == NOT_MEASURED else "%s/%d" % (s["low10"], s["nheads"])
-        out.write("%-7s %-5s %-7s %6s %5s %6s %11.4f %9s %9s %9s %14s  %s\n" % (
-            v["task"], v["optim"], v["scale"], v["d_head"], v["seed"], v["steps"], s["final_loss"],
-            num(s["ent_end"], "%.3f"), num(s["ent0"], "%.3f"), num(s["ent10"], "%.3f"), low, name))
+        out.write("%-7s %-5s %-7s %6s %5s %6s %-*s %-*s %11.4f %9s %9s %9s %14s  %s\n" % (
+            v["task"], v["optim"], v["scale"], v["d_head"], v["seed"], v["steps"], kw, kernel_name(h), fw, features(h),
+            s["final_loss"], num(s["ent_end"], "%.3f"), num(s["ent0"], "%.3f"), num(s["ent10"], "%.3f"), low, name))
     out.write("\n")
     key, low, high = COMPARE
-    same = [k for k in SUMMARY_KEYS if k not in (key, SEED_KEY)]
-    for v, s, name in runs:
+    scale_keys = (key,)
+    for v, s, name, h in runs:
         if v[key] != low:
             continue
-        for w, t, _ in runs:
-            if w[key] != high or w[SEED_KEY] != v[SEED_KEY] or any(w[k] != v[k] for k in same):
+        paired, closest = False, None
+        for w, t, wname, g in runs:
+            if w[key] != high:
                 continue
+            diff = setting_differences(h, g, scale_keys)
+            if diff:
+                if closest is None or len(diff) < len(closest[1]):
+                    closest = (wname, diff, g)
+                continue
+            paired = True
             ratio, gap, ok = verdict(s["final_loss"], t["final_loss"])
-            fw = "" if v["framework"] == "-" else v["framework"] + " "
-            out.write("%s vs %s, %s%s %s d_head=%s seed=%s: loss %.4f vs %.4f, ratio %.1fx, gap %.3f nats: %s; "
-                      "unscaled heads below 10%% of uniform at 10%% of steps: %s/%d, scaled: %s/%d\n" % (
-                          low, high, fw, v["task"], v["optim"], v["d_head"], v[SEED_KEY], s["final_loss"],
-                          t["final_loss"], ratio, gap, "failure reproduced" if ok else "NOT reproduced", s["low10"],
-                          s["nheads"], t["low10"], t["nheads"]))
-    # a plugin kernel against the built-in op of the same run (same settings and seed)
-    for v, s, name in runs:
-        if not v["attn"].startswith("plugin:"):
+            fwk = "" if v["framework"] == "-" else v["framework"] + " "
+            feat = features(h)
+            out.write("%s vs %s, %s%s %s d_head=%s seed=%s kernel=%s%s: loss %.4f vs %.4f, ratio %.1fx, gap %.3f "
+                      "nats: %s; unscaled heads below 10%% of uniform at 10%% of steps: %s/%d, scaled: %s/%d\n" % (
+                          low, high, fwk, v["task"], v["optim"], v["d_head"], v[SEED_KEY], kernel_name(h),
+                          "" if feat == "-" else " " + feat, s["final_loss"], t["final_loss"], ratio, gap,
+                          "failure reproduced" if ok else "NOT reproduced", s["low10"], s["nheads"], t["low10"],
+                          t["nheads"]))
+        if not paired and closest:
+            wname, diff, g = closest
+            out.write("%s run %s: no %s run with the same settings, no verdict; the closest, %s, differs in %s\n" % (
+                low, name, high, wname, ", ".join("%s (%s vs %s)" % (k, h[k], g[k]) for k in diff[:4]) +
+                (" and %d more" % (len(diff) - 4) if len(diff) > 4 else "")))
+    # a kernel from outside (plugin or exec) against the built-in op of the same settings and seed
+    for v, s, name, h in runs:
+        if not (v["attn"].startswith("plugin:") or v["attn"].startswith("exec:")):
             continue
-        for w, t, wname in runs:
-            if w["attn"] not in ("composed", "fused") or w[SEED_KEY] != v[SEED_KEY] or any(
-                    w[k] != v[k] for k in SUMMARY_KEYS + ADDED_KEY_LIST if k != "attn"):
+        for w, t, wname, g in runs:
+            if w["attn"] not in ("composed", "fused") or setting_differences(h, g, ("attn",)):
                 continue
             ratio, gap, bad_run = verdict(s["final_loss"], t["final_loss"])
-            out.write("plugin %s vs %s, %s %s scale=%s d_head=%s seed=%s: loss %.4f vs %.4f, ratio %.2fx, gap %.3f "
-                      "nats: %s\n" % (plugin_name(v["attn"]), w["attn"], v["task"], v["optim"], v["scale"],
-                                      v["d_head"], v[SEED_KEY], s["final_loss"], t["final_loss"], ratio, gap,
-                                      "FAILS (the collapse of the forgotten scale)" if bad_run
-                                      else "trains like the built-in op" if abs(gap) < PASS_GAP
-                                      else "differs from the built-in op"))
+            feat = features(h)
+            out.write("%s '%s' vs %s, %s %s scale=%s d_head=%s seed=%s%s: loss %.4f vs %.4f, ratio %.2fx, gap %.3f "
+                      "nats: %s\n" % ("plugin" if v["attn"].startswith("plugin:") else "exec",
+                                       kernel_name(h).split(":", 1)[1], w["attn"], v["task"], v["optim"], v["scale"],
+                                       v["d_head"], v[SEED_KEY], "" if feat == "-" else " " + feat, s["final_loss"],
+                                       t["final_loss"], ratio, gap,
+                                       "FAILS (the collapse of the forgotten scale)" if bad_run
+                                       else "trains like the built-in op" if abs(gap) < PASS_GAP
+                                       else "differs from the built-in op"))
     return bad
 
 
@@ -618,6 +693,46 @@ def text_verdicts(paths, gap_min=TEXT_GAP):
     return align([head] + out)
 
 
+# ---- plot.sh's legend -------------------------------------------------------------------
+COINCIDE = 0.002   # a curve within this share of the plot's loss range of an earlier one is drawn under it
+
+
+def legend(paths):
+    """One line per log for scripts/plot.sh: its label, a tab, 1 when its loss curve lies on an
+    earlier one's (within COINCIDE of the loss range at every common step: the plot draws it dashed,
+    with markers, and the label names the curve it lies on) else 0. The label is the run's name,
+    its kernel and features, and for a kernel measured from outside under a softcap what its
+    logged multiplier and max_logit are (not what a built-in op logs: docs/logs.md)."""
+    logs = [Log(p) for p in paths]
+    curves = []
+    for log in logs:
+        c = {}
+        for r in log.rows:
+            v = fnum(log.col(r, "loss"))
+            if math.isfinite(v):
+                c[fnum(log.col(r, "step"))] = v
+        curves.append(c)
+    vals = [v for c in curves for v in c.values()]
+    tol = COINCIDE * (max(vals) - min(vals)) if vals else 0.0
+    out = []
+    for i, (p, log) in enumerate(zip(paths, logs)):
+        h = log.header
+        feat = features(h)
+        label = "%s [%s%s]" % (run_name(p), kernel_name(h), "" if feat == "-" else " " + feat)
+        if h.get("attn_scale_columns") == "measured" and h.get("softcap", "0") not in ("0", "-"):
+            label += " (softcap: multiplier = fitted slope, max_logit uncapped)"
+        same = 0
+        for j in range(i):
+            common = [s for s in curves[i] if s in curves[j]]
+            if len(common) >= 2 and max(abs(curves[i][s] - curves[j][s]) for s in common) <= tol:
+                d = max(abs(curves[i][s] - curves[j][s]) for s in common)
+                label += " = %s's curve (%s)" % (run_name(paths[j]), "identical" if d == 0 else "max diff %.2g" % d)
+                same = 1
+                break
+        out.append("%s\t%d" % (label.replace("\t", " "), same))
+    return "\n".join(out) + "\n"
+
+
 # ---- TSV tables ----------------------------------------------------------------------
 def read_tsv(path):
     """Header names and rows (lists of strings) of a TSV whose first line names its columns."""
@@ -717,14 +832,15 @@ def collect(dir_, fixed=SWEEP_FIXED_KEYS, compare=COMPARE, ratio_min=PASS_RATIO,
             else:
                 v = log.header.get(k, "-")
                 vals.append("%.6g" % float(v) if FLOAT_RE.match(v) else v)
-        cell = "|".join(v for k, v in zip(keys, vals) if k != key)
+        vals += [kernel_name(log.header), features(log.header)]   # the kernel and features columns
+        cell = "|".join(v for k, v in zip(keys + ["kernel", "features"], vals) if k != key)
         m = len(rows)
         if vals[keys.index(key)] == high:
             ref[cell] = m
         rows.append((rid, vals, s))
         cells.append(cell)
-    head = ["id"] + keys + ["final_loss", "ent_end", "ent0", "ent10", "heads_low10", "max_logit", "ratio", "gap",
-                            "reproduced"]
+    head = ["id"] + keys + ["kernel", "features", "final_loss", "ent_end", "ent0", "ent10", "heads_low10",
+                            "max_logit", "ratio", "gap", "reproduced"]
     lines = ["\t".join(head)]
     for m, (rid, vals, s) in enumerate(rows):
         v = "-\t-\t-"
@@ -789,12 +905,13 @@ def aggregate(summary_path):
 
 
 def brief(agg_path, always=COMPARE[0]):
-    """The settings that vary (and `always`), and per cell the loss, entropy and verdict ranges."""
+    """The settings that vary (and `always`, the kernel and the features), and per cell the loss,
+    entropy and verdict ranges."""
     head, rows = read_tsv(agg_path)
     c = {n: i for i, n in enumerate(head)}
     keep = []
     for i in range(c["seeds"]):
-        if len({r[i] for r in rows}) > 1 or head[i] == always:
+        if len({r[i] for r in rows}) > 1 or head[i] in (always, "kernel", "features"):
             keep.append(i)
     w = {i: max([len(head[i])] + [len(r[i]) for r in rows]) for i in keep}
     out = ["".join("%-*s  " % (w[i], head[i]) for i in keep) + "%5s  %-26s %7s  %-14s %-13s %-15s %s" % (
@@ -1012,6 +1129,8 @@ def verbs():
     verb("textverdict", "on text: none vs sqrt per seed by the validation loss gap",
          lambda a: out(text_verdicts(a.log, a.gap)), logs, flag("gap", "nats, at least", TEXT_GAP, float))
     verb("ranges", "per framework and scale: final loss and entropy ranges over seeds", lambda a: out(ranges(a.log)), logs)
+    verb("legend", "scripts/plot.sh's labels: per log, its label and 1 if its loss curve lies on an earlier one's",
+         lambda a: out(legend(a.log)), logs)
     verb("align", "a TSV with its columns aligned (two spaces between columns)", align_, pos("file", "a TSV", "*"))
     verb("col", "the named columns of a TSV (header row first)", col, pos("file", "a TSV"), pos("name", "a column", "*"))
     return table

@@ -195,6 +195,41 @@ class Lifecycle(unittest.TestCase):
         fout.seek(0)
         self.assertEqual(tx.decode(tx.read_frame(fout))[0]["name"], "attention")
 
+    def test_exception_names_where_it_was_raised(self):
+        """A kernel that raises: the one-line error reply names the exception and where the kernel's
+        code raised it (file:line in function); the whole traceback goes to its stderr."""
+        import io
+
+        def bad_forward(q, k, v, **a):
+            return helper(q)
+
+        def helper(q):
+            raise ValueError("q has the wrong layout")
+
+        t = rand((1, 1, 1, 1), 1)
+        fin = io.BytesIO(frame({"type": "hello"}) + frame({"type": "forward", "id": "1", "scale": "1"},
+                                                          {"q": t, "k": t, "v": t}))
+        fout, log = io.BytesIO(), io.StringIO()
+        self.assertEqual(tx.serve(bad_forward, None, stdin=fin, stdout=fout, log=log), 0)
+        fout.seek(0)
+        tx.read_frame(fout)
+        meta, _ = tx.decode(tx.read_frame(fout))
+        line = helper.__code__.co_firstlineno + 1
+        self.assertEqual(meta["type"], "error")
+        self.assertIn("the kernel's forward raised ValueError: q has the wrong layout (at exec_protocol_test.py:%d "
+                      "in helper)" % line, meta["message"])
+        self.assertIn("Traceback (most recent call last)", log.getvalue())
+        # raised inside a library (here the standard library's json): the kernel's own frame first
+        try:
+            import json
+
+            def parses(x):
+                return json.loads(x)
+            parses("{")
+        except ValueError as e:
+            where = tx.raised_where(e)
+        self.assertRegex(where, r"^ \(at exec_protocol_test\.py:\d+ in parses; raised in decoder\.py:\d+ in \w+\)$")
+
     def test_forward_before_hello(self):
         k = Kernel()
         meta, _ = k.ask({"type": "forward", "id": "1", "scale": "1"},

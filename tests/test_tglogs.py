@@ -90,6 +90,108 @@ class Stats(unittest.TestCase):
         self.assertIn("failure reproduced", lines[-1])
 
 
+class Pairing(unittest.TestCase):
+    """Issue 37: runs are compared only when every setting but the scale agrees (kernel, features,
+    task, d_head, lr...); the table names each run's kernel and features; a curve on another is said."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def write(self, name, scale, base, extra="", steps=40):
+        p = os.path.join(self.dir, name)
+        write_log(p, scale, [(s, base + 1.0 / (s + 1), 0.5, 0.05, 0.5, 3.0 + s) for s in range(0, steps + 1, 5)],
+                  steps=steps)
+        if extra:
+            with open(p) as f:
+                text = f.read()
+            with open(p, "w") as f:
+                f.write(text.replace("# seed=1\n", "# seed=1\n" + extra))
+        return p
+
+    def summarize(self, *paths):
+        out = io.StringIO()
+        self.assertEqual(tglogs.summarize(list(paths), out=out), 0)
+        return out.getvalue().splitlines()
+
+    def test_a_setting_that_differs_gives_no_verdict(self):
+        # the issue's case: an unscaled run without a softcap, a scaled one with softcap 50
+        none = self.write("none_s1.tsv", "none", 1.0, "# attn=exec:python3 mykernel.py\n# attn_exec_name=my kernel\n")
+        sqrt = self.write("sqrt_s1.tsv", "sqrt", 0.1, "# attn=composed\n# softcap=50\n")
+        lines = self.summarize(none, sqrt)
+        self.assertFalse([l for l in lines if l.startswith("none vs sqrt")], lines)
+        self.assertIn("none run none_s1: no sqrt run with the same settings, no verdict; the closest, sqrt_s1, differs "
+                      "in attn (exec:python3 mykernel.py vs composed), softcap (0 vs 50)", lines)
+        head = lines[0].split()
+        self.assertEqual(head[6:8], ["kernel", "features"])
+        rows = {l.split()[-1]: l for l in lines[1:3]}
+        self.assertIn(" exec:my kernel ", rows["none_s1"])
+        self.assertIn(" composed ", rows["sqrt_s1"])
+        self.assertIn(" softcap=50 ", rows["sqrt_s1"])
+        # the same kernel and features on both sides: paired, the kernel and features in the verdict line
+        sqrt2 = self.write("sqrt2_s1.tsv", "sqrt", 0.1, "# attn=exec:python3 mykernel.py\n# attn_exec_name=my kernel\n")
+        lines = self.summarize(none, sqrt, sqrt2)
+        v = [l for l in lines if l.startswith("none vs sqrt")]
+        self.assertEqual(len(v), 1, lines)
+        self.assertIn("kernel=exec:my kernel: loss", v[0])
+        # a setting that is not a run's setting (where it logged, its threads) does not part them
+        other = self.write("sqrt3_s1.tsv", "sqrt", 0.1, "# attn=exec:python3 mykernel.py\n# attn_exec_name=my kernel\n"
+                           "# threads=2\n# log=/elsewhere/x.tsv\n")
+        self.assertEqual(len([l for l in self.summarize(none, other) if l.startswith("none vs sqrt")]), 1)
+        # nor does a key one log lacks (another version of the program), but a learning rate does
+        lr = self.write("sqrt4_s1.tsv", "sqrt", 0.1, "# attn=exec:python3 mykernel.py\n# attn_exec_name=my kernel\n")
+        with open(lr) as f:
+            text = f.read()
+        with open(lr, "w") as f:
+            f.write(text.replace("# lr=0.003\n", "# lr=0.01\n"))
+        self.assertTrue(any("differs in lr (0.003 vs 0.01)" in l for l in self.summarize(none, lr)))
+
+    def test_kernel_and_features(self):
+        k = tglogs.kernel_name
+        self.assertEqual(k({"attn": "composed"}), "composed")
+        self.assertEqual(k({"attn": "plugin:/a/b/k.so:attend"}), "plugin:k.so:attend")
+        self.assertEqual(k({"attn": "exec:python3 -u /x/mykernel.py --serve"}), "exec:mykernel.py")
+        self.assertEqual(k({"attn": "exec:/usr/bin/env python3 k.py", "attn_exec_name": "torch einsum"}),
+                         "exec:torch einsum")
+        self.assertEqual(k({"attn": "-", "framework": "torch"}), "torch")
+        h = dict(tglogs.ADDED_KEYS)
+        self.assertEqual(tglogs.features(h), "-")
+        h.update(softcap="50", window="16", kv_heads="2")
+        self.assertEqual(tglogs.features(h), "kv_heads=2,window=16,softcap=50")
+
+    def test_legend_says_which_curves_coincide(self):
+        a = self.write("a.tsv", "sqrt", 0.1, "# attn=composed\n")
+        b = self.write("b.tsv", "sqrt", 0.1, "# attn=fused\n")   # the same rows: drawn on a
+        c = self.write("c.tsv", "sqrt", 0.5, "# attn=plugin:/p/k.so\n# softcap=30\n# attn_scale_columns=measured\n")
+        lines = tglogs.legend([a, b, c]).splitlines()
+        self.assertEqual(lines[0], "a [composed]\t0")
+        self.assertEqual(lines[1], "b [fused] = a's curve (identical)\t1")
+        self.assertEqual(lines[2], "c [plugin:k.so softcap=30] (softcap: multiplier = fitted slope, max_logit "
+                                   "uncapped)\t0")
+
+    def test_collect_has_kernel_and_features(self):
+        d = os.path.join(self.dir, "sweep")
+        os.makedirs(os.path.join(d, "runs"))
+        with open(os.path.join(d, "manifest.tsv"), "w") as f:
+            f.write("r1\t--scale none --seed 1\nr2\t--scale sqrt --seed 1\n")
+        for rid, scale, base in (("r1", "none", 1.0), ("r2", "sqrt", 0.1)):
+            self.write(os.path.join("sweep", "runs", rid + ".tsv"), scale, base, "# attn=composed\n# softcap=30\n")
+            with open(os.path.join(d, "runs", rid + ".done"), "w") as f:
+                f.write("done\n")
+        path, done, missing = tglogs.collect(d)
+        head, rows = tglogs.read_tsv(path)
+        c = {n: i for i, n in enumerate(head)}
+        self.assertEqual([r[c["kernel"]] for r in rows], ["composed", "composed"])
+        self.assertEqual([r[c["features"]] for r in rows], ["softcap=30", "softcap=30"])
+        self.assertEqual(rows[0][c["reproduced"]], "yes")
+        agg = os.path.join(d, "aggregate.tsv")
+        with open(agg, "w") as f:
+            f.write(tglogs.aggregate(path))
+        self.assertIn("kernel", tglogs.brief(agg).splitlines()[0].split())
+
+
 class Maps(unittest.TestCase):
     def test_top_key(self):
         # T = 4: rows 1..3; rows 1 and 2 look hardest at key 0 (BOS), row 3 at key 2
@@ -193,7 +295,7 @@ class Unmeasured(unittest.TestCase):
         row = next(l for l in lines if l.endswith("  un"))
         self.assertEqual(row.count("not measured"), 4, row)   # ent/unif, ent@0, ent@10%, heads below 0.1
         self.assertNotIn(" 0/2 ", row)
-        self.assertIn("plugin k.so:attention vs composed, hist adam scale=sqrt d_head=8 seed=1: loss 1.0244 vs 1.0244, "
+        self.assertIn("plugin 'k.so:attention' vs composed, hist adam scale=sqrt d_head=8 seed=1: loss 1.0244 vs 1.0244, "
                       "ratio 1.00x, gap 0.000 nats: trains like the built-in op", out.getvalue())
         text, bad = tglogs.logat([un], ["end"])
         self.assertEqual(bad, 0)

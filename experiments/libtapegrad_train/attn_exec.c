@@ -55,6 +55,7 @@ static void pass_stderr(tg_attn_exec *x, const char *b, size_t n) {
             continue;
         }
         fprintf(stderr, "[kernel %s] %.*s\n", x->name, (int)x->line_len, x->line);
+        if (x->line_len) snprintf(x->last, sizeof x->last, "%.*s", (int)x->line_len, x->line);
         x->line_len = 0;
         if (b[i] != '\n') x->line[x->line_len++] = b[i];
     }
@@ -64,6 +65,33 @@ static void drain_stderr(tg_attn_exec *x) {
     char buf[4096];
     ssize_t k;
     while (x->err >= 0 && (k = read(x->err, buf, sizeof buf)) > 0) pass_stderr(x, buf, (size_t)k);
+}
+
+/* What a kernel that died said last, and what to do: "; its last line on stderr: ...", with
+ * a hint for a Python module its interpreter lacks (the usual first failure: `python3` is
+ * not the interpreter that has torch), or "" when it said nothing. */
+static const char *last_words(tg_attn_exec *x, char *buf, size_t len) {
+    if (x->line_len) {   /* a last line without its newline: said too */
+        snprintf(x->last, sizeof x->last, "%.*s", (int)x->line_len, x->line);
+        pass_stderr(x, "\n", 1);
+    }
+    if (!x->last[0]) return "";
+    const char *mod = strstr(x->last, "No module named '");
+    char hint[400] = "";
+    if (mod) {
+        mod += strlen("No module named '");
+        const int n = (int)strcspn(mod, "'.");
+        if (n == 13 && !strncmp(mod, "tapegrad_exec", 13))
+            snprintf(hint, sizeof hint, " (tapegrad's Python module: put <prefix>/share/tapegrad/python, or "
+                     "scripts/python of a source tree, on PYTHONPATH)");
+        else
+            snprintf(hint, sizeof hint, " (the interpreter the command starts has no module %.*s: install it "
+                     "for that interpreter%s, or start the kernel with one that has it, e.g. "
+                     "exec:'/path/to/venv/bin/python3 kernel.py')", n, mod,
+                     n == 5 && !strncmp(mod, "torch", 5) ? " (Debian: apt-get install python3-torch)" : "");
+    }
+    snprintf(buf, len, "; its last line on stderr: %.300s%s", x->last, hint);
+    return buf;
 }
 
 /* "exited with status 3" / "was killed by signal 9" / "closed its output", once the kernel is gone. */
@@ -113,8 +141,10 @@ static int send_all(tg_attn_exec *x, const char *call, const void *p, size_t n, 
                 struct timespec zero = {0, 0};
                 sigtimedwait(&pipe_set, NULL, &zero);   /* the pending SIGPIPE, taken */
             }
+            char said[900];
             drain_stderr(x);
-            broke(x, "%s: the kernel %s (writing to it: %s)", call, how_it_ended(x, how, sizeof how), strerror(e));
+            broke(x, "%s: the kernel %s (writing to it: %s)%s", call, how_it_ended(x, how, sizeof how), strerror(e),
+                  last_words(x, said, sizeof said));
             rc = -1;
             break;
         }
@@ -154,9 +184,10 @@ static int receive(tg_attn_exec *x, const char *call, size_t *len, double t_end)
         if (k <= 0) {
             char how[64];
             const int inside = got || in_body;
+            char said[900];
             drain_stderr(x);
-            broke(x, "%s: the kernel %s%s", call, how_it_ended(x, how, sizeof how),
-                  inside ? " in the middle of a frame" : " before answering");
+            broke(x, "%s: the kernel %s%s%s", call, how_it_ended(x, how, sizeof how),
+                  inside ? " in the middle of a frame" : " before answering", last_words(x, said, sizeof said));
             return -1;
         }
         got += (size_t)k;
@@ -394,6 +425,56 @@ static unsigned feature_bits(const char *list, char *bad, size_t len) {
     return f;
 }
 
+#ifndef TG_PYTHON_DIRS
+#define TG_PYTHON_DIRS ""
+#endif
+extern char **environ;
+
+/* The kernel's environment: this process's, with tapegrad's Python folders that
+ * hold tapegrad_exec.py (the installed one, then the source tree's, as built:
+ * TG_PYTHON_DIRS) after whatever PYTHONPATH says, so a kernel's `import
+ * tapegrad_exec` works in an uninstalled tree too. Made before fork (malloc is
+ * not for a forked child); NULL: out of memory, the kernel gets this environment. */
+static char **kernel_env(void) {
+    char dirs[2048] = "";
+    const char *src = TG_PYTHON_DIRS;
+    while (*src) {
+        const size_t n = strcspn(src, ":");
+        char probe[1100];
+        if (n && n < 1000) {
+            snprintf(probe, sizeof probe, "%.*s/tapegrad_exec.py", (int)n, src);
+            if (!access(probe, R_OK) && strlen(dirs) + n + 2 < sizeof dirs)
+                snprintf(dirs + strlen(dirs), sizeof dirs - strlen(dirs), "%s%.*s", dirs[0] ? ":" : "", (int)n, src);
+        }
+        src += n + (src[n] == ':');
+    }
+    if (!dirs[0]) return NULL;
+    size_t count = 0;
+    while (environ[count]) count++;
+    char **env = malloc((count + 2) * sizeof *env);
+    const char *old = getenv("PYTHONPATH");
+    const size_t len = strlen("PYTHONPATH=") + (old ? strlen(old) + 1 : 0) + strlen(dirs) + 1;
+    char *pp = malloc(len);
+    if (!env || !pp) {
+        free(env), free(pp);
+        return NULL;
+    }
+    snprintf(pp, len, "PYTHONPATH=%s%s%s", old && *old ? old : "", old && *old ? ":" : "", dirs);
+    size_t k = 0;
+    for (size_t i = 0; i < count; i++)
+        if (strncmp(environ[i], "PYTHONPATH=", 11)) env[k++] = environ[i];
+    env[k++] = pp;
+    env[k] = NULL;
+    return env;
+}
+
+static void free_kernel_env(char **env) {
+    if (!env) return;
+    for (char **e = env; *e; e++)
+        if (!strncmp(*e, "PYTHONPATH=", 11)) free(*e);
+    free(env);
+}
+
 int tg_attn_exec_open(tg_attn_exec *x, const char *cmd, double timeout, char *err, size_t errlen) {
     *x = (tg_attn_exec){.to = -1, .from = -1, .err = -1, .timeout = timeout > 0 ? timeout : TG_ATTN_EXEC_TIMEOUT,
                         .owner = getpid()};
@@ -411,6 +492,7 @@ int tg_attn_exec_open(tg_attn_exec *x, const char *cmd, double timeout, char *er
         return tg_errf(err, errlen, "exec:%s: no pipe (%s)", cmd, strerror(errno));
     }
     fflush(NULL);
+    char **env = kernel_env();
     const pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
@@ -418,9 +500,11 @@ int tg_attn_exec_open(tg_attn_exec *x, const char *cmd, double timeout, char *er
         prctl(PR_SET_PDEATHSIG, SIGKILL);   /* and with us, should we die first (a probe's child killed) */
         if (getppid() != parent) _exit(127);   /* we died before that took */
         dup2(p_in[0], 0), dup2(p_out[1], 1), dup2(p_err[1], 2);   /* dup2 clears close-on-exec */
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        char *const argv[] = {"sh", "-c", (char *)cmd, NULL};
+        execve("/bin/sh", argv, env ? env : environ);
         _exit(127);
     }
+    free_kernel_env(env);
     close(p_in[0]), close(p_out[1]), close(p_err[1]);
     if (pid < 0) {
         close(p_in[1]), close(p_out[0]), close(p_err[0]);

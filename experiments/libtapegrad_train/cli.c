@@ -12,6 +12,38 @@ static const tg_cli_opt *find(const tg_cli_opt *opts, int n, const char *name, s
     return NULL;
 }
 
+/* Levenshtein distance of a[0..la) and b, capped: the nearest flag's */
+static int distance(const char *a, size_t la, const char *b) {
+    size_t lb = strlen(b);
+    if (la > 63 || lb > 63) return 99;
+    int row[64];
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            const int up = row[j], sub = diag + (a[i - 1] != b[j - 1]), del = up + 1, ins = row[j - 1] + 1;
+            row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* The flag an unknown name most likely meant: within 2 edits (or a third of
+ * its length), or one it is a prefix of; NULL when none is that close. */
+static const tg_cli_opt *nearest(const tg_cli_opt *opts, int n, const char *name, size_t len) {
+    const tg_cli_opt *best = NULL;
+    int bd = 99;
+    for (int i = 0; i < n; i++) {
+        int dd = distance(name, len, opts[i].name);
+        if (len >= 3 && strlen(opts[i].name) > len && !strncmp(opts[i].name, name, len) && dd > 1) dd = 2;
+        if (dd < bd) bd = dd, best = &opts[i];
+    }
+    const int limit = len / 3 > 2 ? (int)(len / 3) : 2;
+    return bd <= limit ? best : NULL;
+}
+
 static int set_value(const tg_cli_opt *o, const char *val, char *err, size_t errlen) {
     char *end;
     switch (o->kind) {
@@ -84,7 +116,9 @@ int tg_cli_parse(const tg_cli_opt *opts, int n, int argc, char **argv, char *err
         size_t len = eq ? (size_t)(eq - a) : strlen(a);
         const tg_cli_opt *o = find(opts, n, a, len);
         if (!o) {
-            snprintf(err, errlen, "unknown flag '--%.*s'", (int)(len < 64 ? len : 64), a);
+            const tg_cli_opt *m = nearest(opts, n, a, len);
+            int k = snprintf(err, errlen, "unknown flag '--%.*s'", (int)(len < 64 ? len : 64), a);
+            if (m && k > 0 && (size_t)k < errlen) snprintf(err + k, errlen - (size_t)k, "; did you mean --%s?", m->name);
             return TG_CLI_ERROR;
         }
         if (seen) seen[o - opts] = 1;

@@ -47,6 +47,7 @@ typedef struct tg_attn_exec {
     size_t line_len;
     unsigned char *sbuf, *rbuf;   /* the last frame sent and received, kept for the next (0.15) */
     size_t scap, rcap;
+    char last[512];          /* its last non-empty stderr line, for the message when it dies (0.16) */
 } tg_attn_exec;
 
 /* Starts and greets the kernel. 0, or -1 with a message in err (naming the

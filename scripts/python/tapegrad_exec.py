@@ -15,8 +15,10 @@ With PyTorch (optional; imported only then), one function and torch.autograd for
     serve_torch(attention, name="my kernel", features=["gqa"], layout="bhtd")
 """
 import json
+import os
 import struct
 import sys
+import traceback
 from array import array
 from collections import namedtuple
 
@@ -27,6 +29,24 @@ OPTIONAL = ("head_scale", "kv_len", "bias", "alibi", "sinks")   # a forward's te
 GRADABLE = ("q", "k", "v", "head_scale", "bias", "sinks")
 
 Tensor = namedtuple("Tensor", "shape data")
+
+
+def raised_where(e):
+    """Where an exception was raised, for its one-line error reply: the last frame of the
+    traceback as file:line in function, and when that is not in the kernel's own code (a library's,
+    this module's) also the kernel's last frame: "mykernel.py:12 in attend (raised in
+    functional.py:4921 in softmax)"."""
+    frames = traceback.extract_tb(e.__traceback__)
+    if not frames:
+        return ""
+    here = os.path.abspath(__file__)
+    say = lambda f: "%s:%d in %s" % (os.path.basename(f.filename), f.lineno, f.name)
+    own = [f for f in frames if os.path.abspath(f.filename) != here and "-packages" + os.sep not in f.filename
+           and not f.filename.startswith(os.path.dirname(os.__file__) + os.sep)]
+    last = frames[-1]
+    if own and own[-1] is not last:
+        return " (at %s; raised in %s)" % (say(own[-1]), say(last))
+    return " (at %s)" % say(last)
 
 
 class ProtocolError(Exception):
@@ -317,7 +337,8 @@ def serve(forward, backward=None, *, name=None, features=(), stdin=None, stdout=
                 except ProtocolError:
                     raise
                 except Exception as e:
-                    raise ProtocolError("the kernel's forward raised %s: %s" % (type(e).__name__, e))
+                    traceback.print_exc(file=log)   # the whole of it on stderr, which tapegrad passes on
+                    raise ProtocolError("the kernel's forward raised %s: %s%s" % (type(e).__name__, e, raised_where(e)))
                 out = Tensor(tuple(out.shape), out.data)
                 if out.shape != want or len(out.data) != numel(want):
                     raise ProtocolError("the kernel's out has shape %s (%d values), the call needs %s"
@@ -338,7 +359,8 @@ def serve(forward, backward=None, *, name=None, features=(), stdin=None, stdout=
                 try:
                     grads = backward(saved, tensors["dout"], list(needs))
                 except Exception as e:
-                    raise ProtocolError("the kernel's backward raised %s: %s" % (type(e).__name__, e))
+                    traceback.print_exc(file=log)
+                    raise ProtocolError("the kernel's backward raised %s: %s%s" % (type(e).__name__, e, raised_where(e)))
                 grads = {n: Tensor(tuple(t.shape), t.data) for n, t in (grads or {}).items()}
                 if set(grads) != set(needs):
                     raise ProtocolError("the kernel's backward returned %s, the call needs %s"
