@@ -832,7 +832,9 @@ def collect(dir_, fixed=SWEEP_FIXED_KEYS, compare=COMPARE, ratio_min=PASS_RATIO,
             else:
                 v = log.header.get(k, "-")
                 vals.append("%.6g" % float(v) if FLOAT_RE.match(v) else v)
-        vals += [kernel_name(log.header), features(log.header)]   # the kernel and features columns
+        # the kernel and features columns; a plugin by the name the sweep gave it (`plan --plugin NAME=FILE`)
+        named = by_id[rid].get("attn") in plugin_names(dir_).values()
+        vals += [by_id[rid]["attn"] if named else kernel_name(log.header), features(log.header)]
         cell = "|".join(v for k, v in zip(keys + ["kernel", "features"], vals) if k != key)
         m = len(rows)
         if vals[keys.index(key)] == high:

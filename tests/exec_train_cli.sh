@@ -75,7 +75,7 @@ run softcap --attn "exec:$k" --softcap 5 --log softcap.tsv
 [ "$(cat softcap.rc)" = 2 ] && grep -q "^attn_scale: --softcap needs softcap, which the exec kernel 'plain python' (exec:$k) does not declare" softcap.err ||
     no "a feature the kernel lacks: exit $(cat softcap.rc): $(cat softcap.err)"
 run nostart --attn "exec:no_such_kernel_command" --log nostart.tsv
-[ "$(cat nostart.rc)" = 2 ] && grep -q "hello: the kernel exited with status 127 before answering; nothing was written" nostart.err ||
+[ "$(cat nostart.rc)" = 2 ] && grep -q "hello: the kernel exited with status 127 before answering; its last line on stderr: sh: 1: no_such_kernel_command: not found; nothing was written" nostart.err ||
     no "a command that does not start: exit $(cat nostart.rc): $(cat nostart.err)"
 for f in hangs.tsv hangs.st garbage.tsv wrongshape.tsv softcap.tsv nostart.tsv; do [ ! -e "$f" ] || no "$f written"; done
 
