@@ -15,6 +15,11 @@
  * Gradient: D = rowsum(dO ⊙ O), dV = Pᵀ dO, dS = P ⊙ (dO Vᵀ − D), dQ = s·dS K,
  *   dK = s·dSᵀ Q, d head_scale[h] = scale · Σ dS ⊙ Q Kᵀ (dK, dV summed over the
  *   query heads of a key/value head, in order, by the one thread that owns it).
+ *   D from O and dP from the product are one sum in two orders: in a row whose
+ *   true dS is 0 they leave ~1e-6 of its size. A row whose span holds one key
+ *   (a window (0, 0), a first causal row, kv_len 1), with no sink, takes D = dP
+ *   and is exactly 0, as tg_attend's; a row whose bias masks all but one of
+ *   several keys keeps the ~1e-6 (found only in the tile pass, after D is used).
  * Stats (tg_attn_stats, as tg_attend's) come online in the same pass: a row's
  * entropy is ln ℓ − Σ_j e^{x_j − m}(x_j − m) / ℓ over logits x, its top weight
  * is 1/ℓ, its largest logit m. Threads: OpenMP over batch × heads (forward),
