@@ -428,6 +428,15 @@ static int first_wrong(const tg_attn_args *a, const span *seen, int b, int h, sp
     return -1;
 }
 
+/* 1 when every row of head 0 of every batch row sees what alt's args would show. */
+static int spans_are(const tg_attn_args *alt, const span *seen) {
+    const int B = alt->q->shape[0];
+    span got, want;
+    for (int b = 0; b < B; b++)
+        if (first_wrong(alt, seen, b, 0, &got, &want) >= 0) return 0;
+    return 1;
+}
+
 static void say_span(char *buf, size_t len, span s) {
     if (s.lo == -2) snprintf(buf, len, "NaN weights (no key at all: 0/0?)");
     else if (s.lo < 0) snprintf(buf, len, "a broken set of keys");
@@ -629,6 +638,26 @@ static void probe_window(const tg_attn_kernel *K, const tg_attn_check_opts *o, t
             else if (plus_one)
                 snprintf(why, sizeof why, ": sees %d keys, the window asks for %d (left = %d): off by one",
                          got.hi - got.lo, want.hi - want.lo, a.window_left);
+            else if (!a.causal) {   /* a two-sided window read wrong: one bound taken for the other, or dropped */
+                tg_attn_args alt = a;
+                alt.window_right = a.window_left;
+                if (spans_are(&alt, seen))
+                    snprintf(why, sizeof why, ": a (%d, %d) window: the right bound is taken from the left one",
+                             a.window_left, a.window_left);
+                alt = a, alt.window_left = a.window_right;
+                if (!why[0] && spans_are(&alt, seen))
+                    snprintf(why, sizeof why, ": a (%d, %d) window: the left bound is taken from the right one",
+                             a.window_right, a.window_right);
+                alt = a, alt.window_right = -1;
+                if (!why[0] && spans_are(&alt, seen))
+                    snprintf(why, sizeof why, ": the right bound is ignored (every key ahead is seen)");
+                alt = a, alt.window_right = 0;
+                if (!why[0] && spans_are(&alt, seen))
+                    snprintf(why, sizeof why, ": no key ahead: the window is applied as a causal (left-only) one");
+                alt = a, alt.window_left = -1;
+                if (!why[0] && spans_are(&alt, seen))
+                    snprintf(why, sizeof why, ": the left bound is ignored (every key behind is seen)");
+            }
             add(r, "window", what, TG_ATTN_CHECK_FAIL, first, 0, "row %d sees %s, not %s%s", first, g, w, why);
         }
         free(seen);
@@ -652,7 +681,18 @@ static void probe_padding(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
         span got, want;
         int leak = first_wrong(&a, seen, 0, 0, &got, &want);
         int empty = first_wrong(&a, seen, 1, 0, &got, &want);
-        if (leak >= 0) {
+        /* kv_len applied to the queries (a [B, T, 1] mask, not [B, 1, T]): rows past it see nothing,
+         * the rest every key */
+        int on_queries = 1;
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < T; i++) {
+                const span s = seen[(size_t)b * T + i];
+                on_queries &= i < kv_len[b] ? s.lo == 0 && s.hi == T : s.lo == -2 || s.lo == s.hi;
+            }
+        if (leak >= 0 && on_queries)
+            add(r, "padding", "kv_len 5, 0", TG_ATTN_CHECK_FAIL, leak, 0, "rows 0..4 of batch 0 (kv_len 5) see every key "
+                "and rows 5..7 none: kv_len masks the queries, not the keys (a [B, T, 1] mask where [B, 1, T] belongs)");
+        else if (leak >= 0) {
             span s = seen[leak];
             say_span(g, sizeof g, s);
             add(r, "padding", "kv_len 5, 0", TG_ATTN_CHECK_FAIL, leak, 0, "row %d of batch 0 (kv_len 5) sees %s: %s", leak, g,
@@ -795,18 +835,20 @@ static void probe_alibi(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg
  * is "the cap before the scale", a spread far past the cap is "no cap". */
 static void probe_softcap(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
     (void)o;
+    /* T queries, all the same, on T keys and d = T: the call uses neither Tq != Tk nor dv != d
+     * (V = identity is T wide), so a kernel that declares softcap alone takes it; row 0 is read */
     enum { T = 15 };
-    const int d = 4;
+    const int d = T;
     const float cap = 5.0f, scale = 0.5f;
     const double mult[T] = {-256, -64, -16, -4, -2, -1, -0.5, 0, 0.5, 1, 2, 4, 16, 64, 256};
     tg_ctx ctx;
     tg_ctx_init(&ctx, 0);
-    tg_tensor *q = tg_zeros(&ctx, 4, (int[]){1, 1, 1, d}), *k = tg_zeros(&ctx, 4, (int[]){1, T, 1, d});
-    q->data[0] = 1.0f;
+    tg_tensor *q = tg_zeros(&ctx, 4, (int[]){1, T, 1, d}), *k = tg_zeros(&ctx, 4, (int[]){1, T, 1, d});
+    for (int i = 0; i < T; i++) q->data[(size_t)i * d] = 1.0f;
     for (int j = 0; j < T; j++) k->data[(size_t)j * d] = (float)(mult[j] * cap / scale);   /* s·q·k = mult · cap */
     tg_attn_args a = tg_attn_args_make(q, k, k, scale);
     a.softcap = cap;
-    float P[T];
+    float P[T * T];
     char why[400];
     if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why)) {
         add(r, "softcap", "cap 5", TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", why);
@@ -854,13 +896,16 @@ static void probe_sinks(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg
     if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why))
         add(r, "sinks", "logit", TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", why);
     else {
-        double got[2];
+        double got[2], S[2];
         for (int h = 0; h < H; h++) {
-            double S = 0;
-            for (int j = 0; j < T; j++) S += P[(size_t)h * T * T + j];   /* row 0 of head h */
-            got[h] = S >= 1 - 1e-6 ? -INFINITY : log(T * (1 - S) / S);
+            S[h] = 0;
+            for (int j = 0; j < T; j++) S[h] += P[(size_t)h * T * T + j];   /* row 0 of head h */
+            got[h] = fabs(S[h] - 1) <= 1e-6 ? -INFINITY : S[h] > 1 ? NAN : log(T * (1 - S[h]) / S[h]);
         }
-        if (near(got[0], sk[0], 0.01) && near(got[1], sk[1], 0.01))
+        if (S[0] > 1 + 1e-4 || S[1] > 1 + 1e-4)   /* no sink logit explains weights that sum above 1 */
+            add(r, "sinks", "logit", TG_ATTN_CHECK_FAIL, S[0], 1, "the keys' weights sum to %.3g and %.3g, above 1: the "
+                "sink's e^σ is added to the keys' weights (the numerator), not only to the denominator", S[0], S[1]);
+        else if (near(got[0], sk[0], 0.01) && near(got[1], sk[1], 0.01))
             add(r, "sinks", "logit", TG_ATTN_CHECK_PASS, got[0], sk[0], "each head's sink takes e^σ of the denominator "
                 "(σ measured %.3g and %.3g)", got[0], got[1]);
         else
@@ -868,6 +913,8 @@ static void probe_sinks(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg
                 "%.3g%s", got[0], got[1], sk[0], sk[1],
                 isinf(got[0]) ? ": the rows sum to 1, the sink is ignored"
                 : near(got[0], sk[0] * a.scale, 0.02) ? ": the sink is multiplied by the softmax scale"
+                : near(got[0], sk[0] * 0.6931471805599453, 0.02) && near(got[1], sk[1] * 0.6931471805599453, 0.02)
+                    ? ": σ·ln 2: the sink is taken in base 2 (2^σ), the keys in base e"
                 : near(got[0], sk[1], 0.01) ? ": heads swapped" : "");
     }
     tg_ctx_free(&ctx);
@@ -1137,6 +1184,34 @@ static void run_probe(const char *name, probe_fn p, const tg_attn_kernel *K, con
         add(r, name, "-", TG_ATTN_CHECK_CRASH, NAN, NAN, "the %s probe exited with status %d", name, end.status);
 }
 
+/* A feature's forward line points at that feature's probe ("see the sinks probe for what"). When
+ * that probe passed, the pointer would lead nowhere: the line says so, and where the difference
+ * is instead (the temperature, the textbook forward) when one of those failed. */
+static int failed_check(const tg_attn_check_report *r, const char *check, const char *what_prefix) {
+    for (int i = 0; i < r->n; i++)
+        if (!strcmp(r->lines[i].check, check) && !strncmp(r->lines[i].what, what_prefix, strlen(what_prefix)) &&
+            (r->lines[i].status == TG_ATTN_CHECK_FAIL || r->lines[i].status == TG_ATTN_CHECK_CRASH))
+            return 1;
+    return 0;
+}
+
+static void point_forward_lines(tg_attn_check_report *r) {
+    static const char *const tail = " probe for what";
+    for (int i = 0; i < r->n; i++) {
+        tg_attn_check_line *l = &r->lines[i];
+        char *see = strstr(l->text, "see the ");
+        if (strcmp(l->check, "forward") || l->status != TG_ATTN_CHECK_FAIL || !see || !strstr(see, tail)) continue;
+        char probe[40];
+        snprintf(probe, sizeof probe, "%.*s", (int)(strstr(see, tail) - (see + 8)), see + 8);
+        if (failed_check(r, probe, "")) continue;
+        const int temp = failed_check(r, "temperature", ""), plain = failed_check(r, "forward", "d_head=");
+        snprintf(see, sizeof l->text - (size_t)(see - l->text), "the %s probe passed, so the difference is elsewhere%s",
+                 probe, temp ? ": the temperature check failed (the multiplier applied to q·k)"
+                 : plain ? ": the textbook forward differs too (the forward lines by d_head)"
+                         : " (a combination of this feature with the rest of the call that its probe does not isolate)");
+    }
+}
+
 int tg_attn_check(const tg_attn_kernel *K, const tg_attn_check_opts *opts, tg_attn_check_report *r) {
     tg_attn_check_opts o = opts ? *opts : (tg_attn_check_opts){0};
     *r = (tg_attn_check_report){0};
@@ -1155,6 +1230,7 @@ int tg_attn_check(const tg_attn_kernel *K, const tg_attn_check_opts *opts, tg_at
         {"gradient", probe_gradient, 0},        {"health", probe_health, 0}};
     for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++)
         if (!probes[i].f || (K->features & probes[i].f)) run_probe(probes[i].name, probes[i].p, K, &o, r);
+    point_forward_lines(r);
     return r->failed ? 1 : 0;
 }
 

@@ -59,6 +59,17 @@ KERNEL(window_plus_one, F_ALL, if (a.window_left >= 0) a.window_left += 1)   /* 
 KERNEL(window_two_sided, F_ALL, if (a.window_left >= 0 && a.causal) a.causal = 0, a.window_right = a.window_left)
 KERNEL(window_ignored, F_ALL, a.window_left = a.window_right = -1)
 KERNEL(padding_leak, F_ALL, a.kv_len = NULL)
+/* a two-sided window read as (left, left): the right bound taken from the left one */
+KERNEL(window_right_from_left, F_ALL, if (!a.causal && a.window_left >= 0) a.window_right = a.window_left)
+/* kv_len applied to the queries: a [B, 1, Tq, Tk] bias of 0 on rows i < kv_len[b], −inf on the rest */
+KERNEL(padding_on_queries, F_ALL, if (a.kv_len && !a.bias) {
+    const int B = a.q->shape[0], Tq = a.q->shape[1], Tk = a.k->shape[1];
+    tg_tensor *m = tg_new(ctx, 4, (int[]){B, 1, Tq, Tk});
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < Tq; i++)
+            for (int j = 0; j < Tk; j++) m->data[((size_t)b * Tq + i) * Tk + j] = i < a.kv_len[b] ? 0.0f : -INFINITY;
+    a.bias = m, a.kv_len = NULL;
+})
 static tg_tensor *padding_nan(tg_ctx *ctx, const tg_attn_args *in) {   /* 0/0 for a row that sees no key */
     tg_tensor *out = tg_attend(ctx, in);
     if (in->kv_len)
@@ -86,6 +97,35 @@ KERNEL(alibi_scaled, F_ALL, if (a.alibi) a.alibi = copy1(ctx, a.alibi, a.scale, 
 KERNEL(cap_before_scale, F_ALL, a.softcap = a.softcap * a.scale)   /* scale · cap · tanh(q·k / cap) */
 KERNEL(cap_ignored, F_ALL, a.softcap = 0)
 KERNEL(sinks_ignored, F_ALL, a.sinks = NULL)
+KERNEL(sinks_base2, F_ALL, if (a.sinks) a.sinks = copy1(ctx, a.sinks, 0.69314718f, 0))   /* 2^σ beside e^x */
+/* the sink's e^σ in every key's numerator too: p_j = (e^x_j + e^σ) / (Z + e^σ), so
+ * out = (the right output) + P_sink · Σ_j V_j, P_sink = 1 − Σ_j p_j (forward only) */
+static tg_tensor *sinks_numerator(tg_ctx *ctx, const tg_attn_args *in) {
+    if (!in->sinks) return tg_attend(ctx, in);
+    const tg_tensor *v = in->v;
+    const int B = v->shape[0], Tk = v->shape[1], Hkv = v->shape[2], dv = v->shape[3], Tq = in->q->shape[1],
+              H = in->q->shape[2], g = H / Hkv;
+    tg_tensor *right = tg_attend(ctx, in);
+    tg_tensor *ones = tg_new(ctx, 4, (int[]){B, Tk, Hkv, 1});
+    for (int64_t i = 0; i < ones->numel; i++) ones->data[i] = 1.0f;
+    tg_attn_args a = *in;
+    a.v = ones;
+    const tg_tensor *mass = tg_attend(ctx, &a);   /* Σ_j p_j per row */
+    tg_tensor *out = tg_new(ctx, 4, right->shape);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < Tq; i++)
+            for (int h = 0; h < H; h++) {
+                const float ps = 1.0f - mass->data[((size_t)b * Tq + i) * H + h];
+                for (int c = 0; c < dv; c++) {
+                    double sv = 0;
+                    for (int j = 0; j < Tk; j++) sv += v->data[(((size_t)b * Tk + j) * Hkv + h / g) * dv + c];
+                    const size_t o = (((size_t)b * Tq + i) * H + h) * dv + c;
+                    out->data[o] = right->data[o] + ps * (float)sv;
+                }
+            }
+    return out;
+}
+TG_ATTENTION_PLUGIN(sinks_numerator, F_ALL)
 
 /* ---- dropout ---- */
 static tg_tensor *dropout_no_rescale(tg_ctx *ctx, const tg_attn_args *in) {
