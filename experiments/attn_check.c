@@ -272,7 +272,7 @@ int main(int argc, char **argv) {
             return 2;
         }
 
-    /* an exec kernel: each probe's child starts its own (the pipes are not for a child to share) */
+    /* an exec kernel: the probes run on this process's kernel (tg_attn_check_opts.exec_cmd) */
     tg_attn_check_opts o = {.d_head = d_head, .timeout = timeout, .exec_cmd = K == &exec.kernel ? spec + 5 : NULL};
     tg_attn_check_report r;
     int status = tg_attn_check(K, &o, &r);

@@ -134,20 +134,28 @@ int tg_attn_kept(const tg_attn_args *args, int b, int h, int i, int j);
  * what it implements beyond the textbook call (one q/k/v length T, Hkv = H, scale,
  * head_scale, causal, stats): the features below. tg_attn_kernel_call never hands a
  * kernel args that use a feature it did not declare. */
-enum {
-    TG_ATTN_F_DV = 1u << 0,      /* dv != d */
-    TG_ATTN_F_GQA = 1u << 1,     /* grouped heads: Hkv < H */
-    TG_ATTN_F_TQ_TK = 1u << 2,   /* Tq != Tk, bottom-right aligned */
-    TG_ATTN_F_WINDOW = 1u << 3,  /* window_left / window_right */
-    TG_ATTN_F_PADDING = 1u << 4, /* kv_len */
-    TG_ATTN_F_BIAS = 1u << 5,
-    TG_ATTN_F_ALIBI = 1u << 6,
-    TG_ATTN_F_SOFTCAP = 1u << 7,
-    TG_ATTN_F_SINKS = 1u << 8,
-    TG_ATTN_F_DROPOUT = 1u << 9,
-    TG_ATTN_F_ALL = (1u << 10) - 1
-};
-#define TG_ATTN_N_FEATURES 10
+/* The features, one row each: X(ID, bit, name, token). ID makes TG_ATTN_F_<ID> = 1 << bit;
+ * name is what messages and reports say; token is the feature's one identifier outside C: the
+ * exec protocol's hello lists tokens (scripts/python/tapegrad_exec.py's FEATURES, in this order:
+ * tests/feature_table.py checks both), and docs use them. The names, the tokens, the gate and the
+ * features a call uses (tg_attn_args_features) all come from this table: a new feature is a row
+ * here, its args field and check (attn_geom.c), its maths in the two ops, and its attn_check probe. */
+#define TG_ATTN_FEATURE_TABLE(X)                       \
+    X(DV, 0, "dv != d", "dv")                /* v's width differs from q and k's */          \
+    X(GQA, 1, "grouped heads", "gqa")        /* Hkv < H, head h reads kv head h/(H/Hkv) */   \
+    X(TQ_TK, 2, "Tq != Tk", "tq_tk")         /* bottom-right aligned */                      \
+    X(WINDOW, 3, "window", "window")         /* window_left / window_right */                \
+    X(PADDING, 4, "padding", "padding")      /* kv_len */                                    \
+    X(BIAS, 5, "bias", "bias")                                                               \
+    X(ALIBI, 6, "alibi", "alibi")                                                            \
+    X(SOFTCAP, 7, "softcap", "softcap")                                                      \
+    X(SINKS, 8, "sinks", "sinks")                                                            \
+    X(DROPOUT, 9, "dropout", "dropout")
+#define TG_ATTN_FEATURE_ENUM_(id, bit, name, token) TG_ATTN_F_##id = 1u << (bit),
+#define TG_ATTN_FEATURE_COUNT_(id, bit, name, token) +1
+enum { TG_ATTN_FEATURE_TABLE(TG_ATTN_FEATURE_ENUM_) };
+enum { TG_ATTN_N_FEATURES = 0 TG_ATTN_FEATURE_TABLE(TG_ATTN_FEATURE_COUNT_) };
+#define TG_ATTN_F_ALL ((1u << TG_ATTN_N_FEATURES) - 1)
 
 /* The plugin ABI this tapegrad takes: 2 = tg_attend_fn on tg_attn_args, and the
  * tg_ctx / tg_node / tg_tensor of tapegrad 0.12. 1 = tg_attention_fn (textbook
@@ -193,6 +201,11 @@ typedef struct tg_attn_kernel {
 unsigned tg_attn_args_features(const tg_attn_args *args);
 /* The name of one feature bit ("grouped heads", "window", ...); "?" for others. */
 const char *tg_attn_feature_name(unsigned bit);
+/* Its token ("gqa", "window", ...: TG_ATTN_FEATURE_TABLE); "?" for others. */
+const char *tg_attn_feature_token(unsigned bit);
+/* The features of a comma-separated list of tokens ("gqa,window"); an unknown token goes into
+ * bad (bad[0] = 0 when none). */
+unsigned tg_attn_features_of_tokens(const char *list, char *bad, size_t len);
 /* The names of a set, comma-separated, into buf ("none" for 0). */
 const char *tg_attn_features_str(unsigned features, char *buf, size_t len);
 /* kernel on args: tg_fail naming the kernel and the feature when args use one it

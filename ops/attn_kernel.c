@@ -7,13 +7,35 @@
 #include "attention.h"
 #include "flash_attention.h"
 
-static const char *const feature_names[TG_ATTN_N_FEATURES] = {
-    "dv != d", "grouped heads", "Tq != Tk", "window", "padding", "bias", "alibi", "softcap", "sinks", "dropout"};
+#define NAME_(id, bit, name, token) [bit] = name,
+#define TOKEN_(id, bit, name, token) [bit] = token,
+static const char *const feature_names[TG_ATTN_N_FEATURES] = {TG_ATTN_FEATURE_TABLE(NAME_)};
+static const char *const feature_tokens[TG_ATTN_N_FEATURES] = {TG_ATTN_FEATURE_TABLE(TOKEN_)};
 
 const char *tg_attn_feature_name(unsigned bit) {
     for (int i = 0; i < TG_ATTN_N_FEATURES; i++)
         if (bit == 1u << i) return feature_names[i];
     return "?";
+}
+
+const char *tg_attn_feature_token(unsigned bit) {
+    for (int i = 0; i < TG_ATTN_N_FEATURES; i++)
+        if (bit == 1u << i) return feature_tokens[i];
+    return "?";
+}
+
+unsigned tg_attn_features_of_tokens(const char *list, char *bad, size_t len) {
+    unsigned f = 0;
+    if (len) bad[0] = 0;
+    for (const char *p = list; *p;) {
+        const size_t n = strcspn(p, ",");
+        int i = 0;
+        while (i < TG_ATTN_N_FEATURES && !(strlen(feature_tokens[i]) == n && !strncmp(p, feature_tokens[i], n))) i++;
+        if (i < TG_ATTN_N_FEATURES) f |= 1u << i;
+        else if (len && !bad[0]) snprintf(bad, len, "%.*s", (int)(n < 40 ? n : 40), p);
+        p += n + (p[n] == ',');
+    }
+    return f;
 }
 
 const char *tg_attn_features_str(unsigned f, char *buf, size_t len) {

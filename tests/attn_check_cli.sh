@@ -48,7 +48,7 @@ check hangs_long 1 "the kernel hung: the forward probe got no answer within 2 s"
 # ---- the catalogue: every feature's bugs, by name ----------------------------------------------
 for k in composed fused; do grep -q "^info  features    declared    dv != d, grouped heads, Tq != Tk, window, padding, bias, alibi, softcap, sinks, dropout; not declared (not checked, and never called with them): none" $k.out ||
     no "builtin:$k: the features line does not list every feature"; done
-check right 0 "verdict: the kernel conforms (48 checks)" "plugin:$cat:right"
+check right 0 "verdict: the kernel conforms (49 checks)" "plugin:$cat:right"
 check example_window1 1 "row 128 sees keys 0..128, not keys 1..128: sees 129 keys, the window asks for 128 (left = 127): off by one" "plugin:$win1"
 grep -c '^FAIL' example_window1.out | grep -qx 3 || no "example_window1: more than the window failed: $(grep '^FAIL' example_window1.out)"
 c() { check "$1" 1 "$2" "plugin:$cat:$1"; }
@@ -71,6 +71,9 @@ c alibi_reversed "the heads' slopes in reverse order"
 c alibi_scaled "the slopes are multiplied by the softmax scale"
 c cap_before_scale "the cap is applied before the scale: logits capped to ±2.5 = scale · cap, not ±5"
 c cap_ignored "no cap: 14 of 15 keys get weight 0"
+c mask_before_cap "hidden keys weigh e^-5 = 0.00674 of a seen key"
+grep -q "^ok    softcap     cap 5 " mask_before_cap.out || no "mask_before_cap: the cap itself is not judged right"
+grep -q "^ok    mask " mask_before_cap.out || no "mask_before_cap: without a cap its mask is right, yet the mask probe failed"
 c sinks_ignored "the rows sum to 1, the sink is ignored"
 c sinks_base2 "σ·ln 2: the sink is taken in base 2 (2^σ), the keys in base e"
 c sinks_numerator "above 1: the sink's e^σ is added to the keys' weights (the numerator), not only to the denominator"

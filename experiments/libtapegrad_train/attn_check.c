@@ -833,6 +833,45 @@ static void probe_alibi(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg
 /* Whatever the kernel's multiplier c (any c above about 1/256), the outermost logits saturate a cap,
  * so half the spread of ln p over the row is the cap the kernel applies: cap = 5 is right, scale · cap
  * is "the cap before the scale", a spread far past the cap is "no cap". */
+/* The cap and the causal mask together: a kernel that masks by adding a large negative to the
+ * logits *before* the cap leaks, since tanh turns that negative into −cap, and e^−cap is not 0
+ * (the mask is the mask probe's; here only its order against the cap). Equal logits (q = 0),
+ * T = d = 8, causal, cap 5: a hidden key must weigh 0; the leak's signature is e^−cap of a seen
+ * key's weight. */
+static void probe_cap_and_mask(const tg_attn_kernel *K, tg_attn_check_report *r) {
+    enum { T = 8 };
+    const float cap = 5.0f;
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    tg_tensor *q = tg_zeros(&ctx, 4, (int[]){1, T, 1, T});
+    tg_rng rng;
+    tg_rng_seed(&rng, 5, 5);
+    tg_tensor *k = randn(&ctx, &rng, 1, T, 1, T, 1);
+    tg_attn_args a = tg_attn_args_make(q, k, k, 0.5f);
+    a.softcap = cap, a.causal = 1;
+    float P[T * T];
+    char why[400];
+    if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why)) {
+        add(r, "softcap", "cap and mask", TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", why);
+        tg_ctx_free(&ctx);
+        return;
+    }
+    double leak = 0, ratio = 0;   /* the largest weight of a hidden key, and it over its row's key 0 */
+    for (int i = 0; i < T; i++)
+        for (int j = i + 1; j < T; j++)
+            if (P[i * T + j] > leak) leak = P[i * T + j], ratio = P[i * T] > 0 ? P[i * T + j] / P[i * T] : NAN;
+    if (!(leak > 1e-6))
+        add(r, "softcap", "cap and mask", TG_ATTN_CHECK_PASS, leak, 1e-6, "with the cap and the causal mask, hidden keys "
+            "weigh 0: the mask comes after the cap");
+    else if (fabs(ratio - exp(-cap)) < 0.05 * exp(-cap))
+        add(r, "softcap", "cap and mask", TG_ATTN_CHECK_FAIL, leak, 1e-6, "hidden keys weigh e^-%g = %.3g of a seen key "
+            "(up to %.3g): the mask is added to the logits before the cap, which turns it into -cap", (double)cap, ratio, leak);
+    else
+        add(r, "softcap", "cap and mask", TG_ATTN_CHECK_FAIL, leak, 1e-6, "with the cap and the causal mask, hidden keys "
+            "get weight (up to %.3g)", leak);
+    tg_ctx_free(&ctx);
+}
+
 static void probe_softcap(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
     (void)o;
     /* T queries, all the same, on T keys and d = T: the call uses neither Tq != Tk nor dv != d
@@ -879,6 +918,7 @@ static void probe_softcap(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
     else
         add(r, "softcap", "cap 5", TG_ATTN_CHECK_FAIL, measured, cap, "the logits are capped to ±%.3g, not ±5", measured);
     tg_ctx_free(&ctx);
+    probe_cap_and_mask(K, r);
 }
 
 /* ---- sinks: with equal logits a row's keys weigh n/(e^σ + n) in all ----------------------------- */
@@ -1228,8 +1268,33 @@ int tg_attn_check(const tg_attn_kernel *K, const tg_attn_check_opts *opts, tg_at
         {"alibi", probe_alibi, TG_ATTN_F_ALIBI},         {"softcap", probe_softcap, TG_ATTN_F_SOFTCAP},
         {"sinks", probe_sinks, TG_ATTN_F_SINKS},         {"dropout", probe_dropout, TG_ATTN_F_DROPOUT},
         {"gradient", probe_gradient, 0},        {"health", probe_health, 0}};
-    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++)
-        if (!probes[i].f || (K->features & probes[i].f)) run_probe(probes[i].name, probes[i].p, K, &o, r);
+    /* An exec kernel runs in a process of its own: what it does cannot crash this one, and each of
+     * its calls has a time limit. So its probes run here, on one kernel process, started again only
+     * after it died or hung (issue 38: a probe's child started its own, an interpreter and its
+     * imports each time). A plugin or built-in op runs in this process: each probe in a child. */
+    tg_attn_exec *caller = o.exec_cmd ? tg_attn_exec_of(K) : NULL, own = {.to = -1, .from = -1, .err = -1};
+    tg_attn_exec *x = caller && caller->owner == getpid() ? caller : NULL;
+    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
+        if (probes[i].f && !(K->features & probes[i].f)) continue;
+        if (!o.exec_cmd) {
+            run_probe(probes[i].name, probes[i].p, K, &o, r);
+            continue;
+        }
+        if (!x || x->failed) {
+            char err[1024];
+            if (x == &own) tg_attn_exec_close(&own);
+            x = NULL;
+            if (tg_attn_exec_open(&own, o.exec_cmd, o.timeout > 0 ? o.timeout : 60, err, sizeof err)) {
+                add(r, probes[i].name, "-", TG_ATTN_CHECK_CRASH, NAN, NAN, "the kernel could not be started again for "
+                    "the %s probe: %s", probes[i].name, err);
+                own = (tg_attn_exec){.to = -1, .from = -1, .err = -1};
+                continue;
+            }
+            x = &own;
+        }
+        probes[i].p(&x->kernel, &o, r);
+    }
+    if (x == &own) tg_attn_exec_close(&own);
     point_forward_lines(r);
     return r->failed ? 1 : 0;
 }

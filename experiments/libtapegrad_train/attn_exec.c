@@ -409,21 +409,6 @@ static void drop_buffers(tg_attn_exec *x) {
     x->scap = x->rcap = 0;
 }
 
-static unsigned feature_bits(const char *list, char *bad, size_t len) {
-    static const char *const tokens[TG_ATTN_N_FEATURES] = {"dv", "gqa", "tq_tk", "window", "padding",
-                                                           "bias", "alibi", "softcap", "sinks", "dropout"};
-    unsigned f = 0;
-    bad[0] = 0;
-    for (const char *p = list; *p;) {
-        size_t n = strcspn(p, ",");
-        int i = 0;
-        while (i < TG_ATTN_N_FEATURES && !(strlen(tokens[i]) == n && !strncmp(p, tokens[i], n))) i++;
-        if (i < TG_ATTN_N_FEATURES) f |= 1u << i;
-        else if (!bad[0]) snprintf(bad, len, "%.*s", (int)(n < 40 ? n : 40), p);
-        p += n + (p[n] == ',');
-    }
-    return f;
-}
 
 #ifndef TG_PYTHON_DIRS
 #define TG_PYTHON_DIRS ""
@@ -532,7 +517,7 @@ int tg_attn_exec_open(tg_attn_exec *x, const char *cmd, double timeout, char *er
     }
     const char *name = tg_st_meta(&f, "name"), *feats = tg_st_meta(&f, "features");
     char bad[48];
-    unsigned bits = feats ? feature_bits(feats, bad, sizeof bad) : 0;
+    unsigned bits = feats ? tg_attn_features_of_tokens(feats, bad, sizeof bad) : 0;
     if (!name || !*name || !feats || bad[0]) {
         tg_st_free(&f);
         broke(x, "hello: %s", !name || !*name ? "the kernel gave no name" : !feats ? "the kernel gave no features"

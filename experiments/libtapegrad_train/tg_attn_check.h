@@ -1,9 +1,11 @@
 /* attn_check: what is wrong with an attention kernel, before training it.
  *
  * The kernel is a black box (tg_attn_kernel: a plugin of ABI 2 or 1, or a
- * built-in op); tg_attend is the reference. Each probe runs in a child process
- * with a time limit (a kernel that crashes or hangs is reported as such, not a
- * crash of the caller) and isolates one thing. The textbook probes run on every
+ * built-in op); tg_attend is the reference. Each probe of a kernel in this
+ * process (a plugin, a built-in op) runs in a child process with a time limit (a
+ * kernel that crashes or hangs is reported as such, not a crash of the caller);
+ * an exec kernel's run here, its calls each under the limit, on one kernel
+ * process restarted after it died or hung. Each probe isolates one thing. The textbook probes run on every
  * kernel; a feature's probe runs when the kernel declares the feature (its
  * descriptor), and a line "features" says which were and were not checked.
  *
@@ -63,8 +65,10 @@ enum { TG_ATTN_CHECK_PASS, TG_ATTN_CHECK_FAIL, TG_ATTN_CHECK_INFO, TG_ATTN_CHECK
 typedef struct tg_attn_check_opts {
     int d_head;        /* 0: 8, 32, 64 and 128 */
     double timeout;    /* seconds a probe may take (0: 60) */
-    const char *exec_cmd;   /* an exec kernel's command (tg_attn_exec.h): each probe's child starts a
-                               kernel of its own with it (a child must not share the caller's pipes) */
+    const char *exec_cmd;   /* an exec kernel's command (tg_attn_exec.h): its probes run in the caller's
+                               process on one kernel process (the caller's, when it is kernel's and
+                               this process owns it), started again with this command only after
+                               it died or hung (0.16; each probe's child started its own before) */
 } tg_attn_check_opts;
 
 typedef struct tg_attn_check_line {

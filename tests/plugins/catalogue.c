@@ -96,6 +96,40 @@ KERNEL(alibi_reversed, F_ALL, if (a.alibi) a.alibi = copy1(ctx, a.alibi, 1.0f, 1
 KERNEL(alibi_scaled, F_ALL, if (a.alibi) a.alibi = copy1(ctx, a.alibi, a.scale, 0))
 KERNEL(cap_before_scale, F_ALL, a.softcap = a.softcap * a.scale)   /* scale · cap · tanh(q·k / cap) */
 KERNEL(cap_ignored, F_ALL, a.softcap = 0)
+/* the causal mask added as −1e9 to the logits before the cap: cap·tanh((s·q·k − 1e9)/cap) = −cap,
+ * so hidden keys keep e^−cap (a port that masks first, then caps). Forward only; the textbook
+ * call with grouped heads, Tq != Tk and the cap. */
+static tg_tensor *mask_before_cap(tg_ctx *ctx, const tg_attn_args *in) {
+    const tg_tensor *q = in->q, *k = in->k, *v = in->v;
+    const int B = q->shape[0], Tq = q->shape[1], H = q->shape[2], d = q->shape[3], Tk = k->shape[1], Hkv = k->shape[2],
+              dv = v->shape[3];
+    tg_tensor *out = tg_zeros(ctx, 4, (int[]){B, Tq, H, dv});
+    double *x = tg_arena_alloc(ctx, sizeof(double) * (size_t)Tk);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const int kh = h / (H / Hkv);
+            const double s = in->scale * (in->head_scale ? in->head_scale->data[h] : 1.0f);
+            for (int i = 0; i < Tq; i++) {
+                double mx = -INFINITY, z = 0;
+                for (int j = 0; j < Tk; j++) {
+                    double dot = 0;
+                    for (int c = 0; c < d; c++)
+                        dot += (double)q->data[(((size_t)b * Tq + i) * H + h) * d + c] *
+                               k->data[(((size_t)b * Tk + j) * Hkv + kh) * d + c];
+                    double y = s * dot - (in->causal && j > i + Tk - Tq ? 1e9 : 0);
+                    x[j] = in->softcap > 0 ? in->softcap * tanh(y / in->softcap) : y;
+                    mx = x[j] > mx ? x[j] : mx;
+                }
+                for (int j = 0; j < Tk; j++) z += x[j] = exp(x[j] - mx);
+                for (int j = 0; j < Tk; j++)
+                    for (int c = 0; c < dv; c++)
+                        out->data[(((size_t)b * Tq + i) * H + h) * dv + c] +=
+                            (float)(x[j] / z * v->data[(((size_t)b * Tk + j) * Hkv + kh) * dv + c]);
+            }
+        }
+    return out;
+}
+TG_ATTENTION_PLUGIN(mask_before_cap, TG_ATTN_F_DV | TG_ATTN_F_GQA | TG_ATTN_F_TQ_TK | TG_ATTN_F_SOFTCAP)
 KERNEL(sinks_ignored, F_ALL, a.sinks = NULL)
 KERNEL(sinks_base2, F_ALL, if (a.sinks) a.sinks = copy1(ctx, a.sinks, 0.69314718f, 0))   /* 2^σ beside e^x */
 /* the sink's e^σ in every key's numerator too: p_j = (e^x_j + e^σ) / (Z + e^σ), so

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# How long attn_check's whole battery takes (docs/speed.md#attn_checks-battery): on the built-in op
+# and on the PyTorch kernel of examples/torch_attention through the exec protocol, R times each,
+# alternating (medians and minima); with --against BIN also that attn_check binary (another
+# version), alternating with this one, on the PyTorch kernel.
+#   scripts/bench_attn_check.sh [--repeats 5] [--against OTHER/attn_check]
+# Installs python3-torch when missing; builds in build/.
+set -euo pipefail
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$top/scripts/setup.sh"
+repeats=5 against=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --repeats) [ $# -ge 2 ] || { echo "scripts/bench_attn_check.sh: --repeats needs a value" >&2; exit 2; }
+                   repeats=$2; shift 2 ;;
+        --against) [ $# -ge 2 ] || { echo "scripts/bench_attn_check.sh: --against needs a binary" >&2; exit 2; }
+                   against=$2; shift 2 ;;
+        *) echo "scripts/bench_attn_check.sh: unknown option '$1' (see the comment at its top)" >&2; exit 2 ;;
+    esac
+done
+case "$repeats" in ''|*[!0-9]*|0) echo "scripts/bench_attn_check.sh: --repeats '$repeats': a positive integer" >&2; exit 2 ;; esac
+[ -z "$against" ] || [ -x "$against" ] || { echo "scripts/bench_attn_check.sh: --against '$against' is not an executable" >&2; exit 2; }
+tg_need "${TG_TORCH_PACKAGES[@]}"
+tg_build "$top/build" attn_check blas_info
+bin=$top/build/experiments/attn_check
+torch="exec:/usr/bin/python3 $top/examples/torch_attention/attention.py"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(tg_machine "$top/build" | tr '\n' ' ')load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# attn_check's whole battery (every d_head, every declared feature), wall seconds, $repeats rounds alternating"
+one() {   # one NAME BIN KERNEL: a run's wall seconds appended to $tmp/NAME (exit 1 is a finding, fine)
+    local t0 t1 rc=0
+    t0=$(date +%s.%N)
+    "$2" "$3" >"$tmp/out" 2>"$tmp/err" || rc=$?
+    t1=$(date +%s.%N)
+    [ $rc -le 1 ] || { echo "scripts/bench_attn_check.sh: $2 $3 exited $rc: $(grep -v '^\[kernel' "$tmp/err" | tail -2)" >&2; exit 1; }
+    grep -q '^verdict:' "$tmp/out" || { echo "scripts/bench_attn_check.sh: $2 $3 printed no verdict" >&2; exit 1; }
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", b - a }' >>"$tmp/$1"
+}
+for ((r = 0; r < repeats; r++)); do
+    one builtin "$bin" builtin:composed
+    one torch "$bin" "$torch"
+    [ -z "$against" ] || one against "$against" "$torch"
+done
+stats() { sort -g "$tmp/$1" | awk '{ x[NR] = $1 } END { m = NR % 2 ? x[(NR + 1) / 2] : (x[NR / 2] + x[NR / 2 + 1]) / 2; printf "%.2f\t%.2f", m, x[1] }'; }
+printf "kernel\tattn_check\tmedian_s\tmin_s\n"
+printf "builtin:composed\tthis\t%s\n" "$(stats builtin)"
+printf "exec torch einsum\tthis\t%s\n" "$(stats torch)"
+[ -z "$against" ] || printf "exec torch einsum\t%s\t%s\n" "$against" "$(stats against)"

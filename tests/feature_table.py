@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""The attention features have one table, TG_ATTN_FEATURE_TABLE in ops/attention.h (issue 38):
+its tokens, in bit order, are the exec protocol's (scripts/python/tapegrad_exec.py's FEATURES) and
+the C kernel's (tests/exec_kernel.c's FEATURES); bits run 0, 1, ... without a gap. Standard library;
+run by CTest (feature_table)."""
+import os
+import re
+import sys
+import unittest
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "scripts", "python"))
+import tapegrad_exec  # noqa: E402
+
+
+def table():
+    text = open(os.path.join(TOP, "ops", "attention.h"), encoding="utf-8").read()
+    block = text[text.index("#define TG_ATTN_FEATURE_TABLE(X)"):]
+    block = block[:block.index("#define TG_ATTN_FEATURE_ENUM_")]
+    return [(m.group(1), int(m.group(2)), m.group(3), m.group(4))
+            for m in re.finditer(r'X\((\w+), (\d+), "([^"]*)", "([^"]*)"\)', block)]
+
+
+class FeatureTable(unittest.TestCase):
+    def test_bits_are_dense(self):
+        rows = table()
+        self.assertGreaterEqual(len(rows), 10)
+        self.assertEqual([r[1] for r in rows], list(range(len(rows))))
+
+    def test_python_side_has_the_tokens_in_order(self):
+        self.assertEqual(tuple(r[3] for r in table()), tuple(tapegrad_exec.FEATURES))
+
+    def test_c_kernel_declares_known_tokens(self):
+        src = open(os.path.join(TOP, "tests", "exec_kernel.c"), encoding="utf-8").read()
+        m = re.search(r'FEATURES\[\] = "([^"]*)"', src)
+        self.assertIsNotNone(m, "tests/exec_kernel.c has no FEATURES")
+        known = {r[3] for r in table()}
+        self.assertTrue(set(m.group(1).split(",")) <= known, m.group(1))
+
+
+if __name__ == "__main__":
+    unittest.main()
