@@ -38,15 +38,16 @@
  * Set the environment variable TG_GC_VERBOSE (any value) to print the summary
  * line of every check, passing or not.
  *
- * Stale memory. Then f and the backward run again three times on the checker's
- * context, its arena filled first with 0, with 0xff bytes (NaN) and with 0x3f
- * bytes (0.747, plausible data) (tg_arena_fill): the output and every gradient
- * must keep their bytes. An op that reads memory it never wrote (a grad slice
+ * Stale memory. The analytic pass runs on an arena filled with 0 (a first pass
+ * grows it; every byte the checker reads is then defined, under valgrind too).
+ * Then f and the backward run again twice, the arena filled with 0xff bytes
+ * (NaN) and with 0x3f bytes (0.747, plausible data) (tg_arena_fill): the output
+ * and every gradient must keep their bytes. An op that reads memory it never wrote (a grad slice
  * it marks written but writes in part) looks right on fresh zero pages, and
  * finite differences cannot see it where the true gradient is 0; each element
  * that changes counts as outside tolerance, worst error/limit is inf, and the
  * report says which run changed it:
- *     head: d/d x[3] is 0 on the first run, -nan on an arena filled with 0xff
+ *     head: d/d x[3] is 0 on an arena of zeros, -nan on one filled with 0xff
  *     (5 elements changed): the backward reads memory it did not write
  * (tests/test_gradcheck.c; since 0.16: issue 37's composed attention did this).
  *
