@@ -55,10 +55,11 @@ static void element_name(const tg_params *P, size_t i, char *buf, size_t len) {
 
 /* The first run (on an arena of zeros) again on arenas filled with NaN (0xff)
  * and finite garbage (0x3f: 0.747 a float, plausible data): f's output and the
- * gradient must keep their bytes. A first run on fresh memory (zero pages) hides an op that reads
- * what it never wrote; a finite-difference check cannot see it, since the
- * analytic side is the only one that runs the backward. Returns the elements
- * that changed, each counted as outside tolerance; the report names the first. */
+ * gradient must keep their bytes. Zeros, what fresh pages hold, hide an op that
+ * reads what it never wrote; finite differences cannot see it where the true
+ * gradient is 0, and only the analytic side runs the backward. Returns the
+ * elements that changed, each counted as outside tolerance; the report names
+ * the first. */
 static int stale_reruns(tg_ctx *ctx, const char *label, tg_params *P, tg_gc_fn f, void *user, const float *R,
                         int64_t n0, const float *out0, const float *grad0, int quiet, double *worst) {
     static const unsigned char fills[2] = {0xff, 0x3f};
@@ -185,7 +186,7 @@ int tg_gradcheck(const char *label, tg_params *P, tg_gc_fn f, void *user, const 
     }
     if (bad >= 0) {
         int stale = stale_reruns(&ctx, label, P, f, user, R, n0, out0, grad0, o.quiet, &worst);
-        bad = stale < 0 ? -1 : bad + stale;
+        bad = stale < 0 ? -1 : bad + stale > (int)P->numel ? (int)P->numel : bad + stale;   /* elements, once each at most */
     }
     if (!o.quiet && (bad > 0 || (bad == 0 && o.verbose)))
         fprintf(stderr, "%s: %zu elements, %d outside tolerance, worst error/limit %.3f\n", label, P->numel,
