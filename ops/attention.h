@@ -137,9 +137,10 @@ int tg_attn_kept(const tg_attn_args *args, int b, int h, int i, int j);
 /* The features, one row each: X(ID, bit, name, token). ID makes TG_ATTN_F_<ID> = 1 << bit;
  * name is what messages and reports say; token is the feature's one identifier outside C: the
  * exec protocol's hello lists tokens (scripts/python/tapegrad_exec.py's FEATURES, in this order:
- * tests/feature_table.py checks both), and docs use them. The names, the tokens, the gate and the
- * features a call uses (tg_attn_args_features) all come from this table: a new feature is a row
- * here, its args field and check (attn_geom.c), its maths in the two ops, and its attn_check probe. */
+ * tests/feature_table.py checks both), and docs use them. The bits, the names, the tokens and
+ * their parsing (tg_attn_features_of_tokens) come from this table; a new feature is a row here,
+ * its args field and check (attn_geom.c), the line of tg_attn_args_features that detects it, its
+ * maths in the two ops, and its attn_check probe. */
 #define TG_ATTN_FEATURE_TABLE(X)                       \
     X(DV, 0, "dv != d", "dv")                /* v's width differs from q and k's */          \
     X(GQA, 1, "grouped heads", "gqa")        /* Hkv < H, head h reads kv head h/(H/Hkv) */   \
@@ -201,8 +202,6 @@ typedef struct tg_attn_kernel {
 unsigned tg_attn_args_features(const tg_attn_args *args);
 /* The name of one feature bit ("grouped heads", "window", ...); "?" for others. */
 const char *tg_attn_feature_name(unsigned bit);
-/* Its token ("gqa", "window", ...: TG_ATTN_FEATURE_TABLE); "?" for others. */
-const char *tg_attn_feature_token(unsigned bit);
 /* The features of a comma-separated list of tokens ("gqa,window"); an unknown token goes into
  * bad (bad[0] = 0 when none). */
 unsigned tg_attn_features_of_tokens(const char *list, char *bad, size_t len);

@@ -18,12 +18,6 @@ const char *tg_attn_feature_name(unsigned bit) {
     return "?";
 }
 
-const char *tg_attn_feature_token(unsigned bit) {
-    for (int i = 0; i < TG_ATTN_N_FEATURES; i++)
-        if (bit == 1u << i) return feature_tokens[i];
-    return "?";
-}
-
 unsigned tg_attn_features_of_tokens(const char *list, char *bad, size_t len) {
     unsigned f = 0;
     if (len) bad[0] = 0;

@@ -821,6 +821,7 @@ def collect(dir_, fixed=SWEEP_FIXED_KEYS, compare=COMPARE, ratio_min=PASS_RATIO,
     if not done:
         raise LogError("collect: no run of %s has finished yet" % dir_)
     by_id = dict(runs)
+    named = set(plugin_names(dir_).values())   # the plugins the sweep named (`plan --plugin NAME=FILE`)
     rows, cells, ref = [], [], {}
     for rid in done:
         log = Log(os.path.join(dir_, "runs", rid + ".tsv"))
@@ -832,9 +833,9 @@ def collect(dir_, fixed=SWEEP_FIXED_KEYS, compare=COMPARE, ratio_min=PASS_RATIO,
             else:
                 v = log.header.get(k, "-")
                 vals.append("%.6g" % float(v) if FLOAT_RE.match(v) else v)
-        # the kernel and features columns; a plugin by the name the sweep gave it (`plan --plugin NAME=FILE`)
-        named = by_id[rid].get("attn") in plugin_names(dir_).values()
-        vals += [by_id[rid]["attn"] if named else kernel_name(log.header), features(log.header)]
+        # the kernel and features columns; a plugin by the name the sweep gave it
+        attn = by_id[rid].get("attn")
+        vals += [attn if attn in named else kernel_name(log.header), features(log.header)]
         cell = "|".join(v for k, v in zip(keys + ["kernel", "features"], vals) if k != key)
         m = len(rows)
         if vals[keys.index(key)] == high:

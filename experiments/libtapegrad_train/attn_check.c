@@ -922,6 +922,7 @@ static void probe_softcap(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
 }
 
 /* ---- sinks: with equal logits a row's keys weigh n/(e^σ + n) in all ----------------------------- */
+#define LN2 0.6931471805599453   /* a sink taken in base 2 measures σ·ln 2 */
 static void probe_sinks(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
     (void)o;
     const int B = 1, T = 4, H = 2, d = 8;
@@ -953,7 +954,7 @@ static void probe_sinks(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg
                 "%.3g%s", got[0], got[1], sk[0], sk[1],
                 isinf(got[0]) ? ": the rows sum to 1, the sink is ignored"
                 : near(got[0], sk[0] * a.scale, 0.02) ? ": the sink is multiplied by the softmax scale"
-                : near(got[0], sk[0] * 0.6931471805599453, 0.02) && near(got[1], sk[1] * 0.6931471805599453, 0.02)
+                : near(got[0], sk[0] * LN2, 0.02) && near(got[1], sk[1] * LN2, 0.02)
                     ? ": σ·ln 2: the sink is taken in base 2 (2^σ), the keys in base e"
                 : near(got[0], sk[1], 0.01) ? ": heads swapped" : "");
     }

@@ -71,10 +71,7 @@ static void drain_stderr(tg_attn_exec *x) {
  * a hint for a Python module its interpreter lacks (the usual first failure: `python3` is
  * not the interpreter that has torch), or "" when it said nothing. */
 static const char *last_words(tg_attn_exec *x, char *buf, size_t len) {
-    if (x->line_len) {   /* a last line without its newline: said too */
-        snprintf(x->last, sizeof x->last, "%.*s", (int)x->line_len, x->line);
-        pass_stderr(x, "\n", 1);
-    }
+    if (x->line_len) pass_stderr(x, "\n", 1);   /* a last line without its newline: said too (and kept) */
     if (!x->last[0]) return "";
     const char *mod = strstr(x->last, "No module named '");
     char hint[400] = "";
