@@ -53,6 +53,21 @@ static int open_failed(char *err, size_t errlen) {
     return tg_errf(err, errlen, "--attn %s", msg);
 }
 
+/* The model's attention call (its shapes and settings, no data) against the kernel's conventions:
+ * 1 with why (naming the flag and the convention) when the run's calls would be refused. */
+static int outside_conventions(const tg_attn_kernel *K, const tg_model_cfg *mc, char *why, size_t len) {
+    const int T = mc->seq_len, H = mc->heads, Hkv = tg_model_kv_heads(mc), d = mc->d_head;
+    tg_tensor q = {.ndim = 4, .shape = {1, T, H, d}}, k = {.ndim = 4, .shape = {1, T, Hkv, d}}, hv = {.ndim = 1, .shape = {H}};
+    tg_attn_args a = tg_attn_args_make(&q, &k, &k, tg_model_scale(mc));
+    a.causal = 1, a.head_scale = mc->scale_mode == TG_SCALE_LEARNED ? &hv : NULL;
+    if (mc->window > 0) a.window_left = mc->window - 1, a.window_right = 0;
+    a.alibi = mc->alibi ? &hv : NULL, a.sinks = mc->sinks ? &hv : NULL, a.softcap = mc->softcap;
+    char what[300];
+    if (!tg_attn_convention_refuses(tg_attn_kernel_conventions(K), &a, what, sizeof what)) return 0;
+    snprintf(why, len, "--scale %s: %s", tg_scale_names[mc->scale_mode], what);
+    return 1;
+}
+
 int attn_ext_open(attn_ext *e, const attn_cfg *c, const tg_model_cfg *mc, char *err, size_t errlen) {
     *e = (attn_ext){.exec = {.to = -1, .from = -1, .err = -1}};
     char declared[400];
@@ -71,7 +86,12 @@ int attn_ext_open(attn_ext *e, const attn_cfg *c, const tg_model_cfg *mc, char *
         e->kind = ATTN_EXEC;
         e->kernel = &e->exec.kernel;
         tg_attn_features_str(e->kernel->features, e->features, sizeof e->features);
-        snprintf(declared, sizeof declared, "it declares %s", e->features);
+        char conv[300];
+        if (e->kernel->conventions)
+            snprintf(declared, sizeof declared, "it declares %s; conventions: %s", e->features,
+                     tg_attn_conventions_str(e->kernel->conventions, conv, sizeof conv));
+        else
+            snprintf(declared, sizeof declared, "it declares %s", e->features);
         snprintf(e->what, sizeof e->what, "the exec kernel '%s' (exec:%s)", e->exec.name, c->attn_exec);
         snprintf(e->who, sizeof e->who, "%s", e->what);
     } else
@@ -81,6 +101,12 @@ int attn_ext_open(attn_ext *e, const attn_cfg *c, const tg_model_cfg *mc, char *
         char names[300];
         tg_errf(err, errlen, "%s needs %s, which %s does not declare (%s)", flag_of(missing),
                 tg_attn_features_str(missing, names, sizeof names), e->who, declared);
+        attn_ext_close(e);
+        return -1;
+    }
+    char why[400];
+    if (outside_conventions(e->kernel, mc, why, sizeof why)) {
+        tg_errf(err, errlen, "%s: %s cannot run this model's attention (%s)", why, e->who, declared);
         attn_ext_close(e);
         return -1;
     }

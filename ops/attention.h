@@ -158,6 +158,39 @@ enum { TG_ATTN_FEATURE_TABLE(TG_ATTN_FEATURE_ENUM_) };
 enum { TG_ATTN_N_FEATURES = 0 TG_ATTN_FEATURE_TABLE(TG_ATTN_FEATURE_COUNT_) };
 #define TG_ATTN_F_ALL ((1u << TG_ATTN_N_FEATURES) - 1)
 
+/* Conventions a kernel may declare (tapegrad 0.17): how real model code computes attention where
+ * it differs from the contract above without being wrong for its model. One row each,
+ * X(ID, bit, name, token): TG_ATTN_C_<ID> = 1 << bit; token is the exec hello's and the docs'.
+ *   causal_only    every call causal: a non-causal one is refused (most decoder kernels)
+ *   no_head_scale  a call with head_scale is refused
+ *   scale_rsqrt_d  the kernel's own multiplier 1/√d (d = q's last dim), `scale` ignored: a call
+ *                  whose scale is not the float 1/sqrtf(d) is refused (nanoGPT)
+ *   window_causal  windows only as causal left windows: a window needs causal (right bound 0)
+ *   alibi_causal   ALiBi only under a causal mask: the one-sided ramp slope·j (BLOOM), equal to
+ *                  −slope·|j − p_i| up to a row's constant only where j ≤ p_i
+ *   sinks_always   no call without sinks: one without gets sinks of −inf (GPT-OSS)
+ *   empty_mean     a row that sees no key weighs every key of the buffer equally (an additive
+ *                  finfo.min mask: transformers' eager code), so it gives the mean of v
+ *   empty_nan      a row that sees no key gives NaN (a −inf mask: 0/0)
+ * Empty-row conventions make the call that has such a row be refused (its out would not be the
+ * contract's 0). tg_attn_kernel_call refuses a call outside a kernel's conventions, naming the
+ * convention; attn_check sends only calls inside them and reports each as info. A new convention
+ * is a row here, its test in tg_attn_convention_refuses (attn_kernel.c) and how attn_check fits
+ * its probes to it (conform in attn_check.c). */
+#define TG_ATTN_CONVENTION_TABLE(X)                                            \
+    X(CAUSAL_ONLY, 0, "causal only", "causal_only")                            \
+    X(NO_HEAD_SCALE, 1, "no per-head scale", "no_head_scale")                  \
+    X(SCALE_RSQRT_D, 2, "its own scale 1/sqrt(d_head)", "scale_rsqrt_d")       \
+    X(WINDOW_CAUSAL, 3, "causal left windows only", "window_causal")           \
+    X(ALIBI_CAUSAL, 4, "ALiBi under a causal mask only", "alibi_causal")       \
+    X(SINKS_ALWAYS, 5, "sinks always on", "sinks_always")                      \
+    X(EMPTY_MEAN, 6, "an empty row gives the mean of v", "empty_mean")         \
+    X(EMPTY_NAN, 7, "an empty row gives NaN", "empty_nan")
+#define TG_ATTN_CONVENTION_ENUM_(id, bit, name, token) TG_ATTN_C_##id = 1u << (bit),
+enum { TG_ATTN_CONVENTION_TABLE(TG_ATTN_CONVENTION_ENUM_) };
+enum { TG_ATTN_N_CONVENTIONS = 0 TG_ATTN_CONVENTION_TABLE(TG_ATTN_FEATURE_COUNT_) };
+#define TG_ATTN_C_ALL ((1u << TG_ATTN_N_CONVENTIONS) - 1)
+
 /* The plugin ABI this tapegrad takes: 2 = tg_attend_fn on tg_attn_args, and the
  * tg_ctx / tg_node / tg_tensor of tapegrad 0.12. 1 = tg_attention_fn (textbook
  * only), loaded through an adapter. Changed on purpose only, with the version. */
@@ -178,6 +211,8 @@ typedef struct tg_attn_kernel {
      * when set; plugins leave both 0. */
     void *self;
     tg_tensor *(*attend_self)(void *self, tg_ctx *ctx, const tg_attn_args *args);
+    /* Since 0.17 (read only when `size` holds it; 0 for an older descriptor): TG_ATTN_C_*. */
+    unsigned conventions;
 } tg_attn_kernel;
 
 #ifdef __cplusplus
@@ -193,7 +228,12 @@ typedef struct tg_attn_kernel {
 #define TG_ATTENTION_PLUGIN(fn, feats) TG_ATTENTION_PLUGIN_(fn, feats)   /* fn may be a macro: expanded first */
 #define TG_ATTENTION_PLUGIN_(fn, feats)                                                                \
     TG_ATTN_EXTERN_C __attribute__((visibility("default"), used)) const tg_attn_kernel tg_attn_plugin_##fn = \
-        {sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, (feats), #fn, fn, 0, 0, 0};
+        {sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, (feats), #fn, fn, 0, 0, 0, 0};
+/* A kernel with conventions (0.17): TG_ATTENTION_PLUGIN_CONV(fn, TG_ATTN_F_GQA, TG_ATTN_C_CAUSAL_ONLY) */
+#define TG_ATTENTION_PLUGIN_CONV(fn, feats, conv) TG_ATTENTION_PLUGIN_CONV_(fn, feats, conv)
+#define TG_ATTENTION_PLUGIN_CONV_(fn, feats, conv)                                                     \
+    TG_ATTN_EXTERN_C __attribute__((visibility("default"), used)) const tg_attn_kernel tg_attn_plugin_##fn = \
+        {sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, (feats), #fn, fn, 0, 0, 0, (conv)};
 /* An ABI 1 plugin (a tg_attention_fn): declares ABI 1, exported alike. */
 #define TG_ATTENTION_PLUGIN_DECLARE \
     TG_ATTN_EXTERN_C __attribute__((visibility("default"), used)) const int tg_attention_plugin_abi = 1;
@@ -207,8 +247,25 @@ const char *tg_attn_feature_name(unsigned bit);
 unsigned tg_attn_features_of_tokens(const char *list, char *bad, size_t len);
 /* The names of a set, comma-separated, into buf ("none" for 0). */
 const char *tg_attn_features_str(unsigned features, char *buf, size_t len);
+/* The conventions a descriptor declares (0 when its size does not hold the field). */
+unsigned tg_attn_kernel_conventions(const tg_attn_kernel *kernel);
+/* The name / token of one convention bit; "?" for others. */
+const char *tg_attn_convention_name(unsigned bit);
+const char *tg_attn_convention_token(unsigned bit);
+/* The conventions of a comma-separated list of tokens; an unknown token goes into bad. */
+unsigned tg_attn_conventions_of_tokens(const char *list, char *bad, size_t len);
+/* The names of a set of conventions, comma-separated ("none" for 0). */
+const char *tg_attn_conventions_str(unsigned conventions, char *buf, size_t len);
+/* 0 when features and conventions fit together; else -1 with why in msg (sinks_always without the
+ * sinks feature, window_causal without window, alibi_causal without alibi, empty_mean with empty_nan). */
+int tg_attn_conventions_valid(unsigned features, unsigned conventions, char *msg, size_t len);
+/* 1 with the reason in msg when args fall outside conventions (the first convention they break,
+ * named), else 0. Reads shapes, flags and kv_len only. */
+int tg_attn_convention_refuses(unsigned conventions, const tg_attn_args *args, char *msg, size_t len);
 /* kernel on args: tg_fail naming the kernel and the feature when args use one it
- * did not declare; an ABI 1 kernel gets the textbook arguments. */
+ * did not declare, or the convention when they fall outside one it declared; a kernel with
+ * sinks_always gets sinks of −inf when the call has none; an ABI 1 kernel gets the textbook
+ * arguments. */
 tg_tensor *tg_attn_kernel_call(tg_ctx *ctx, const tg_attn_kernel *kernel, const tg_attn_args *args);
 /* The built-in ops as kernels (every feature). */
 extern const tg_attn_kernel tg_attn_kernel_composed, tg_attn_kernel_fused;

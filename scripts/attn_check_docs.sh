@@ -23,6 +23,15 @@ report my_attention_window1 plugin:build/tests/plugin_my_attention_window1.so
 cat=build/tests/plugin_catalogue.so
 for k in sqrt_inverse width_scale gqa_tile top_left; do report "$k" "plugin:$cat:$k"; done
 report abi1_forgets_scale plugin:build/tests/plugin_bad.so:forgets_scale
+# the ports of real model code (tests/ports): PyTorch for /usr/bin/python3 (scripts/test_torch.sh installs it)
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    export PYTHONPATH="$top/scripts/python"
+    report port_gemma2 "exec:/usr/bin/python3 tests/ports/gemma2.py"
+    report port_gemma2_mask_before_cap "exec:/usr/bin/python3 tests/ports/gemma2.py --mistake mask-before-cap"
+    report port_llama_forget_scaling "exec:/usr/bin/python3 tests/ports/llama.py --mistake forget-scaling"
+else
+    echo "scripts/attn_check_docs.sh: /usr/bin/python3 cannot import torch: the ports' reports are left as they are" >&2
+fi
 if [ "${1:-}" = --train ]; then
     report my_attention_noscale-train300 plugin:build/tests/plugin_my_attention_noscale.so --train 300
 fi

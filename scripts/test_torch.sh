@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The tests about PyTorch, with PyTorch: installs Debian's python3-torch (for /usr/bin/python3)
 # when missing, builds as scripts/test.sh does (in build/), and runs the tests that skip without
-# it (torch_exec: the serve_torch layer; torch_cli: examples/torch_attention through attn_check
+# it (torch_exec: the serve_torch layer; torch_ports: the ports of public models' attention;
+# torch_cli: examples/torch_attention through attn_check
 # and attn_scale). Fails if any of them skipped. CI runs it after scripts/test.sh.
 set -euo pipefail
 export TG_PLAN=estimate
@@ -14,4 +15,4 @@ cmake --build "$top/build" -j "$(nproc)"
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 ctest --test-dir "$top/build" --output-on-failure -R '^torch_' | tee "$out"
 ! grep -q 'Not Run\|Skipped' "$out" || { echo "scripts/test_torch.sh: a torch test skipped with torch installed" >&2; exit 1; }
-grep -q '100% tests passed, 0 tests failed out of 2' "$out"
+grep -q '100% tests passed, 0 tests failed out of 3' "$out"

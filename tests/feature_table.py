@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The attention features have one table, TG_ATTN_FEATURE_TABLE in ops/attention.h (issue 38):
 its tokens, in bit order, are the exec protocol's (scripts/python/tapegrad_exec.py's FEATURES) and
-the C kernel's (tests/exec_kernel.c's FEATURES); bits run 0, 1, ... without a gap. Standard library;
+the C kernel's (tests/exec_kernel.c's FEATURES); bits run 0, 1, ... without a gap. The same for the
+conventions (TG_ATTN_CONVENTION_TABLE, tapegrad_exec.CONVENTIONS). Standard library;
 run by CTest (feature_table)."""
 import os
 import re
@@ -13,10 +14,10 @@ sys.path.insert(0, os.path.join(TOP, "scripts", "python"))
 import tapegrad_exec  # noqa: E402
 
 
-def table():
+def table(name="FEATURE"):
     text = open(os.path.join(TOP, "ops", "attention.h"), encoding="utf-8").read()
-    block = text[text.index("#define TG_ATTN_FEATURE_TABLE(X)"):]
-    block = block[:block.index("#define TG_ATTN_FEATURE_ENUM_")]
+    block = text[text.index("#define TG_ATTN_%s_TABLE(X)" % name):]
+    block = block[:block.index("#define TG_ATTN_%s_ENUM_" % name)]
     return [(m.group(1), int(m.group(2)), m.group(3), m.group(4))
             for m in re.finditer(r'X\((\w+), (\d+), "([^"]*)", "([^"]*)"\)', block)]
 
@@ -29,6 +30,12 @@ class FeatureTable(unittest.TestCase):
 
     def test_python_side_has_the_tokens_in_order(self):
         self.assertEqual(tuple(r[3] for r in table()), tuple(tapegrad_exec.FEATURES))
+
+    def test_conventions_too(self):   # the conventions' table (0.17): dense bits, the Python side's order
+        rows = table("CONVENTION")
+        self.assertGreaterEqual(len(rows), 8)
+        self.assertEqual([r[1] for r in rows], list(range(len(rows))))
+        self.assertEqual(tuple(r[3] for r in rows), tuple(tapegrad_exec.CONVENTIONS))
 
     def test_c_kernel_declares_known_tokens(self):
         src = open(os.path.join(TOP, "tests", "exec_kernel.c"), encoding="utf-8").read()

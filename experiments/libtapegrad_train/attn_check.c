@@ -60,6 +60,21 @@ static tg_tensor *call(tg_ctx *ctx, const tg_attn_kernel *K, const tg_attn_args 
     return out;
 }
 
+/* The call a probe means, fitted to the kernel's conventions (attention.h): the nearest call the
+ * kernel takes (causal for causal_only, its own scale for scale_rsqrt_d, ...). Each probe fits its
+ * args before it calls the kernel or the reference, so both compute the same thing and no probe
+ * sends what a declared convention excludes. Empty rows are the padding probe's alone. */
+static unsigned conv_of(const tg_attn_kernel *K) { return tg_attn_kernel_conventions(K); }
+
+static void conform(const tg_attn_kernel *K, tg_attn_args *a) {
+    const unsigned c = conv_of(K);
+    if (c & TG_ATTN_C_CAUSAL_ONLY) a->causal = 1;
+    if (c & TG_ATTN_C_NO_HEAD_SCALE) a->head_scale = NULL;
+    if (c & TG_ATTN_C_SCALE_RSQRT_D) a->scale = 1.0f / sqrtf((float)a->q->shape[3]);
+    if (c & TG_ATTN_C_WINDOW_CAUSAL && (a->window_left >= 0 || a->window_right >= 0)) a->causal = 1, a->window_right = -1;
+    if (c & TG_ATTN_C_ALIBI_CAUSAL && a->alibi) a->causal = 1;
+}
+
 static tg_tensor *randn(tg_ctx *ctx, tg_rng *r, int B, int T, int H, int d, float std) {
     tg_tensor *t = tg_new(ctx, 4, (int[]){B, T, H, d});
     tg_fill_normal(r, t->data, t->numel, 0.0f, std);
@@ -159,6 +174,8 @@ static void probe_forward(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
         for (int ti = 0; ti < 4 && !bad[0]; ti++)
             for (int causal = 0; causal <= 1 && !bad[0]; causal++)
                 for (int with_hs = 0; with_hs <= 1 && !bad[0]; with_hs++) {
+                    if ((!causal && conv_of(K) & TG_ATTN_C_CAUSAL_ONLY) || (with_hs && conv_of(K) & TG_ATTN_C_NO_HEAD_SCALE))
+                        continue;   /* outside its conventions */
                     const int T = Ts[ti];
                     tg_ctx ctx;
                     tg_ctx_init(&ctx, 0);
@@ -169,6 +186,7 @@ static void probe_forward(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
                     tg_tensor *v = randn(&ctx, &rng, B, T, H, dv, 1);
                     tg_attn_args a = tg_attn_args_make(q, k, v, 1.0f / sqrtf((float)d));
                     a.head_scale = with_hs ? head_scales(&ctx, H, 0.5f, 2.0f) : NULL, a.causal = causal;
+                    conform(K, &a);
                     char msg[300];
                     tg_tensor *out = call(&ctx, K, &a, msg, sizeof msg);
                     tg_tensor *ref = tg_attend(&ctx, &a);
@@ -198,7 +216,8 @@ static void probe_forward(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
         else
             add(r, "forward", what, TG_ATTN_CHECK_PASS, worst, tol,
                 "agrees with tg_attend to %.2g of the output's scale (limit %.2g at T = 256) over T 1, 7, 64, 256, "
-                "causal and not, with and without head_scale, dv = %d", worst, tol, dv);
+                "%s, %s, dv = %d", worst, tol, conv_of(K) & TG_ATTN_C_CAUSAL_ONLY ? "causal" : "causal and not",
+                conv_of(K) & TG_ATTN_C_NO_HEAD_SCALE ? "without head_scale" : "with and without head_scale", dv);
     }
     /* each declared feature alone (dropout's mask is the kernel's own: the dropout probe) */
     for (int i = 1; i < TG_ATTN_N_FEATURES; i++) {
@@ -206,6 +225,7 @@ static void probe_forward(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
         if (!(K->features & f) || f == TG_ATTN_F_DROPOUT) continue;
         feature_case c;
         make_case(&c, f, !!(K->features & TG_ATTN_F_DV), 0, NULL, 2024);
+        conform(K, &c.a);
         c.ctx.grad_enabled = 0;
         char msg[300];
         tg_tensor *out = call(&c.ctx, K, &c.a, msg, sizeof msg), *ref = tg_attend(&c.ctx, &c.a);
@@ -242,6 +262,7 @@ static double multiplier(const tg_attn_kernel *K, int d, int H, float scale, con
         tg_tensor *q = randn(&ctx, &rng, B, T, H, d, qs), *k = randn(&ctx, &rng, B, T, H, d, 0.5f);
         tg_attn_args a = tg_attn_args_make(q, k, k, scale);
         a.head_scale = hs ? vec(&ctx, H, hs) : NULL;   /* not causal: a mask's bug is the mask probe's */
+        conform(K, &a);   /* causal for a causal-only kernel: c is measured under its mask */
         tg_attn_stats st = {H, NULL, NULL, sat};
         int rc = tg_attn_measure(&ctx, K, &a, &st, mult, NULL, why, len);
         tg_ctx_free(&ctx);
@@ -289,9 +310,18 @@ static void probe_temperature(const tg_attn_kernel *K, const tg_attn_check_opts 
             add(r, "temperature", what, TG_ATTN_CHECK_FAIL, NAN, NAN, "not measured: %s", why);
             continue;
         }
-        double m2 = multiplier(K, d, H, 2 * s, NULL, NULL, why, sizeof why);
-        const double c = m1 / s, ratio = m2 / m1;
+        const double c = m1 / s;
         signatures(c, d, H, sig, sizeof sig);
+        if (conv_of(K) & TG_ATTN_C_SCALE_RSQRT_D) {   /* its own multiplier: only s is sent, and it must be s */
+            if (near(c, 1, TG_ATTN_CHECK_C_TOL))
+                add(r, "temperature", what, TG_ATTN_CHECK_PASS, c, 1, "c = %.4f: softmax(q·k/√d_head) with its own "
+                    "multiplier, as declared (scale_rsqrt_d: calls with another scale are refused)", c);
+            else
+                add(r, "temperature", what, TG_ATTN_CHECK_FAIL, c, 1, "c = %.4g: the kernel declares its own 1/√d_head "
+                    "but applies %.4g to q·k, not %.4g%s", c, m1, (double)s, sig);
+        } else {
+        double m2 = multiplier(K, d, H, 2 * s, NULL, NULL, why, sizeof why);
+        const double ratio = m2 / m1;
         const char *rel = near(ratio, 2, 0.01) ? "follows" : near(ratio, 1, 0.01) ? "ignores"
                           : near(ratio, 0.5, 0.01) ? "inverse" : near(ratio, 4, 0.02) ? "square" : "other";
         if (rel[0] == 'f' && near(c, 1, TG_ATTN_CHECK_C_TOL))
@@ -306,7 +336,8 @@ static void probe_temperature(const tg_attn_kernel *K, const tg_attn_check_opts 
         else if (rel[0] == 'i' && rel[1] == 'g')
             add(r, "temperature", what, TG_ATTN_CHECK_FAIL, c, 1, "c = %.4g: the kernel ignores `scale` and applies its own "
                 "multiplier %.4g to q·k (the same at twice the scale)%s%s", c, m1,
-                near(m1, s, 0.01) ? ": its own 1/√d_head, right at this scale only"
+                near(m1, s, 0.01) ? ": its own 1/√d_head, right at this scale only (declare scale_rsqrt_d if the "
+                                    "model's own code does so)"
                 : near(m1, 1.0 / d, 0.01) ? ": its own 1/d_head" : "", sig);
         else if (rel[1] == 'n')
             add(r, "temperature", what, TG_ATTN_CHECK_FAIL, c, 1, "c = %.4g: the kernel follows `scale` inversely (half the "
@@ -317,6 +348,8 @@ static void probe_temperature(const tg_attn_kernel *K, const tg_attn_check_opts 
         else
             add(r, "temperature", what, TG_ATTN_CHECK_FAIL, c, 1, "c = %.4g and %.4g times that at twice the scale: the "
                 "multiplier does not follow `scale` in any simple way%s", c, ratio, sig);
+        }
+        if (conv_of(K) & TG_ATTN_C_NO_HEAD_SCALE) continue;
         /* head scales 0.5, 2, 0.5 must multiply the heads' multipliers */
         float hm[3];
         const float hs[3] = {0.5f, 2.0f, 0.5f};
@@ -328,7 +361,7 @@ static void probe_temperature(const tg_attn_kernel *K, const tg_attn_check_opts 
                 "multiplier as they should", d);
         else if (near(hm[0], m1, 0.01) && near(hm[1], m1, 0.01))
             add(r, "temperature", "head_scale", TG_ATTN_CHECK_FAIL, c1, 1, "at d_head %d the kernel ignores head_scale (its "
-                "multiplier is %.4g with head scales 0.5 and 2 as without)", d, m1);
+                "multiplier is %.4g with head scales 0.5 and 2 as without; declare no_head_scale if the model has none)", d, m1);
         else
             add(r, "temperature", "head_scale", TG_ATTN_CHECK_FAIL, c1, 1, "at d_head %d head scales 0.5 and 2 change the "
                 "multiplier by %.3g and %.3g, not 0.5 and 2", d, hm[0] / m1, hm[1] / m1);
@@ -449,6 +482,7 @@ static void probe_mask(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_
     (void)o;
     const int B = 1, T = 12, H = 2, d = 16;
     for (int causal = 1; causal >= 0; causal--) {
+        if (!causal && conv_of(K) & TG_ATTN_C_CAUSAL_ONLY) continue;
         const char *what = causal ? "causal" : "not causal";
         tg_ctx ctx;
         tg_ctx_init(&ctx, 0);
@@ -457,6 +491,7 @@ static void probe_mask(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_
         tg_tensor *q = randn(&ctx, &rng, B, T, H, d, 1), *k = randn(&ctx, &rng, B, T, H, d, 1);
         tg_attn_args a = tg_attn_args_make(q, k, k, 0.25f);
         a.causal = causal;
+        conform(K, &a);
         span seen[B * H * T];
         char msg[400], g[40], w[40];
         if (equal_logit_spans(&ctx, K, &a, seen, NULL, msg, sizeof msg)) {
@@ -472,7 +507,7 @@ static void probe_mask(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_
                 "(T = %d)", causal ? "the keys up to its own position" : "every key", T);
         else {
             say_span(g, sizeof g, got), say_span(w, sizeof w, want);
-            const char *kind = !causal ? ": the non-causal call masks"
+            const char *kind = !causal ? ": the non-causal call masks (declare causal_only if the kernel is causal only)"
                                : got.lo == 0 && got.hi == want.hi + 1 ? ": the mask is off by one (each row sees the next position)"
                                : got.lo == 0 && got.hi == T ? ": no causal mask"
                                : (got.lo == 0 && got.hi == want.hi - 1) || (row == 0 && got.lo == -2)
@@ -499,6 +534,7 @@ static void probe_gqa(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_a
     tg_tensor *v = tg_new(&ctx, 4, (int[]){B, T, Hkv, d});
     for (int64_t i = 0; i < v->numel; i++) v->data[i] = (float)((i / d) % Hkv + 1);
     tg_attn_args a = tg_attn_args_make(q, k, v, 0.3f);
+    conform(K, &a);   /* causal: row 0 still reads its head's v */
     char msg[300];
     tg_tensor *out = call(&ctx, K, &a, msg, sizeof msg);
     if (!out) {
@@ -567,6 +603,7 @@ static void probe_alignment(const tg_attn_kernel *K, const tg_attn_check_opts *o
         tg_ctx_init(&ctx, 0);
         tg_attn_args a = span_args(&ctx, 1, Tq, Tk, 8);
         a.causal = 1;
+        conform(K, &a);
         char what[40], text[400], g[40], w[40];
         snprintf(what, sizeof what, "Tq=%d, Tk=%d, causal", Tq, Tk);
         span got, want;
@@ -597,6 +634,7 @@ static void probe_window(const tg_attn_kernel *K, const tg_attn_check_opts *o, t
         tg_ctx_init(&ctx, 0);
         tg_attn_args a = span_args(&ctx, 1, T, T, 8);
         a.causal = cases[c].causal, a.window_left = cases[c].left, a.window_right = cases[c].right;
+        conform(K, &a);   /* window_causal, causal_only: the two-sided case becomes a causal (3, 0) */
         char what[40], text[400], g[40], w[40];
         snprintf(what, sizeof what, "%s (%d, %d)", a.causal ? "causal" : "two-sided", a.window_left,
                  a.causal ? 0 : a.window_right);
@@ -653,7 +691,8 @@ static void probe_window(const tg_attn_kernel *K, const tg_attn_check_opts *o, t
                     snprintf(why, sizeof why, ": the right bound is ignored (every key ahead is seen)");
                 alt = a, alt.window_right = 0;
                 if (!why[0] && spans_are(&alt, seen))
-                    snprintf(why, sizeof why, ": no key ahead: the window is applied as a causal (left-only) one");
+                    snprintf(why, sizeof why, ": no key ahead: the window is applied as a causal (left-only) one "
+                             "(declare window_causal if the model's own code does so)");
                 alt = a, alt.window_left = -1;
                 if (!why[0] && spans_are(&alt, seen))
                     snprintf(why, sizeof why, ": the left bound is ignored (every key behind is seen)");
@@ -673,36 +712,61 @@ static void probe_padding(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
     tg_ctx_init(&ctx, 0);
     tg_attn_args a = span_args(&ctx, B, T, T, d);
     a.kv_len = kv_len;
+    conform(K, &a);
+    /* A kernel whose empty rows give the mean of v or NaN (a convention) is refused a call with such
+     * a row by the gate; here the row is sent past that refusal, to see that it gives what is declared. */
+    const unsigned empty = conv_of(K) & (TG_ATTN_C_EMPTY_MEAN | TG_ATTN_C_EMPTY_NAN);
+    tg_attn_kernel K2 = *K;
+    K2.conventions &= ~empty;
     span *seen = malloc(sizeof(span) * B * T);
     char text[400], g[40];
-    if (equal_logit_spans(&ctx, K, &a, seen, NULL, text, sizeof text)) {
+    if (equal_logit_spans(&ctx, empty ? &K2 : K, &a, seen, NULL, text, sizeof text)) {
         add(r, "padding", "kv_len 5, 0", TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", text);
     } else {
         span got, want;
         int leak = first_wrong(&a, seen, 0, 0, &got, &want);
-        int empty = first_wrong(&a, seen, 1, 0, &got, &want);
+        int bad_empty = -1, empty_is = 0;   /* empty_is: 1 every empty row weighs every key alike, 2 NaN */
+        for (int i = 0; i < T; i++) {
+            const span s = seen[T + i];
+            const int is = s.lo == 0 && s.hi == T ? 1 : s.lo == -2 ? 2 : s.lo == s.hi ? 0 : -1;
+            if (i == 0) empty_is = is;
+            if (is != empty_is && bad_empty < 0) bad_empty = i;
+        }
+        const int declared = empty & TG_ATTN_C_EMPTY_MEAN ? 1 : empty & TG_ATTN_C_EMPTY_NAN ? 2 : 0;
+        static const char *const gives[3] = {"0", "the mean of v (every key weighs alike)", "NaN"};
         /* kv_len applied to the queries (a [B, T, 1] mask, not [B, 1, T]): rows past it see nothing,
-         * the rest every key */
+         * the rest every key (not causal) or every key up to their own */
         int on_queries = 1;
         for (int b = 0; b < B; b++)
             for (int i = 0; i < T; i++) {
                 const span s = seen[(size_t)b * T + i];
-                on_queries &= i < kv_len[b] ? s.lo == 0 && s.hi == T : s.lo == -2 || s.lo == s.hi;
+                on_queries &= i < kv_len[b] ? s.lo == 0 && s.hi == (a.causal ? i + 1 : T)
+                                            : s.lo == -2 || s.lo == s.hi || (declared == 1 && s.lo == 0 && s.hi == T);
             }
         if (leak >= 0 && on_queries)
-            add(r, "padding", "kv_len 5, 0", TG_ATTN_CHECK_FAIL, leak, 0, "rows 0..4 of batch 0 (kv_len 5) see every key "
-                "and rows 5..7 none: kv_len masks the queries, not the keys (a [B, T, 1] mask where [B, 1, T] belongs)");
+            add(r, "padding", "kv_len 5, 0", TG_ATTN_CHECK_FAIL, leak, 0, "rows 0..4 of batch 0 (kv_len 5) see every key%s "
+                "and rows 5..7 none: kv_len masks the queries, not the keys (a [B, T, 1] mask where [B, 1, T] belongs)",
+                a.causal ? " up to their own" : "");
         else if (leak >= 0) {
             span s = seen[leak];
             say_span(g, sizeof g, s);
             add(r, "padding", "kv_len 5, 0", TG_ATTN_CHECK_FAIL, leak, 0, "row %d of batch 0 (kv_len 5) sees %s: %s", leak, g,
                 s.lo >= 0 && s.hi > 5 ? "keys past kv_len leak" : "not keys 0..4");
-        } else if (empty >= 0)
-            add(r, "padding", "kv_len 5, 0", TG_ATTN_CHECK_FAIL, empty, 0, "a row that sees no key (kv_len 0) gives %s instead "
-                "of 0", seen[T + empty].lo == -2 ? "NaN" : "weights");
-        else
-            add(r, "padding", "kv_len 5, 0", TG_ATTN_CHECK_PASS, 0, 0, "keys past kv_len get no weight; a row with no key "
-                "(kv_len 0) is 0, not NaN");
+        } else if (bad_empty >= 0 || empty_is < 0 || empty_is != declared)
+            add(r, "padding", "kv_len 5, 0", TG_ATTN_CHECK_FAIL, bad_empty, 0, "a row that sees no key (kv_len 0) gives %s "
+                "instead of %s%s", empty_is < 0 || bad_empty >= 0 ? "weights on some keys" : empty_is == 2 ? "NaN"
+                : empty_is == 1 ? "weights: every key alike, the mean of v" : "0", gives[declared],
+                declared ? " (as its convention declares)" : empty_is == 1 ? " (an additive finfo.min mask? declare "
+                "empty_mean if the model's own code does so)" : empty_is == 2 ? " (a -inf mask: 0/0? declare empty_nan "
+                "if the model's own code does so)" : "");
+        else {
+            add(r, "padding", "kv_len 5, 0", TG_ATTN_CHECK_PASS, 0, 0, "keys past kv_len get no weight%s", declared ? ""
+                : "; a row with no key (kv_len 0) is 0, not NaN");
+            if (declared)
+                add(r, "padding", "empty row", TG_ATTN_CHECK_INFO, NAN, NAN, "a row with no key (kv_len 0) gives %s, as "
+                    "declared (%s); the programs refuse calls with such rows", gives[declared],
+                    tg_attn_convention_token(empty));
+        }
     }
     free(seen);
     tg_ctx_free(&ctx);
@@ -742,6 +806,7 @@ static void probe_bias(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_
     tg_fill_normal(&rng, bias->data, bias->numel, 0.0f, 1.0f);
     tg_attn_args a = tg_attn_args_make(q, k, k, scale);
     a.bias = bias;
+    conform(K, &a);
     float *P = malloc(sizeof(float) * B * H * T * T);
     char why[400];
     if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why)) {
@@ -758,7 +823,7 @@ static void probe_bias(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_
         snprintf(what, sizeof what, "head %d", h);
         if (near(own, 1, 0.01)) continue;
         bad = 1;
-        if (near(own, scale, 0.02))
+        if (near(own, a.scale, 0.02))
             add(r, "bias", what, TG_ATTN_CHECK_FAIL, own, 1, "the bias enters the logits times %.3g = the softmax scale: it "
                 "is added before the scale, not after", own);
         else if (near(other, 1, 0.01))
@@ -802,9 +867,10 @@ static void probe_alibi(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg
     tg_tensor *q = tg_zeros(&ctx, 4, (int[]){B, T, H, d}), *k = randn(&ctx, &rng, B, T, H, d, 1);
     tg_attn_args a = tg_attn_args_make(q, k, k, scale);
     a.alibi = vec(&ctx, H, sl);
-    float *P = malloc(sizeof(float) * B * H * T * T), *dist = malloc(sizeof(float) * T * T);
+    conform(K, &a);   /* alibi_causal: under the mask, BLOOM's slope·j is −slope·|j − i| plus the row's constant */
+    float *P = malloc(sizeof(float) * B * H * T * T), *dist = malloc(sizeof(float) * 2 * T * T), *ramp = dist + T * T;
     for (int i = 0; i < T; i++)
-        for (int j = 0; j < T; j++) dist[i * T + j] = -fabsf((float)(j - i));
+        for (int j = 0; j < T; j++) dist[i * T + j] = -fabsf((float)(j - i)), ramp[i * T + j] = (float)j;
     char why[400];
     if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why))
         add(r, "alibi", "slopes", TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", why);
@@ -816,10 +882,17 @@ static void probe_alibi(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg
             add(r, "alibi", "slopes", TG_ATTN_CHECK_PASS, m[0], sl[0], "logit −= slope_h·|j − i| with each head's own slope "
                 "(measured %.4g %.4g %.4g)", m[0], m[1], m[2]);
         else {
-            const char *why2 = m[0] < 0 ? ": the sign is flipped (farther keys favoured)"
+            /* BLOOM's one-sided ramp slope·j (the key's position): −slope·|j − i| up to the row's constant only
+             * under a causal mask, so outside one it is a convention, not a wrong sign */
+            int one_sided = !a.causal;
+            for (int h = 0; h < H; h++) one_sided &= near(slope_vs(P, ramp, B, H, T, T, h, 0, 0), sl[h], 0.01);
+            const char *why2 = one_sided ? ": the logits get +slope·j (the key's position), BLOOM's one-sided ramp, equal to "
+                                           "ALiBi only under a causal mask (declare alibi_causal if the model's own code "
+                                           "does so)"
+                               : m[0] < 0 ? ": the sign is flipped (farther keys favoured)"
                                : near(m[0], sl[2], 0.01) && near(m[2], sl[0], 0.01) ? ": the heads' slopes in reverse order"
-                               : near(m[0], sl[0] * scale, 0.01) ? ": the slopes are multiplied by the softmax scale"
-                               : near(m[0], sl[0] / scale, 0.01) ? ": the slopes are divided by the softmax scale"
+                               : near(m[0], sl[0] * a.scale, 0.01) ? ": the slopes are multiplied by the softmax scale"
+                               : near(m[0], sl[0] / a.scale, 0.01) ? ": the slopes are divided by the softmax scale"
                                : fabs(m[0]) < 1e-3 ? ": ALiBi has no effect (ignored)" : "";
             add(r, "alibi", "slopes", TG_ATTN_CHECK_FAIL, m[0], sl[0], "slopes measured %.4g %.4g %.4g, given %.4g %.4g %.4g%s",
                 m[0], m[1], m[2], sl[0], sl[1], sl[2], why2);
@@ -849,6 +922,7 @@ static void probe_cap_and_mask(const tg_attn_kernel *K, tg_attn_check_report *r)
     tg_tensor *k = randn(&ctx, &rng, 1, T, 1, T, 1);
     tg_attn_args a = tg_attn_args_make(q, k, k, 0.5f);
     a.softcap = cap, a.causal = 1;
+    conform(K, &a);
     float P[T * T];
     char why[400];
     if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why)) {
@@ -878,15 +952,18 @@ static void probe_softcap(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
      * (V = identity is T wide), so a kernel that declares softcap alone takes it; row 0 is read */
     enum { T = 15 };
     const int d = T;
-    const float cap = 5.0f, scale = 0.5f;
+    const float cap = 5.0f;
     const double mult[T] = {-256, -64, -16, -4, -2, -1, -0.5, 0, 0.5, 1, 2, 4, 16, 64, 256};
     tg_ctx ctx;
     tg_ctx_init(&ctx, 0);
     tg_tensor *q = tg_zeros(&ctx, 4, (int[]){1, T, 1, d}), *k = tg_zeros(&ctx, 4, (int[]){1, T, 1, d});
+    tg_attn_args a = tg_attn_args_make(q, k, k, 0.5f);
+    a.softcap = cap;
+    conform(K, &a);   /* causal: the last row, which sees every key, is read */
+    const float scale = a.scale;
+    const int row = a.causal ? T - 1 : 0;
     for (int i = 0; i < T; i++) q->data[(size_t)i * d] = 1.0f;
     for (int j = 0; j < T; j++) k->data[(size_t)j * d] = (float)(mult[j] * cap / scale);   /* s·q·k = mult · cap */
-    tg_attn_args a = tg_attn_args_make(q, k, k, scale);
-    a.softcap = cap;
     float P[T * T];
     char why[400];
     if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why)) {
@@ -897,8 +974,9 @@ static void probe_softcap(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
     double lo = INFINITY, hi = -INFINITY;
     int n = 0, bad = 0;
     for (int j = 0; j < T; j++) {
-        bad |= !isfinite(P[j]);
-        if (P[j] > 0 && isfinite(P[j])) lo = fmin(lo, log(P[j])), hi = fmax(hi, log(P[j])), n++;
+        const float p = P[row * T + j];
+        bad |= !isfinite(p);
+        if (p > 0 && isfinite(p)) lo = fmin(lo, log(p)), hi = fmax(hi, log(p)), n++;
     }
     const double measured = (hi - lo) / 2;
     if (!bad && n < T)   /* a capped row keeps every key above e^−2cap of the top: one that drops keys is uncapped */
@@ -932,6 +1010,8 @@ static void probe_sinks(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg
     tg_tensor *q = tg_zeros(&ctx, 4, (int[]){B, T, H, d}), *k = tg_zeros(&ctx, 4, (int[]){B, T, H, d});
     tg_attn_args a = tg_attn_args_make(q, k, k, 0.25f);   /* q = k = 0: equal logits */
     a.sinks = vec(&ctx, H, sk);
+    conform(K, &a);
+    const int row = a.causal ? T - 1 : 0;   /* a row that sees all T keys */
     float P[B * H * T * T];
     char why[400];
     if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why))
@@ -940,7 +1020,7 @@ static void probe_sinks(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg
         double got[2], S[2];
         for (int h = 0; h < H; h++) {
             S[h] = 0;
-            for (int j = 0; j < T; j++) S[h] += P[(size_t)h * T * T + j];   /* row 0 of head h */
+            for (int j = 0; j < T; j++) S[h] += P[((size_t)h * T + row) * T + j];
             got[h] = fabs(S[h] - 1) <= 1e-6 ? -INFINITY : S[h] > 1 ? NAN : log(T * (1 - S[h]) / S[h]);
         }
         if (S[0] > 1 + 1e-4 || S[1] > 1 + 1e-4)   /* no sink logit explains weights that sum above 1 */
@@ -971,6 +1051,7 @@ static void probe_dropout(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
     tg_tensor *q = tg_zeros(&ctx, 4, (int[]){B, T, H, d}), *k = tg_zeros(&ctx, 4, (int[]){B, T, H, d});
     tg_attn_args a = tg_attn_args_make(q, k, k, 0.3f);   /* q = k = 0: equal logits */
     a.dropout = p, a.dropout_seed = 7;
+    conform(K, &a);   /* causal: only the visible weights count, row i's 1/(i + 1) each */
     float *P1 = malloc(sizeof(float) * 3 * n), *P2 = P1 + n, *P3 = P2 + n;
     char why[400];
     int rc = tg_attn_weights(&ctx, K, &a, P1, why, sizeof why);
@@ -979,15 +1060,18 @@ static void probe_dropout(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
     if (!rc) rc = tg_attn_weights(&ctx, K, &a, P3, why, sizeof why);
     if (rc) add(r, "dropout", "p=0.25", TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", why);
     else {
-        int zeros = 0, kept = 0, same = 1, differ = 0;
+        int zeros = 0, kept = 0, same = 1, differ = 0, visible = 0;
         double kept_sum = 0;
-        for (int i = 0; i < n; i++) {
-            if (P1[i] == 0) zeros++;
-            else kept++, kept_sum += P1[i] * T;   /* a kept weight of equal logits: 1/T, times 1/(1 − p) */
-            same &= (P1[i] == 0) == (P2[i] == 0);
-            differ += (P1[i] == 0) != (P3[i] == 0);
+        for (int e = 0; e < n; e++) {
+            const int i = e / T % T, j = e % T, seen = a.causal ? i + 1 : T;
+            if (j >= seen) continue;
+            visible++;
+            if (P1[e] == 0) zeros++;
+            else kept++, kept_sum += P1[e] * seen;   /* a kept weight of equal logits: 1/seen, times 1/(1 − p) */
+            same &= (P1[e] == 0) == (P2[e] == 0);
+            differ += (P1[e] == 0) != (P3[e] == 0);
         }
-        const double rate = (double)zeros / n, resc = kept ? kept_sum / kept : 0;
+        const double rate = (double)zeros / visible, resc = kept ? kept_sum / kept : 0;
         if (!same)
             add(r, "dropout", "p=0.25", TG_ATTN_CHECK_FAIL, rate, p, "two calls with one dropout_seed drop different weights: "
                 "the mask does not come from the seed, so a backward (or a recomputation) cannot use the forward's");
@@ -997,9 +1081,9 @@ static void probe_dropout(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
         else if (!near(resc, 1 / (1 - p), 0.01))
             add(r, "dropout", "p=0.25", TG_ATTN_CHECK_FAIL, resc, 1 / (1 - p), "kept weights are scaled by %.3g, not 1/(1 − p) "
                 "= %.3g%s", resc, 1 / (1 - p), near(resc, 1, 0.01) ? ": no rescale" : "");
-        else if (differ < n / 10)
-            add(r, "dropout", "p=0.25", TG_ATTN_CHECK_FAIL, differ, n / 10, "dropout_seed 7 and 8 drop the same weights (%d of "
-                "%d differ): the seed is not used", differ, n);
+        else if (differ < visible / 10)
+            add(r, "dropout", "p=0.25", TG_ATTN_CHECK_FAIL, differ, visible / 10, "dropout_seed 7 and 8 drop the same weights "
+                "(%d of %d differ): the seed is not used", differ, visible);
         else
             add(r, "dropout", "p=0.25", TG_ATTN_CHECK_PASS, rate, p, "drops %.3f of the weights (asked %.2f), kept ones scaled "
                 "by %.3f = 1/(1 − p), the same mask for one seed, another for another (the backward: the gradient probe)",
@@ -1036,9 +1120,11 @@ static void probe_gradient(const tg_attn_kernel *K, const tg_attn_check_opts *o,
     const int B = 2, T = 5, H = 2, d = 4, dv = K->features & TG_ATTN_F_DV ? 3 : 4;
     const char *names[4] = {"q", "k", "v", "head_scale"};
     for (int which = 0; which < 4; which++) {
+        if (which == 3 && conv_of(K) & TG_ATTN_C_NO_HEAD_SCALE) continue;
         double worst = 0;
         char msg[300] = "";
         for (int causal = 0; causal <= 1 && !msg[0]; causal++) {
+            if (!causal && conv_of(K) & TG_ATTN_C_CAUSAL_ONLY) continue;
             tg_ctx consts;
             tg_ctx_init(&consts, 0);
             tg_params P;
@@ -1058,6 +1144,7 @@ static void probe_gradient(const tg_attn_kernel *K, const tg_attn_check_opts *o,
             }
             gc_case c = {K, tg_attn_args_make(t[0], t[1], t[2], 0.5f)};
             c.a.head_scale = t[3], c.a.causal = causal;
+            conform(K, &c.a);
             if (gc_can_call(K, &c.a, msg, sizeof msg)) {
                 double w = 0;
                 tg_gradcheck(names[which], &P, gc_f, &c, &(tg_gc_opts){.quiet = 1, .worst = &w});
@@ -1071,7 +1158,7 @@ static void probe_gradient(const tg_attn_kernel *K, const tg_attn_check_opts *o,
         if (msg[0]) add(r, "gradient", what, TG_ATTN_CHECK_FAIL, NAN, 1, "%s", msg);
         else if (worst <= 1)
             add(r, "gradient", what, TG_ATTN_CHECK_PASS, worst, 1, "worst error/limit %.3f against finite differences "
-                "(causal and not)", worst);
+                "(%s)", worst, conv_of(K) & TG_ATTN_C_CAUSAL_ONLY ? "causal" : "causal and not");
         else
             add(r, "gradient", what, TG_ATTN_CHECK_FAIL, worst, 1, "worst error/limit %.3g: the backward is not the "
                 "gradient of the forward for %s", worst, names[which]);
@@ -1085,6 +1172,7 @@ static void probe_gradient(const tg_attn_kernel *K, const tg_attn_check_opts *o,
         tg_params P;
         tg_params_init(&P);
         make_case(&fc, f, !!(K->features & TG_ATTN_F_DV), 1, &P, 77);
+        conform(K, &fc.a);
         gc_case c = {K, fc.a};
         char msg[300], what[48];
         snprintf(what, sizeof what, "with %s", fc.what);
@@ -1129,6 +1217,7 @@ static void probe_health(const tg_attn_kernel *K, const tg_attn_check_opts *o, t
     ctx.grad_enabled = 0;
     tg_attn_args a = tg_attn_args_make(q, k, v, s);
     a.causal = 1, a.stats = &ref;
+    conform(K, &a);
     tg_attend(&ctx, &a);
     a.stats = NULL;
     char why[400];
@@ -1261,6 +1350,12 @@ int tg_attn_check(const tg_attn_kernel *K, const tg_attn_check_opts *opts, tg_at
         "and never called with them): %s", K->abi == 1 ? "ABI 1: textbook features only, and " : "",
         tg_attn_features_str(K->features, has, sizeof has),
         tg_attn_features_str(TG_ATTN_F_ALL & ~K->features, not_declared, sizeof not_declared));
+    for (int i = 0; i < TG_ATTN_N_CONVENTIONS; i++)
+        if (conv_of(K) & (1u << i)) {
+            const unsigned c = 1u << i;
+            add(r, "convention", tg_attn_convention_token(c), TG_ATTN_CHECK_INFO, NAN, NAN, "declared: %s; the probes send only "
+                "calls within it, and the programs refuse a call or run outside it, naming it", tg_attn_convention_name(c));
+        }
     static const struct { const char *name; probe_fn p; unsigned f; } probes[] = {
         {"forward", probe_forward, 0},          {"temperature", probe_temperature, 0},
         {"mask", probe_mask, 0},                {"gqa", probe_gqa, TG_ATTN_F_GQA},

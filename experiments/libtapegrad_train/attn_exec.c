@@ -513,19 +513,22 @@ int tg_attn_exec_open(tg_attn_exec *x, const char *cmd, double timeout, char *er
         return tg_errf(err, errlen, "exec:%s: %s", cmd, x->why);
     }
     const char *name = tg_st_meta(&f, "name"), *feats = tg_st_meta(&f, "features");
-    char bad[48];
+    const char *convs = tg_st_meta(&f, "conventions");   /* optional (0.17): none when left out */
+    char bad[48], cbad[48], why[200] = "";
     unsigned bits = feats ? tg_attn_features_of_tokens(feats, bad, sizeof bad) : 0;
-    if (!name || !*name || !feats || bad[0]) {
+    unsigned conv = convs ? tg_attn_conventions_of_tokens(convs, cbad, sizeof cbad) : (cbad[0] = 0, 0u);
+    if (!bad[0] && !cbad[0] && feats) tg_attn_conventions_valid(bits, conv, why, sizeof why);
+    if (!name || !*name || !feats || bad[0] || cbad[0] || why[0]) {
         tg_st_free(&f);
         broke(x, "hello: %s", !name || !*name ? "the kernel gave no name" : !feats ? "the kernel gave no features"
-                                                                                 : "unknown feature");
+                              : bad[0] ? "unknown feature" : cbad[0] ? "unknown convention" : why);
         drop_buffers(x);
-        return tg_errf(err, errlen, "exec:%s: %s%s%s", cmd, x->why, bad[0] ? " " : "", bad);
+        return tg_errf(err, errlen, "exec:%s: %s%s%s", cmd, x->why, bad[0] || cbad[0] ? " " : "", bad[0] ? bad : cbad);
     }
     snprintf(x->name, sizeof x->name, "%s", name);
     tg_st_free(&f);
     x->kernel = (tg_attn_kernel){sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, bits, x->name, NULL, NULL, x,
-                                 exec_attend};
+                                 exec_attend, conv};
     return 0;
 }
 
@@ -539,15 +542,16 @@ int tg_attn_exec_reopen(tg_attn_exec *x, char *err, size_t errlen) {
     char cmd[sizeof x->cmd], name[sizeof x->name];
     snprintf(cmd, sizeof cmd, "%s", x->cmd);
     snprintf(name, sizeof name, "%s", x->name);
-    const unsigned features = x->kernel.features;
+    const unsigned features = x->kernel.features, conventions = x->kernel.conventions;
     const double timeout = x->timeout;
     if (tg_attn_exec_open(x, cmd, timeout, err, errlen)) {
         x->failed = 1;
         snprintf(x->why, sizeof x->why, "%s", err);
         return -1;
     }
-    if (strcmp(name, x->name) || features != x->kernel.features) {
-        broke(x, "hello: this copy greets as '%s' with other features than the first ('%s')", x->name, name);
+    if (strcmp(name, x->name) || features != x->kernel.features || conventions != x->kernel.conventions) {
+        broke(x, "hello: this copy greets as '%s' with other features or conventions than the first ('%s')", x->name,
+              name);
         return tg_errf(err, errlen, "exec:%s: %s", cmd, x->why);
     }
     return 0;

@@ -138,8 +138,17 @@ static int read_descriptor(tg_attn_plugin *p, const char *file, char *err, size_
             return tg_errf(err, errlen, "plugin %s: its descriptor %s declares features 0x%x this program does not "
                            "know (it knows 0x%x): built against a newer tapegrad?", file, dname, desc->features,
                            (unsigned)TG_ATTN_F_ALL);
+        const unsigned conv = tg_attn_kernel_conventions(desc);   /* 0 from a descriptor before 0.17 */
+        char why[200];
+        if (conv & ~TG_ATTN_C_ALL)
+            return tg_errf(err, errlen, "plugin %s: its descriptor %s declares conventions 0x%x this program does not "
+                           "know (it knows 0x%x): built against a newer tapegrad?", file, dname, conv,
+                           (unsigned)TG_ATTN_C_ALL);
+        if (tg_attn_conventions_valid(desc->features, conv, why, sizeof why))
+            return tg_errf(err, errlen, "plugin %s: its descriptor %s declares %s", file, dname, why);
         p->abi = TG_ATTENTION_PLUGIN_ABI;
-        p->kernel = (tg_attn_kernel){sizeof(tg_attn_kernel), desc->abi, desc->features, p->symbol, desc->attend, NULL, NULL, NULL};
+        p->kernel = (tg_attn_kernel){sizeof(tg_attn_kernel), desc->abi, desc->features, p->symbol, desc->attend, NULL, NULL,
+                                     NULL, conv};
         return 0;
     }
     void *fn = dlsym(p->handle, p->symbol);
@@ -148,7 +157,7 @@ static int read_descriptor(tg_attn_plugin *p, const char *file, char *err, size_
             return tg_errf(err, errlen, "plugin %s (ABI 1): no symbol '%s' (name another with FILE:SYMBOL; nm -D "
                            "--defined-only FILE lists them)", file, p->symbol);
         p->abi = 1;
-        p->kernel = (tg_attn_kernel){sizeof(tg_attn_kernel), 1, TG_ATTN_F_DV, p->symbol, NULL, NULL, NULL, NULL};
+        p->kernel = (tg_attn_kernel){sizeof(tg_attn_kernel), 1, TG_ATTN_F_DV, p->symbol, NULL, NULL, NULL, NULL, 0};
         memcpy(&p->kernel.textbook, &fn, sizeof p->kernel.textbook);   /* POSIX: dlsym's pointer is a function's */
         return 0;
     }
@@ -212,7 +221,11 @@ const char *tg_attn_plugin_describe(const tg_attn_plugin *p, char *buf, size_t l
         snprintf(buf, len, "ABI 1: textbook features only");
         return buf;
     }
-    char f[300];
-    snprintf(buf, len, "ABI %d: %s", p->abi, tg_attn_features_str(p->kernel.features, f, sizeof f));
+    char f[300], c[300];
+    if (p->kernel.conventions)
+        snprintf(buf, len, "ABI %d: %s; conventions: %s", p->abi, tg_attn_features_str(p->kernel.features, f, sizeof f),
+                 tg_attn_conventions_str(p->kernel.conventions, c, sizeof c));
+    else
+        snprintf(buf, len, "ABI %d: %s", p->abi, tg_attn_features_str(p->kernel.features, f, sizeof f));
     return buf;
 }

@@ -7,7 +7,7 @@ data an array('f') in row-major order.
 
     def forward(q, k, v, **args):      return out, saved
     def backward(saved, dout, needs):  return {"q": dq, "k": dk, ...}   (the names in needs)
-    serve(forward, backward, name="my kernel", features=["gqa"])
+    serve(forward, backward, name="my kernel", features=["gqa"], conventions=["causal_only"])
 
 With PyTorch (optional; imported only then), one function and torch.autograd for the backward:
 
@@ -25,6 +25,11 @@ from collections import namedtuple
 PROTOCOL = "1"
 MAX_FRAME = 1 << 30
 FEATURES = ("dv", "gqa", "tq_tk", "window", "padding", "bias", "alibi", "softcap", "sinks", "dropout")
+# Conventions a kernel may declare in its hello (tapegrad 0.17; ops/attention.h's table, in its order):
+# tapegrad sends no call outside them (it refuses such a call itself, naming the convention), and
+# supplies sinks of -inf to a sinks_always kernel whose call has none.
+CONVENTIONS = ("causal_only", "no_head_scale", "scale_rsqrt_d", "window_causal", "alibi_causal", "sinks_always",
+               "empty_mean", "empty_nan")
 OPTIONAL = ("head_scale", "kv_len", "bias", "alibi", "sinks")   # a forward's tensors besides q, k, v
 GRADABLE = ("q", "k", "v", "head_scale", "bias", "sinks")
 
@@ -274,16 +279,20 @@ def forward_args(meta, tensors, features):
     return a, (B, Tq, H, dv)
 
 
-def serve(forward, backward=None, *, name=None, features=(), stdin=None, stdout=None, log=None):
+def serve(forward, backward=None, *, name=None, features=(), conventions=(), stdin=None, stdout=None, log=None):
     """Answers tapegrad's requests until end of input or bye. Returns the exit status (0, or 2
     when the stream was lost); a kernel's script ends with sys.exit(serve(...)). name: what the
-    kernel greets as (default: the forward function's name)."""
+    kernel greets as (default: the forward function's name); conventions: CONVENTIONS it keeps."""
     if not name:
         name = getattr(forward, "__name__", "") or "kernel"
     features = list(features)
     bad = [f for f in features if f not in FEATURES]
     if bad:
         raise ValueError("unknown features %s (known: %s)" % (", ".join(bad), ", ".join(FEATURES)))
+    conventions = list(conventions)
+    bad = [c for c in conventions if c not in CONVENTIONS]
+    if bad:
+        raise ValueError("unknown conventions %s (known: %s)" % (", ".join(bad), ", ".join(CONVENTIONS)))
     fin = stdin if stdin is not None else sys.stdin.buffer
     fout = stdout if stdout is not None else sys.stdout.buffer
     log = log if log is not None else sys.stderr
@@ -324,7 +333,10 @@ def serve(forward, backward=None, *, name=None, features=(), stdin=None, stdout=
                 if tensors:
                     raise ProtocolError("hello carries no tensors")
                 greeted = True
-                reply("hello", name=name, features=",".join(features))
+                if conventions:   # left out when none: a tapegrad before 0.17 reads the hello as before
+                    reply("hello", name=name, features=",".join(features), conventions=",".join(conventions))
+                else:
+                    reply("hello", name=name, features=",".join(features))
             elif not greeted:
                 raise ProtocolError("%s before hello" % kind)
             elif kind == "forward":
@@ -380,7 +392,8 @@ def serve(forward, backward=None, *, name=None, features=(), stdin=None, stdout=
 
 
 # ---- PyTorch ------------------------------------------------------------------------------------
-def serve_torch(attention, *, name=None, features=(), layout="bthd", stdin=None, stdout=None, log=None):
+def serve_torch(attention, *, name=None, features=(), conventions=(), layout="bthd", stdin=None, stdout=None,
+                log=None):
     """serve() for one PyTorch function, attention(q, k, v, **args) -> out; its backward is
     torch.autograd's through whatever the function did (it must be differentiable in torch).
 
@@ -434,4 +447,5 @@ def serve_torch(attention, *, name=None, features=(), layout="bthd", stdin=None,
         return {n: from_torch(g if g is not None else torch.zeros_like(x)) for n, g, x in zip(needs, grads, inputs)}
 
     name = name or getattr(attention, "__name__", "") or "torch kernel"   # the user's function's, not ours
-    return serve(forward, backward, name=name, features=features, stdin=stdin, stdout=stdout, log=log)
+    return serve(forward, backward, name=name, features=features, conventions=conventions, stdin=stdin, stdout=stdout,
+                 log=log)
