@@ -80,6 +80,11 @@ c sinks_numerator "above 1: the sink's e^σ is added to the keys' weights (the n
 grep -q "the sink is ignored" sinks_numerator.out && no "sinks_numerator: the false cause 'the sink is ignored'"
 c window_right_from_left "a (3, 3) window: the right bound is taken from the left one"
 c padding_on_queries "kv_len masks the queries, not the keys"
+c alibi_one_sided "the logits get +slope·j (the key's position), BLOOM's one-sided ramp, equal to ALiBi only under a causal mask (declare alibi_causal"
+grep -q "the sign is flipped" alibi_one_sided.out && no "alibi_one_sided: the false cause 'the sign is flipped'"
+check bloom_alibi 0 "verdict: the kernel conforms" "plugin:$cat:bloom_alibi"
+grep -q "^info  convention  alibi_causal declared: ALiBi under a causal mask only" bloom_alibi.out || no "bloom_alibi: its convention is not an info line"
+grep -q "conventions: ALiBi under a causal mask only" bloom_alibi.out || no "bloom_alibi: the plugin's description does not list its conventions"
 c dropout_no_rescale "kept weights are scaled by 1, not 1/(1 − p) = 1.33: no rescale"
 c dropout_fresh_mask "two calls with one dropout_seed drop different weights"
 grep -q "^FAIL  gradient    with dropout .*does the backward use the forward's mask" dropout_fresh_mask.out ||
@@ -93,7 +98,7 @@ for k in sqrt_inverse width_scale scale_twice; do
     [ -z "$other" ] || no "$k: a probe of a feature fails on a kernel whose only bug is its temperature: $other"
 done
 # each feature's bug fails its own probe and not another feature's (the forward line of the feature aside)
-for k in top_left:alignment window_plus_one:window window_right_from_left:window padding_leak:padding padding_on_queries:padding bias_scaled:bias alibi_flipped:alibi cap_before_scale:softcap sinks_ignored:sinks sinks_base2:sinks dropout_no_rescale:dropout; do
+for k in top_left:alignment window_plus_one:window window_right_from_left:window padding_leak:padding padding_on_queries:padding bias_scaled:bias alibi_flipped:alibi alibi_one_sided:alibi cap_before_scale:softcap sinks_ignored:sinks sinks_base2:sinks dropout_no_rescale:dropout; do
     name=${k%%:*} probe=${k#*:}
     other=$(grep '^FAIL' $name.out | grep -v "^FAIL  $probe \|^FAIL  forward \|^FAIL  gradient    with " | head -1)
     [ -z "$other" ] || no "$name: a probe other than $probe fails: $other"

@@ -195,6 +195,19 @@ class Lifecycle(unittest.TestCase):
         fout.seek(0)
         self.assertEqual(tx.decode(tx.read_frame(fout))[0]["name"], "attention")
 
+    def test_conventions_in_the_hello(self):
+        """0.17: a kernel's conventions go in its hello, and only when it has any (a tapegrad before
+        0.17 reads the hello as before); an unknown one is refused before serving."""
+        import io
+        for conventions, want in ((["causal_only", "empty_mean"], "causal_only,empty_mean"), ([], None)):
+            fin, fout = io.BytesIO(frame({"type": "hello"})), io.BytesIO()
+            tx.serve(attention, attention_backward, conventions=conventions, stdin=fin, stdout=fout, log=io.StringIO())
+            fout.seek(0)
+            self.assertEqual(tx.decode(tx.read_frame(fout))[0].get("conventions"), want)
+        with self.assertRaises(ValueError) as e:
+            tx.serve(attention, conventions=["causual_only"], stdin=io.BytesIO(), stdout=io.BytesIO())
+        self.assertIn("causual_only", str(e.exception))
+
     def test_exception_names_where_it_was_raised(self):
         """A kernel that raises: the one-line error reply names the exception and where the kernel's
         code raised it (file:line in function); the whole traceback goes to its stderr."""

@@ -61,6 +61,18 @@ KERNEL(window_ignored, F_ALL, a.window_left = a.window_right = -1)
 KERNEL(padding_leak, F_ALL, a.kv_len = NULL)
 /* a two-sided window read as (left, left): the right bound taken from the left one */
 KERNEL(window_right_from_left, F_ALL, if (!a.causal && a.window_left >= 0) a.window_right = a.window_left)
+/* BLOOM's ALiBi: + slope_h · j (the key's position), a one-sided ramp: ALiBi only under the causal
+ * mask. Undeclared it fails the alibi probe, named; `bloom_alibi` is the same declaring alibi_causal. */
+KERNEL(alibi_one_sided, F_ALL, if (a.alibi && !a.bias) {
+    const int H = a.q->shape[2], Tq = a.q->shape[1], Tk = a.k->shape[1];
+    tg_tensor *m = tg_new(ctx, 4, (int[]){1, H, Tq, Tk});
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < Tq; i++)
+            for (int j = 0; j < Tk; j++) m->data[((size_t)h * Tq + i) * Tk + j] = a.alibi->data[h] * (float)j;
+    a.bias = m, a.alibi = NULL;
+})
+static tg_tensor *bloom_alibi(tg_ctx *ctx, const tg_attn_args *in) { return alibi_one_sided(ctx, in); }
+TG_ATTENTION_PLUGIN_CONV(bloom_alibi, F_ALL, TG_ATTN_C_ALIBI_CAUSAL)
 /* kv_len applied to the queries: a [B, 1, Tq, Tk] bias of 0 on rows i < kv_len[b], −inf on the rest */
 KERNEL(padding_on_queries, F_ALL, if (a.kv_len && !a.bias) {
     const int B = a.q->shape[0], Tq = a.q->shape[1], Tk = a.k->shape[1];
