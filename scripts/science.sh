@@ -37,27 +37,29 @@ usage() { sed -n '2,/^set -e/p' "${BASH_SOURCE[0]}" | sed '/^set -e/d; s/^# \{0,
 die() { echo "scripts/science.sh: $*" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 grid=$1; shift
-case "$grid" in map|learned|torch|maps) ;; *) usage ;; esac
+case "$grid" in map|capmap|learned|torch|maps) ;; *) usage ;; esac
 seeds="1 2 3"; steps=600; dheads=""; mults="0.0625 0.125 0.25 0.5 1 2 4 8 16"; sgd_dheads="128"
 forms="log linear"; inits="none sqrt"; scale_lrs="0 0.03"; band=""; reach=0.05; out="$top/runs"
-figures=""; tables=""; jobs=$(nproc); plugin=
+figures=""; tables=""; jobs=$(nproc); plugin=; caps="0 50 30 10 5"
 while [ $# -gt 0 ]; do
     [ $# -ge 2 ] || usage
     case "$1" in
         --seeds) seeds=$2 ;; --steps) steps=$2 ;; --dheads) dheads=$2 ;; --mults) mults=$2 ;;
         --sgd-dheads) sgd_dheads=$2 ;; --forms) forms=$2 ;; --inits) inits=$2 ;; --scale-lrs) scale_lrs=$2 ;;
         --band) band=$2 ;; --reach) reach=$2 ;; --out) out=$2 ;; --figures) figures=$2 ;; --tables) tables=$2 ;;
-        --jobs) jobs=$2 ;; --plugin) plugin=$2 ;;
+        --jobs) jobs=$2 ;; --plugin) plugin=$2 ;; --caps) caps=$2 ;;
         *) echo "scripts/science.sh: unknown option '$1'" >&2; usage ;;
     esac
     shift 2
 done
 if [ -z "$dheads" ]; then case "$grid" in map) dheads="8 32 128" ;; learned) dheads="128 32" ;; *) dheads="128" ;; esac; fi
+[ "$grid" != capmap ] || [ -n "$caps" ] || die "--caps needs a value"
 num() { [[ "$2" =~ ^[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?$ ]] || die "$1 '$2' is not a number"; }
 for s in $seeds; do [[ "$s" =~ ^[0-9]+$ ]] || die "seed '$s' is not a whole number"; done
 for d in $dheads $sgd_dheads; do [[ "$d" =~ ^[1-9][0-9]*$ ]] || die "head size '$d' is not a positive number"; done
 for c in $mults; do num "--mults value" "$c"; done
 for c in $scale_lrs; do num "--scale-lrs value" "$c"; done
+for c in $caps; do num "--caps value" "$c"; done
 num --reach "$reach"
 [[ "$steps" =~ ^[1-9][0-9]*$ ]] || die "--steps '$steps' is not a positive number"
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || die "--jobs '$jobs' is not a positive number"
@@ -134,6 +136,18 @@ map_grid() {
         done
     done
     sweep_grid "${grids[@]}" --set scale=mult --set optim=sgd:lr=0.3 --set optim=sgd:lr-min=0.01
+}
+
+# the map under soft-capping (issue 39): the map's c at each head size of --dheads (128) crossed with each
+# cap of --caps (0: none), AdamW, the counting task at its defaults
+capmap_grid() {
+    local dh extra c grids=()
+    for dh in $dheads; do
+        extra=$(sqrt_of "$dh")
+        for c in $mults; do awk -v a="$c" -v b="$extra" 'BEGIN { exit !((a - b)^2 < 1e-10 * b * b) }' && extra=""; done
+        grids+=(--grid "d_head=$dh scale-mult=$(list $mults $extra) softcap=$(list $caps) seed=$(list $seeds)")
+    done
+    sweep_grid "${grids[@]}" --set scale=mult
 }
 
 # cells.tsv: per optimizer, head size and c: the seeds, the final loss (mean, min, max over seeds) and the
