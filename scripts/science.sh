@@ -17,8 +17,12 @@
 #                               loop: the sweep runs attn_scale only), none and sqrt: the loss curves on one
 #                               figure and the ranges side by side.
 #   scripts/science.sh maps     attention maps of none and sqrt on the probe at steps 0, 10% and the end.
+#   scripts/science.sh capmap   the temperature map under soft-capping (issue 39): --scale mult c for each c of
+#                               --mults and c = sqrt(d_head), at each head size of --dheads (128), crossed with
+#                               each cap of --caps (0: none); AdamW, the counting task. The band per cap (against
+#                               that cap's c = 1), none's gap to the uncapped sqrt, loss and entropy against c.
 # options: --seeds "1 2 3"  --steps 600  --dheads "8 32 128"  --mults "0.0625 0.125 0.25 0.5 1 2 4 8 16"
-#          --sgd-dheads "128" ("" for none)  --forms "log linear"  --inits "none sqrt"
+#          --caps "0 50 30 10 5" (capmap)  --sgd-dheads "128" ("" for none)  --forms "log linear"  --inits "none sqrt"
 #          --scale-lrs "0 0.03" (learned; 0: the model's --lr)  --band LO,HI (learned; default: the map's band
 #          from the same --out)  --reach NATS (0.05)  --out DIR (runs/; each grid in DIR/science-<grid>/)
 #          --figures DIR (default: the grid's folder; names science-*.png)  --tables DIR (also copy the small
@@ -243,6 +247,67 @@ EOF
     echo "figures: $figs/science-map-loss.png $figs/science-map-entropy10.png $figs/science-map-loss-vs-c.png"
 }
 
+# ---- the map under soft-capping ------------------------------------------------------------
+# cells.tsv and band.tsv with a softcap column: the band of each cap against that cap's own c = 1 run;
+# gaps.tsv: each cap's none cell against the uncapped c = 1 loss (the question: does the cap save the
+# forgotten scale, against the model the team meant to train?)
+capmap_tables() {
+    python3 "$top/scripts/tglogs.py" map-cells "$dir/summary.tsv" "$dir/aggregate.tsv" --reach "$reach" >"$dir/cells.tsv"
+    python3 "$top/scripts/tglogs.py" map-band "$dir/cells.tsv" --mults "$mults" >"$dir/band.tsv"
+    python3 "$top/scripts/tglogs.py" capmap-gaps "$dir/summary.tsv" >"$dir/gaps.tsv"
+    echo "== cells: mean final loss over seeds (min-max), entropy/uniform at 10% of the steps, seeds that reached the same cap's c = 1 loss + $reach"
+    python3 "$top/scripts/tglogs.py" map-cells-text "$dir/cells.tsv"
+    echo
+    echo "== band of c reaching the same cap's c = 1 loss (every seed within $reach nats), and where none (c = sqrt(d_head)) falls"
+    column -t -s$'\t' "$dir/band.tsv"
+    echo
+    echo "== none (c = sqrt(d_head)) at each cap against sqrt without a cap (c = 1, cap none), per seed: gap = none - sqrt (nats)"
+    column -t -s$'\t' "$dir/gaps.tsv"
+    echo
+    run_env
+    publish summary.tsv aggregate.tsv cells.tsv band.tsv gaps.tsv run.txt
+}
+
+capmap_figures() {
+    local dh=${dheads%% *} panels=() names=() r=0 cap tics xmin xmax
+    for cap in $caps; do
+        panels+=("adam:$dh:$cap")
+        if awk -v c="$cap" 'BEGIN { exit !(c == 0) }'; then names+=("no cap"); else names+=("cap $cap"); fi
+        r=$((r + 1))
+    done
+    python3 "$top/scripts/tglogs.py" map-rows "$dir/cells.tsv" "${panels[@]}" >"$dir/.rows.tsv"
+    [ "$(wc -l <"$dir/.rows.tsv")" -gt 1 ] || die "no finished capmap runs to plot"
+    tics=$(log2_tics)
+    xmin=$(python3 "$top/scripts/tglogs.py" col "$dir/.rows.tsv" log2c | awk 'NR == 2 || (NR > 2 && $1 < m) { m = $1 } END { print m - 0.4 }')
+    xmax=$(python3 "$top/scripts/tglogs.py" col "$dir/.rows.tsv" log2c | awk 'NR == 2 || (NR > 2 && $1 > m) { m = $1 } END { print m + 0.4 }')
+    local machine; machine=$(head -1 "$dir/run.txt" | sed 's/^== //; s/"//g' | cut -c1-120)
+    local what col ylab yset name err style bars
+    for what in loss ent; do
+        col=loss_mean; ylab="final loss (nats, log scale)"; yset="set logscale y"; name=science-capmap-loss-vs-c.png
+        err=':"loss_min":"loss_max"'; style=yerrorlines; bars=", bars from the lowest to the highest seed"
+        if [ $what = ent ]; then
+            col=ent10_mean; ylab="attention entropy / uniform at 10% of the steps"; yset="set yrange [0:1.05]"
+            name=science-capmap-entropy10-vs-c.png; err=""; style=linespoints; bars=""
+        fi
+        gnuplot <<EOF
+set terminal pngcairo size 1050,620 font ",11" noenhanced
+set output '$figs/$name'
+set title "cap * tanh(c/sqrt(d_head) q.k / cap), d_head $dh, counting task, $steps steps: mean over seeds $(list $seeds)$bars\nopen circle: none (c = sqrt(d_head), the forgotten scale). $machine"
+set xlabel "c, the multiplier of the scaled logits (log2 axis; c = 1: sqrt)"; set ylabel "$ylab"
+set xtics ($tics)
+set xrange [$xmin:$xmax]
+$yset; set grid; set key outside right
+set datafile separator "\t"
+set datafile columnheaders
+array T[$r] = [$(printf '"%s",' "${names[@]}" | sed 's/,$//')]
+plot for [i=0:$((r - 1))] '$dir/.rows.tsv' using (column("row") == i && column("none") < 0.5 ? column("log2c") : 1/0):"$col"$err with $style lw 2 pt 7 ps 0.8 lc i + 1 title T[i + 1], \
+     for [i=0:$((r - 1))] '' using (column("row") == i && column("none") > 0.5 ? column("log2c") : 1/0):"$col" with points pt 6 ps 2.2 lw 2 lc i + 1 notitle
+EOF
+    done
+    rm -f "$dir/.rows.tsv"
+    echo "figures: $figs/science-capmap-loss-vs-c.png $figs/science-capmap-entropy10-vs-c.png"
+}
+
 # ---- the learned scale ----------------------------------------------------------------
 learned_grid() {
     sweep_grid --grid "learned-param=$(list $forms) learned-init=$(list $inits) d_head=$(list $dheads) scale-lr=$(list $scale_lrs) seed=$(list $seeds)" \
@@ -441,6 +506,7 @@ maps_figures() {
 "${grid}_grid"
 case $grid in
     map) map_tables; map_figures ;;
+    capmap) capmap_tables; capmap_figures ;;
     learned) learned_tables; learned_figures ;;
     torch) torch_tables; torch_figures ;;
     maps) maps_figures ;;

@@ -15,7 +15,8 @@ Standard library only.
                                                  one data file per line of a figure, with a header row
     tglogs.py map-cells SUMMARY AGGREGATE [--reach NATS]   the temperature map's cells.tsv
     tglogs.py map-band CELLS --mults "C ..."     its band.tsv;   map-cells-text CELLS: the cells as printed
-    tglogs.py map-rows CELLS OPTIM:D_HEAD...     the map figures' data, a row number per panel
+    tglogs.py map-rows CELLS OPTIM:D_HEAD[:CAP]... the map figures' data, a row number per panel
+    tglogs.py capmap-gaps SUMMARY                the map under caps: none against c = 1, per cap and seed
     tglogs.py learned-runs SUMMARY RUNSDIR [--band LO,HI] [--map MAPDIR] [--reach NATS]   the learned grid's runs.tsv
     tglogs.py learned-cells RUNS AGGREGATE       its cells.tsv
     tglogs.py maps-heads SCALE=SUMMARY...        the maps' summary-heads.tsv (attn_maps --summary files)
@@ -366,12 +367,16 @@ def cname(c):
 def map_cells(summary_path, aggregate_path, reach):
     """cells.tsv: per optimizer, head size and c (the scale_mult column): the seeds, the final loss
     (mean, min, max over seeds) and the entropy at 10% of the steps, and how many seeds reached the
-    c = 1 run's final loss + reach (-1 when no c = 1 run). Sorted by optimizer, head size, c."""
+    c = 1 run's final loss + reach (-1 when no c = 1 run). Sorted by optimizer, head size, c. When the
+    runs vary the soft-cap (science.sh capmap), a column softcap after d_head: a cell per cap, and
+    "reached" is against the c = 1 run of the same cap."""
     sh, srows = read_tsv(summary_path)
     sc = {n: i for i, n in enumerate(sh)}
+    by_cap = "softcap" in sc
+    cap_of = lambda r, col: (r[col["softcap"]],) if by_cap else ()
     fin, seeds = {}, []
     for r in srows:
-        fin[(r[sc["optim"]], r[sc["d_head"]], r[sc["scale_mult"]], r[sc["seed"]])] = fnum(r[sc["final_loss"]])
+        fin[(r[sc["optim"]], r[sc["d_head"]]) + cap_of(r, sc) + (r[sc["scale_mult"]], r[sc["seed"]])] = fnum(r[sc["final_loss"]])
         if r[sc["seed"]] not in seeds:
             seeds.append(r[sc["seed"]])
     ah, arows = read_tsv(aggregate_path)
@@ -379,31 +384,34 @@ def map_cells(summary_path, aggregate_path, reach):
     out = []
     for r in arows:
         v = lambda n: r[ac[n]]
-        o, d, c = v("optim"), v("d_head"), v("scale_mult")
+        key, c = (v("optim"), v("d_head")) + cap_of(r, ac), v("scale_mult")
         nr, has1 = 0, False
         for s in seeds:
-            if (o, d, c, s) in fin and (o, d, "1", s) in fin:
+            if key + (c, s) in fin and key + ("1", s) in fin:
                 has1 = True
-                nr += fin[(o, d, c, s)] <= fin[(o, d, "1", s)] + reach
-        cf, df = fnum(c), fnum(d)
-        out.append([o, d, c, awk_num(math.log(cf) / math.log(2)), "1" if (cf - math.sqrt(df)) ** 2 < 1e-10 * df else "0",
-                    v("seeds"), v("final_loss_mean"), v("final_loss_min"), v("final_loss_max"), v("ent10_mean"),
-                    "%d" % (nr if has1 else -1)])
-    out.sort(key=lambda r: (r[0], fnum(r[1]), fnum(r[2])))
-    head = ["optim", "d_head", "c", "log2c", "none", "seeds", "loss_mean", "loss_min", "loss_max", "ent10_mean",
-            "reached"]
+                nr += fin[key + (c, s)] <= fin[key + ("1", s)] + reach
+        cf, df = fnum(c), fnum(key[1])
+        out.append(list(key) + [c, awk_num(math.log(cf) / math.log(2)), "1" if (cf - math.sqrt(df)) ** 2 < 1e-10 * df else "0",
+                                v("seeds"), v("final_loss_mean"), v("final_loss_min"), v("final_loss_max"), v("ent10_mean"),
+                                "%d" % (nr if has1 else -1)])
+    n = len(key) if out else 2
+    out.sort(key=lambda r: (r[0],) + tuple(fnum(x) for x in r[1:n + 1]))
+    head = ["optim", "d_head"] + (["softcap"] if by_cap else []) + ["c", "log2c", "none", "seeds", "loss_mean", "loss_min",
+                                                                     "loss_max", "ent10_mean", "reached"]
     return "\n".join("\t".join(r) for r in [head] + out) + "\n"
 
 
 def map_band(cells_path, mults):
-    """band.tsv: per optimizer and head size, the c of `mults` contiguous around c = 1 where every
-    seed reached the c = 1 loss, the c = 1 loss, and where the none cell falls."""
+    """band.tsv: per optimizer and head size (and cap, when cells.tsv has a softcap column), the c of
+    `mults` contiguous around c = 1 where every seed reached the c = 1 loss, the c = 1 loss, and where
+    the none cell falls."""
     head, rows = read_tsv(cells_path)
     c = {n: i for i, n in enumerate(head)}
+    keys = ["optim", "d_head"] + (["softcap"] if "softcap" in c else [])
     grid = {fnum(m) for m in mults}
     order, cells = [], {}
     for r in rows:
-        k = (r[c["optim"]], r[c["d_head"]])
+        k = tuple(r[c[n]] for n in keys)
         if k not in cells:
             order.append(k)
             cells[k] = {"c": [], "ok": [], "at1": None}
@@ -420,8 +428,8 @@ def map_band(cells_path, mults):
             if fnum(r[c["c"]]) == 1:
                 e["at1"] = len(e["c"]) - 1
                 e["l1"] = loss()
-    out = [["optim", "d_head", "band_lo", "band_hi", "loss_c1 (min-max)", "none_c", "none_loss (min-max)",
-            "none_reached", "none_in_band"]]
+    out = [keys + ["band_lo", "band_hi", "loss_c1 (min-max)", "none_c", "none_loss (min-max)", "none_reached",
+                   "none_in_band"]]
     for k in order:
         e = cells[k]
         lo = hi = "n/a"
@@ -435,37 +443,73 @@ def map_band(cells_path, mults):
             lo, hi = e["c"][a], e["c"][b]
             if "none" in e:
                 inb = "yes" if fnum(lo) <= fnum(e["none"]) <= fnum(hi) else "no"
-        out.append([k[0], k[1], lo, hi, e.get("l1", "-"), "%.4g" % fnum(e["none"]) if "none" in e else "-",
-                    e.get("nl", "-"), e.get("nr", "-"), inb])
+        out.append(list(k) + [lo, hi, e.get("l1", "-"), "%.4g" % fnum(e["none"]) if "none" in e else "-",
+                              e.get("nl", "-"), e.get("nr", "-"), inb])
     return "\n".join("\t".join(r) for r in out) + "\n"
 
 
 def map_rows(cells_path, panels):
     """The temperature map figures' data: a header row, then the cells of each (optim, d_head) of
-    `panels` ("adam:8" ...) with the panel's row number first, the none cells last."""
+    `panels` ("adam:8" ...; "adam:128:50" for a cap of a capmap's cells) with the panel's row number
+    first, the none cells last."""
     head, rows = read_tsv(cells_path)
     c = {n: i for i, n in enumerate(head)}
     out = []
     for r_i, p in enumerate(panels):
-        o, _, d = p.partition(":")
-        out += [[str(r_i)] + r for r in rows if r[c["optim"]] == o and r[c["d_head"]] == d]
+        o, d, cap = (p.split(":") + [None])[:3]
+        out += [[str(r_i)] + r for r in rows if r[c["optim"]] == o and r[c["d_head"]] == d and
+                (cap is None or fnum(r[c["softcap"]]) == fnum(cap))]
     out.sort(key=lambda r: fnum(r[1 + c["none"]]))   # stable: the order within stays
     return "\n".join("\t".join(r) for r in [["row"] + head] + out) + "\n"
 
 
 def map_cells_text(cells_path):
-    """The cells as science.sh prints them."""
+    """The cells as science.sh prints them (a cap column when cells.tsv has one)."""
     head, rows = read_tsv(cells_path)
     c = {n: i for i, n in enumerate(head)}
-    out = ["%-5s %6s %7s %5s %8s %19s %8s %8s" % ("optim", "d_head", "c", "", "loss", "(min-max)", "ent@10%", "reached")]
+    by_cap = "softcap" in c
+    out = ["%-5s %6s %s%7s %5s %8s %19s %8s %8s" % ("optim", "d_head", "%6s " % "cap" if by_cap else "", "c", "", "loss",
+                                                 "(min-max)", "ent@10%", "reached")]
     for r in rows:
         v = lambda n: r[c[n]]
         none = v("none") == "1"
-        out.append("%-5s %6s %7s %5s %8.4f %19s %8.3f %8s" % (
-            v("optim"), v("d_head"), "%.3g" % fnum(v("c")) if none else cname(fnum(v("c"))), "none" if none else "",
+        cap = "%6s " % ("none" if fnum(v("softcap")) == 0 else v("softcap")) if by_cap else ""
+        out.append("%-5s %6s %s%7s %5s %8.4f %19s %8.3f %8s" % (
+            v("optim"), v("d_head"), cap, "%.3g" % fnum(v("c")) if none else cname(fnum(v("c"))), "none" if none else "",
             fnum(v("loss_mean")), "(%.4f-%.4f)" % (fnum(v("loss_min")), fnum(v("loss_max"))), fnum(v("ent10_mean")),
             "n/a" if fnum(v("reached")) < 0 else "%s/%s" % (v("reached"), v("seeds"))))
     return "\n".join(out) + "\n"
+
+
+def capmap_gaps(summary_path):
+    """gaps.tsv of science.sh capmap: per head size, cap and seed, the none run (c = sqrt(d_head)) at
+    that cap against the c = 1 run of the same cap and against the c = 1 run without a cap (the model
+    the team meant to train): final losses, the gaps (none - c = 1, nats), and the none run's heads
+    below 10% of uniform entropy at 10% of the steps."""
+    h, rows = read_tsv(summary_path)
+    c = {n: i for i, n in enumerate(h)}
+    fin, order = {}, []
+    for r in rows:
+        d, cap, m, s = r[c["d_head"]], r[c["softcap"]], fnum(r[c["scale_mult"]]), r[c["seed"]]
+        fin[(d, fnum(cap), m, s)] = r
+        if (d, cap, s) not in order:
+            order.append((d, cap, s))
+    order.sort(key=lambda k: (fnum(k[0]), fnum(k[1]) if fnum(k[1]) > 0 else math.inf, fnum(k[2])))
+    out = [["d_head", "softcap", "seed", "none_loss", "c1_loss", "c1_nocap_loss", "gap_vs_c1", "gap_vs_c1_nocap",
+            "none_heads_low10"]]
+    for d, cap, s in order:
+        none = next((r for (dd, cc, m, ss), r in fin.items() if dd == d and cc == fnum(cap) and ss == s and
+                     (m - math.sqrt(fnum(d))) ** 2 < 1e-10 * fnum(d)), None)
+        c1, c0 = fin.get((d, fnum(cap), 1.0, s)), fin.get((d, 0.0, 1.0, s))
+        if none is None:
+            continue
+        nl = fnum(none[c["final_loss"]])
+        l1 = fnum(c1[c["final_loss"]]) if c1 else math.nan
+        l0 = fnum(c0[c["final_loss"]]) if c0 else math.nan
+        g = lambda x: "-" if math.isnan(x) else "%.4f" % x
+        out.append([d, "none" if fnum(cap) == 0 else cap, s, "%.4f" % nl, g(l1), g(l0), g(nl - l1), g(nl - l0),
+                    none[c["heads_low10"]]])
+    return "\n".join("\t".join(r) for r in out) + "\n"
 
 
 # ---- the learned scale (science.sh learned) -----------------------------------------------
@@ -1119,6 +1163,8 @@ def verbs():
          pos("cells", "CELLS.tsv"), flag("mults", "the multipliers, space-separated", ""))
     verb("map-rows", "the map figures' data, a row number per panel", lambda a: out(map_rows(a.cells, a.panel)),
          pos("cells", "CELLS.tsv"), pos("panel", "OPTIM:D_HEAD", "*"))
+    verb("capmap-gaps", "science.sh capmap's gaps.tsv", lambda a: out(capmap_gaps(a.summary)),
+         pos("summary", "SUMMARY.tsv"))
     verb("map-cells-text", "the cells as printed", lambda a: out(map_cells_text(a.cells)), pos("cells", "CELLS.tsv"))
     verb("learned-runs", "the learned grid's runs.tsv", learned_runs_, pos("summary", "SUMMARY.tsv"),
          pos("runs_dir", "RUNSDIR"), flag("band", "LO,HI", ""), flag("map", "the temperature map's folder", ""), reach)
