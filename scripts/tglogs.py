@@ -50,6 +50,12 @@ PASS_RATIO = 3.0            # final loss of the unscaled run / the scaled run's,
 TEXT_GAP = 0.25             # on text (task code): the unscaled run's final validation loss this many nats above
 PASS_GAP = 0.25             # and at least this many nats above it
 LOW_HEAD = 0.1              # a head below this entropy / uniform counts as collapsed
+
+
+def over_uniform(ent, unif):
+    """entropy / uniform; 1 when the uniform entropy is 0 (every row sees one key: uniform and one-hot
+    are the same weights, as the logs' nent_ columns say)."""
+    return ent / unif if unif > 0 else 1.0
 COMPARE = ("scale", "none", "sqrt")   # the key whose two values are compared
 SUMMARY_KEYS = ["task", "optim", "scale", "d_head", "seed", "steps", "lr", "init", "framework", "attn"]
 SWEEP_FIXED_KEYS = ["task", "optim", "scale", "d_head", "seed", "steps"]
@@ -203,7 +209,7 @@ def log_stats(log):
         fl += loss[i]
         fe += ent[i]
     fl /= k
-    fe /= k * unif
+    fe = over_uniform(fe / k, unif)
     heads = [log.index[c] for c in log.names("nent_")]
     target = fnum(log.header.get("steps", "0")) / 10
     e10, low10 = 0.0, "-"
@@ -222,7 +228,7 @@ def log_stats(log):
             mx = v
     if not log.names("maxlogit_"):
         mx = 0.0
-    return {"final_loss": fl, "ent_end": fe, "ent0": ent[0] / unif, "ent10": e10 / unif, "low10": low10,
+    return {"final_loss": fl, "ent_end": fe, "ent0": over_uniform(ent[0], unif), "ent10": over_uniform(e10, unif), "low10": low10,
             "nheads": len(heads), "max_logit": mx}
 
 
@@ -695,7 +701,7 @@ def logat(paths, steps, err=sys.stderr):
             span = lambda xs, f: (f % (min(fin(xs)), max(fin(xs)))) if fin(xs) else "-" if not xs else NOT_MEASURED
             top = lambda xs, f: (f % max([0.0] + fin(xs))) if fin(xs) or not xs else NOT_MEASURED
             lines.append((run_name(p), "%6d %9.4f %8s %15s %9s %6s %17s" % (
-                fnum(log.col(r, "step")), fnum(log.col(r, "loss")), num(fnum(log.col(r, "ent_mean")) / unif, "%.3f"),
+                fnum(log.col(r, "step")), fnum(log.col(r, "loss")), num(over_uniform(fnum(log.col(r, "ent_mean")), unif), "%.3f"),
                 span(nv, "%.3f..%.3f"), top(mv, "%.1f"), top(tv, "%.3f"), span(cv, "%.4g..%.4g"))))
     w = max([14] + [len(n) for n, _ in lines])
     head = "%6s %9s %8s %15s %9s %6s %17s" % ("step", "loss", "ent/unif", "heads (min..max)", "max_logit", "sat",

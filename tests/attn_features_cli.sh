@@ -36,6 +36,13 @@ same=$(paste gqa_composed.tsv gqa_fused.tsv | awk -F'\t' '!/^#/ && $1 ~ /^[0-9]+
 [ "$same" = yes ] || no "composed and fused losses differ by more than 1e-4 with --kv-heads 2 --window 4: $same"
 [ "$(rows plain.tsv | tail -1 | cut -f2)" = "$(rows gqa_composed.tsv | tail -1 | cut -f2)" ] && no "--kv-heads 2 --window 4 logs the same final loss as the plain run"
 
+# --window 1: every row sees one key, so the uniform entropy is 0 and each head's entropy / uniform is 1
+# (one-hot and uniform coincide), not 0/0; the log tables read the run
+run 0 w1 $T --window 1 --log w1.tsv
+grep -q '^# ref_entropy_uniform=0.000000$' w1.tsv || no "--window 1: ref_entropy_uniform is not 0: $(grep ref_entropy w1.tsv)"
+! rows w1.tsv | grep -qi 'nan' || no "--window 1 logs NaN: $(rows w1.tsv | grep -i nan | head -2)"
+python3 "$(dirname "$0")/../scripts/tglogs.py" stats w1.tsv >w1.stats 2>&1 || no "tglogs stats fails on a --window 1 log: $(cat w1.stats)"
+
 # resume: another value refused, files kept
 run 0 st $T --kv-heads 2 --window 4 --log w.tsv --save w.st --stop-at 15
 guard w.tsv w.st

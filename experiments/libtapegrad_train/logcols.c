@@ -47,5 +47,6 @@ void tg_attn_log_values(tg_runlog *L, const tg_attn_stats *st, int layers, doubl
         for (int h = 0; h < H; h++) s += st->saturation[l * H + h];
         tg_runlog_add(L, "\t%.4f", s / H);
     }
-    for (int i = 0; i < nh; i++) tg_runlog_add(L, "\t%.6f", st->entropy[i] / uniform);
+    /* uniform 0: every row sees one key (--window 1), where uniform and one-hot are the same weights: 1 */
+    for (int i = 0; i < nh; i++) tg_runlog_add(L, "\t%.6f", uniform > 0 ? st->entropy[i] / uniform : 1.0);
 }
