@@ -21,6 +21,11 @@
 #                               --mults and c = sqrt(d_head), at each head size of --dheads (128), crossed with
 #                               each cap of --caps (0: none); AdamW, the counting task. The band per cap (against
 #                               that cap's c = 1), none's gap to the uncapped sqrt, loss and entropy against c.
+#   scripts/science.sh capcode  none and sqrt on the code model with scripts/reproduce_code.sh's recipe (1,000
+#                               steps, init lm; the sweep preset logits-code), caps 50, 30, 10 and none, and sinks,
+#                               kv-heads 1, window 32, ALiBi, dropout 0.1 each alone: 54 runs. The table (validation
+#                               loss, gaps, when the unscaled heads collapse and whether they recover, max logit)
+#                               and the curves.
 # options: --seeds "1 2 3"  --steps 600  --dheads "8 32 128"  --mults "0.0625 0.125 0.25 0.5 1 2 4 8 16"
 #          --caps "0 50 30 10 5" (capmap)  --sgd-dheads "128" ("" for none)  --forms "log linear"  --inits "none sqrt"
 #          --scale-lrs "0 0.03" (learned; 0: the model's --lr)  --band LO,HI (learned; default: the map's band
@@ -41,7 +46,7 @@ usage() { sed -n '2,/^set -e/p' "${BASH_SOURCE[0]}" | sed '/^set -e/d; s/^# \{0,
 die() { echo "scripts/science.sh: $*" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 grid=$1; shift
-case "$grid" in map|capmap|learned|torch|maps) ;; *) usage ;; esac
+case "$grid" in map|capmap|capcode|learned|torch|maps) ;; *) usage ;; esac
 seeds="1 2 3"; steps=600; dheads=""; mults="0.0625 0.125 0.25 0.5 1 2 4 8 16"; sgd_dheads="128"
 forms="log linear"; inits="none sqrt"; scale_lrs="0 0.03"; band=""; reach=0.05; out="$top/runs"
 figures=""; tables=""; jobs=$(nproc); plugin=; caps="0 50 30 10 5"
@@ -308,6 +313,61 @@ EOF
     echo "figures: $figs/science-capmap-loss-vs-c.png $figs/science-capmap-entropy10-vs-c.png"
 }
 
+# ---- the logit features on real code, today's recipe (issue 39) ----------------------------------
+# the sweep preset logits-code (scripts/reproduce_code.sh's model and recipe, 1,000 steps): none and sqrt
+# with caps 50, 30, 10 and without, and with sinks, kv-heads 1, window 32, ALiBi, dropout 0.1, each alone
+capcode_grid() {
+    "$sweep" preset logits-code "$dir" --seeds "$(list $seeds)"
+    local all done_before t0=$SECONDS load
+    all=$(wc -l <"$dir/manifest.tsv")
+    done_before=$("$sweep" status "$dir" 2>&1 | sed -n 's/.*: \([0-9]*\) done,.*/\1/p')
+    load=$(cut -d' ' -f1-3 /proc/loadavg)
+    "$sweep" run "$dir" --engine local -j "$jobs" --threads 1
+    if [ "$done_before" -lt "$all" ]; then
+        printf '%s\t%s\t%d runs of %d\t%d s wall\t%d at a time, 1 thread each\tload average before %s, after %s\n' \
+            "$(date -u +%FT%TZ)" "$grid" $((all - done_before)) "$all" $((SECONDS - t0)) "$jobs" "$load" \
+            "$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$dir/walltime.tsv" >&2
+    fi
+    "$sweep" collect "$dir" >"$dir/collect.txt"
+}
+
+capcode_tables() {
+    python3 "$top/scripts/tglogs.py" feature-table "$dir" >"$dir/table.tsv"
+    echo "== none against sqrt on code (validation loss at the end, mean and min-max over seeds; gap per seed), the unscaled"
+    echo "== heads: below 10% of uniform at 10% of the steps, the step their lowest head first fell below it, how many rose above again"
+    column -t -s$'\t' "$dir/table.tsv"
+    echo
+    run_env
+    publish table.tsv summary.tsv run.txt
+}
+
+capcode_figures() {
+    local feats=("no cap" "cap 50" "cap 30" "cap 10") data="$dir/.curves"
+    python3 "$top/scripts/tglogs.py" feature-curves "$dir" "$data" "${feats[@]}"
+    local machine; machine=$(head -1 "$dir/run.txt" | sed 's/^== //; s/"//g' | cut -c1-120)
+    gnuplot <<EOF
+set terminal pngcairo size 1200,560 font ",10" noenhanced
+set output '$figs/science-capcode-curves.png'
+set datafile separator "\t"
+set datafile columnheaders
+set multiplot layout 1,2 title "code model (scripts/reproduce_code.sh's recipe), d_head 128, mean over seeds $(list $seeds): none dashed, sqrt solid, one colour per cap\n$machine"
+set xlabel "step"; set grid; set key top right
+set ylabel "validation loss (nats)"
+set title "validation loss"
+plot for [i=1:4] sprintf("$data/%s_sqrt.tsv", word("no_cap cap_50 cap_30 cap_10", i)) using "step":"val_loss" with linespoints lw 2 pt 7 ps 0.5 lc i title word("no-cap cap-50 cap-30 cap-10", i), \
+     for [i=1:4] sprintf("$data/%s_none.tsv", word("no_cap cap_50 cap_30 cap_10", i)) using "step":"val_loss" with linespoints lw 2 dt 2 pt 6 ps 0.5 lc i notitle
+set ylabel "lowest head's entropy / uniform"
+set title "the lowest head (below 0.1: collapsed)"
+set yrange [0:1.05]
+plot for [i=1:4] sprintf("$data/%s_sqrt.tsv", word("no_cap cap_50 cap_30 cap_10", i)) using "step":"low_head" with linespoints lw 2 pt 7 ps 0.5 lc i title word("no-cap cap-50 cap-30 cap-10", i), \
+     for [i=1:4] sprintf("$data/%s_none.tsv", word("no_cap cap_50 cap_30 cap_10", i)) using "step":"low_head" with linespoints lw 2 dt 2 pt 6 ps 0.5 lc i notitle, \
+     0.1 with lines lc rgb "gray" dt 3 notitle
+unset multiplot
+EOF
+    rm -rf "$data"
+    echo "figures: $figs/science-capcode-curves.png"
+}
+
 # ---- the learned scale ----------------------------------------------------------------
 learned_grid() {
     sweep_grid --grid "learned-param=$(list $forms) learned-init=$(list $inits) d_head=$(list $dheads) scale-lr=$(list $scale_lrs) seed=$(list $seeds)" \
@@ -507,6 +567,7 @@ maps_figures() {
 case $grid in
     map) map_tables; map_figures ;;
     capmap) capmap_tables; capmap_figures ;;
+    capcode) capcode_tables; capcode_figures ;;
     learned) learned_tables; learned_figures ;;
     torch) torch_tables; torch_figures ;;
     maps) maps_figures ;;

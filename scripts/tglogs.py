@@ -40,6 +40,7 @@ Definitions (docs/experiment.md#tables-and-plots-of-logs):
               nats above that run's.
 """
 import argparse
+import glob
 import math
 import os
 import re
@@ -743,6 +744,106 @@ def text_verdicts(paths, gap_min=TEXT_GAP):
     return align([head] + out)
 
 
+# ---- the logit features on real code, today's recipe (science.sh capcode) ----------------------
+FEATURE_KEYS_CODE = [("softcap", "cap {}"), ("sinks", "sinks"), ("kv_heads", "kv-heads {}"), ("window", "window {}"),
+                     ("alibi", "ALiBi"), ("attn_dropout", "dropout {}")]
+
+
+def code_feature(log):
+    """The one logit feature a run of the logits-code preset has ("cap 50", "sinks", ...), or "no cap"."""
+    for key, label in FEATURE_KEYS_CODE:
+        v = log.header.get(key)
+        if v not in (None, "", "0", "-"):
+            return label.format(v)
+    return "no cap"
+
+
+def heads_path(log):
+    """Per logged row: (step, the lowest head's entropy / uniform, the mean, the largest max_logit)."""
+    unif = fnum(log.header.get("ref_entropy_uniform", "0"))
+    N = [log.index[n] for n in log.names("nent_")]
+    M = [log.index[n] for n in log.names("maxlogit_")]
+    out = []
+    for r in log.rows:
+        nv = [fnum(r[i]) for i in N]
+        out.append((fnum(log.col(r, "step")), min(nv) if nv else math.nan,
+                    over_uniform(fnum(log.col(r, "ent_mean")), unif), max(fnum(r[i]) for i in M) if M else math.nan))
+    return out
+
+
+def feature_table(dir_):
+    """table.tsv of science.sh capcode: per feature, none against sqrt over seeds: the final
+    validation loss (mean, min, max), the per-seed gap (none − sqrt, min..max), the unscaled runs'
+    heads below 10% of uniform at 10% of the steps, the step at which their lowest head first fell
+    below 10% of uniform (per seed; "-": never) and how many ended above it again (recovered),
+    and their largest logit at the end (mean over seeds)."""
+    runs = {}
+    for p in sorted(glob.glob(os.path.join(dir_, "runs", "*.tsv"))):
+        if not os.path.exists(p[:-4] + ".done"):
+            continue
+        log = Log(p)
+        runs.setdefault(code_feature(log), {}).setdefault(log.header.get("scale"), {})[log.header.get("seed")] = log
+    order = sorted(runs, key=lambda f: (not f.endswith("cap"), f.split()[0] != "cap",
+                                        -fnum(f.split()[1]) if f.startswith("cap ") else 0, f))
+    head = ["feature", "seeds", "none_val", "none_min", "none_max", "sqrt_val", "sqrt_min", "sqrt_max", "gap_min", "gap_max",
+            "none_heads_low10", "none_collapse_step", "none_recovered", "none_max_logit_end", "sqrt_max_logit_end"]
+    out = [head]
+    for f in order:
+        n, q = runs[f].get("none", {}), runs[f].get("sqrt", {})
+        seeds = sorted(set(n) & set(q), key=fnum)
+        if not seeds:
+            continue
+        nv = [last_value(n[s], "val_loss") for s in seeds]
+        qv = [last_value(q[s], "val_loss") for s in seeds]
+        gaps = [a - b for a, b in zip(nv, qv)]
+        low, steps, rec, mxn, mxq = [], [], 0, [], []
+        for s in seeds:
+            st = log_stats(n[s])
+            low.append(str(st["low10"]))
+            path = heads_path(n[s])
+            first = next((step for step, lo, _, _ in path if lo < LOW_HEAD), None)
+            steps.append("-" if first is None else "%d" % first)
+            rec += first is not None and path[-1][1] >= LOW_HEAD
+            mxn.append(path[-1][3])
+            mxq.append(heads_path(q[s])[-1][3])
+        m = lambda xs: "%.4f" % (sum(xs) / len(xs))
+        out.append([f, "%d" % len(seeds), m(nv), "%.4f" % min(nv), "%.4f" % max(nv), m(qv), "%.4f" % min(qv),
+                    "%.4f" % max(qv), "%.4f" % min(gaps), "%.4f" % max(gaps),
+                    "%s/%d" % (",".join(low), len(n[seeds[0]].names("nent_"))),
+                    ",".join(steps), "%d/%d" % (rec, sum(1 for x in steps if x != "-")), "%.1f" % (sum(mxn) / len(mxn)),
+                    "%.1f" % (sum(mxq) / len(mxq))])
+    return "\n".join("\t".join(r) for r in out) + "\n"
+
+
+def feature_curves(dir_, features, outdir):
+    """The code figure's data: per feature of `features` ("no cap", "cap 50", ...) and scale, a file
+    FEATURE_SCALE.tsv (spaces as _) with the step, the mean over seeds of the validation loss and of
+    the lowest head's entropy / uniform, with a header row."""
+    runs = {}
+    for p in sorted(glob.glob(os.path.join(dir_, "runs", "*.tsv"))):
+        if os.path.exists(p[:-4] + ".done"):
+            log = Log(p)
+            runs.setdefault((code_feature(log), log.header.get("scale")), []).append(log)
+    os.makedirs(outdir, exist_ok=True)
+    for f in features:
+        for scale in ("none", "sqrt"):
+            logs = runs.get((f, scale), [])
+            rows = {}
+            for log in logs:
+                for (step, lo, _, _), r in zip(heads_path(log), log.rows):
+                    v = fnum(log.col(r, "val_loss"))
+                    e = rows.setdefault(step, [[], []])
+                    if not math.isnan(v):
+                        e[0].append(v)
+                    e[1].append(lo)
+            with open(os.path.join(outdir, "%s_%s.tsv" % (f.replace(" ", "_"), scale)), "w", encoding="utf-8") as fh:
+                fh.write("step\tval_loss\tlow_head\n")
+                for step in sorted(rows):
+                    v, lo = rows[step]
+                    fh.write("%d\t%s\t%.6f\n" % (step, "%.6f" % (sum(v) / len(v)) if v else "nan", sum(lo) / len(lo)))
+    return 0
+
+
 # ---- plot.sh's legend -------------------------------------------------------------------
 COINCIDE = 0.002   # a curve within this share of the plot's loss range of an earlier one is drawn under it
 
@@ -1169,6 +1270,9 @@ def verbs():
          pos("cells", "CELLS.tsv"), flag("mults", "the multipliers, space-separated", ""))
     verb("map-rows", "the map figures' data, a row number per panel", lambda a: out(map_rows(a.cells, a.panel)),
          pos("cells", "CELLS.tsv"), pos("panel", "OPTIM:D_HEAD", "*"))
+    verb("feature-table", "science.sh capcode's table.tsv", lambda a: out(feature_table(a.dir)), pos("dir", "the sweep's folder"))
+    verb("feature-curves", "science.sh capcode's figure data", lambda a: feature_curves(a.dir, a.feature, a.outdir),
+         pos("dir", "the sweep's folder"), pos("outdir", "the folder for the data files"), pos("feature", "FEATURE", "*"))
     verb("capmap-gaps", "science.sh capmap's gaps.tsv", lambda a: out(capmap_gaps(a.summary)),
          pos("summary", "SUMMARY.tsv"))
     verb("map-cells-text", "the cells as printed", lambda a: out(map_cells_text(a.cells)), pos("cells", "CELLS.tsv"))
