@@ -7,7 +7,10 @@
  * an exec kernel's run here, its calls each under the limit, on one kernel
  * process restarted after it died or hung. Each probe isolates one thing. The textbook probes run on every
  * kernel; a feature's probe runs when the kernel declares the feature (its
- * descriptor), and a line "features" says which were and were not checked.
+ * descriptor), and a line "features" says which were and were not checked. A kernel's conventions
+ * (attention.h, TG_ATTN_CONVENTION_TABLE: causal only, its own 1/√d, ...) are an info line each, and
+ * every probe sends only calls within them (its args fitted to them: causal for a causal-only
+ * kernel, whose temperature is then measured under the mask, its own scale, ...).
  *
  * forward      against tg_attend on random q, k, v ~ N(0, 1): d_head 8, 32, 64,
  *              128 (or opts.d_head alone), T 1, 7, 64, 256, B = H = 2, dv = d/2 + 3
