@@ -203,8 +203,8 @@ int main(int argc, char **argv) {
         {"bias", TG_CLI_CHOICE, &bias, 0, 0, tg_bias_names, "--train: a learned additive bias (as attn_scale --bias; "
          "the kernel must declare bias)"},
         {"alibi", TG_CLI_SWITCH, &alibi, 0, 0, NULL, "--train: ALiBi (as attn_scale --alibi; the kernel must declare it)"},
-        {"softcap", TG_CLI_FLOAT, &softcap, 0, 1e6, NULL, "--train: logit soft-capping at C (as attn_scale --softcap; "
-         "the kernel must declare softcap)"},
+        {"softcap", TG_CLI_FLOAT, &softcap, 0, 1e6, NULL, "the run's logit soft-cap C: the health forecast uses the "
+         "temperature map under it; --train: soft-capping at C (as attn_scale --softcap; the kernel must declare softcap)"},
         {"sinks", TG_CLI_SWITCH, &sinks, 0, 0, NULL, "--train: attention sinks (as attn_scale --sinks; the kernel "
          "must declare sinks)"},
         {"attn-dropout", TG_CLI_FLOAT, &attn_dropout, 0, 0.99, NULL, "--train: dropout of the weights (as attn_scale "
@@ -273,7 +273,8 @@ int main(int argc, char **argv) {
         }
 
     /* an exec kernel: the probes run on this process's kernel (tg_attn_check_opts.exec_cmd) */
-    tg_attn_check_opts o = {.d_head = d_head, .timeout = timeout, .exec_cmd = K == &exec.kernel ? spec + 5 : NULL};
+    tg_attn_check_opts o = {.d_head = d_head, .timeout = timeout, .exec_cmd = K == &exec.kernel ? spec + 5 : NULL,
+                            .softcap = softcap};
     tg_attn_check_report r;
     int status = tg_attn_check(K, &o, &r);
     char abi[400] = "";

@@ -285,19 +285,19 @@ capmap_figures() {
     tics=$(log2_tics)
     xmin=$(python3 "$top/scripts/tglogs.py" col "$dir/.rows.tsv" log2c | awk 'NR == 2 || (NR > 2 && $1 < m) { m = $1 } END { print m - 0.4 }')
     xmax=$(python3 "$top/scripts/tglogs.py" col "$dir/.rows.tsv" log2c | awk 'NR == 2 || (NR > 2 && $1 > m) { m = $1 } END { print m + 0.4 }')
-    local machine; machine=$(head -1 "$dir/run.txt" | sed 's/^== //; s/"//g' | cut -c1-120)
+    local machine; machine=$(head -1 "$dir/run.txt" | sed 's/^== //; s/"//g; s/ chosen_by=[^ ]*//; s/ threads=1 omp_threads=1//' | cut -c1-130)
     local what col ylab yset name err style bars
     for what in loss ent; do
         col=loss_mean; ylab="final loss (nats, log scale)"; yset="set logscale y"; name=science-capmap-loss-vs-c.png
-        err=':"loss_min":"loss_max"'; style=yerrorlines; bars=", bars from the lowest to the highest seed"
+        err=':"loss_min":"loss_max"'; style=yerrorlines; bars=" (bars: lowest..highest seed)"
         if [ $what = ent ]; then
             col=ent10_mean; ylab="attention entropy / uniform at 10% of the steps"; yset="set yrange [0:1.05]"
             name=science-capmap-entropy10-vs-c.png; err=""; style=linespoints; bars=""
         fi
         gnuplot <<EOF
-set terminal pngcairo size 1050,620 font ",11" noenhanced
+set terminal pngcairo size 1100,640 font ",10" noenhanced
 set output '$figs/$name'
-set title "cap * tanh(c/sqrt(d_head) q.k / cap), d_head $dh, counting task, $steps steps: mean over seeds $(list $seeds)$bars\nopen circle: none (c = sqrt(d_head), the forgotten scale). $machine"
+set title "cap * tanh(c/sqrt(d_head) q.k / cap), d_head $dh, counting task, $steps steps: mean over seeds $(list $seeds)$bars\nopen circle: none (c = sqrt(d_head), the forgotten scale)\n$machine"
 set xlabel "c, the multiplier of the scaled logits (log2 axis; c = 1: sqrt)"; set ylabel "$ylab"
 set xtics ($tics)
 set xrange [$xmin:$xmax]
@@ -344,7 +344,7 @@ capcode_tables() {
 capcode_figures() {
     local feats=("no cap" "cap 50" "cap 30" "cap 10") data="$dir/.curves"
     python3 "$top/scripts/tglogs.py" feature-curves "$dir" "$data" "${feats[@]}"
-    local machine; machine=$(head -1 "$dir/run.txt" | sed 's/^== //; s/"//g' | cut -c1-120)
+    local machine; machine=$(head -1 "$dir/run.txt" | sed 's/^== //; s/"//g; s/ chosen_by=[^ ]*//; s/ threads=1 omp_threads=1//' | cut -c1-130)
     gnuplot <<EOF
 set terminal pngcairo size 1200,560 font ",10" noenhanced
 set output '$figs/science-capcode-curves.png'

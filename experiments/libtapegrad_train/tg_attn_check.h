@@ -52,7 +52,9 @@
  *              logit, saturated rows next to tg_attend's, and where the
  *              multiplier c the kernel really applies falls on the temperature
  *              map of docs/results.md (the band that trains as well as c = 1 at
- *              d_head 128 with AdamW: 1/16 .. 1). Outside: a failure. */
+ *              d_head 128 with AdamW: 1/16 .. 1). Outside: a failure. With opts.softcap,
+ *              the band under that cap where the map under caps measured it, and what the
+ *              forgotten scale cost there on the counting task and on code. */
 #ifndef TG_ATTN_CHECK_H
 #define TG_ATTN_CHECK_H
 #include <stdio.h>
@@ -72,6 +74,8 @@ typedef struct tg_attn_check_opts {
                                process on one kernel process (the caller's, when it is kernel's and
                                this process owns it), started again with this command only after
                                it died or hung (0.16; each probe's child started its own before) */
+    float softcap;     /* the run's logit soft-cap (0: none; 0.17): the health forecast uses the temperature
+                          map under that cap where it was measured (docs/results.md) */
 } tg_attn_check_opts;
 
 typedef struct tg_attn_check_line {
@@ -79,7 +83,7 @@ typedef struct tg_attn_check_line {
     char what[40];     /* "d_head=128", "causal", "d/d q", ... */
     int status;        /* TG_ATTN_CHECK_* */
     double value, limit;   /* the figure and its limit (NaN where none) */
-    char text[400];    /* in words */
+    char text[640];    /* in words (400 before 0.17) */
 } tg_attn_check_line;
 
 typedef struct tg_attn_check_report {

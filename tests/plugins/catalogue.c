@@ -31,6 +31,7 @@ KERNEL(right, F_ALL, )
 KERNEL(sqrt_inverse, F_ALL, a.scale = 1.0f / a.scale)   /* multiplies by √d: the exponent's sign (maxtext #1370) */
 KERNEL(width_scale, F_ALL, a.scale = 1.0f / sqrtf((float)(a.q->shape[2] * a.q->shape[3])))   /* 1/√(H·d) */
 KERNEL(scale_twice, F_ALL, a.scale = a.scale * a.scale)
+KERNEL(forgets_scale_capped, F_ALL, a.scale = 1)   /* the seed's bug in a kernel that can cap: the forecast under --softcap */
 
 /* ---- masks and spans ---- */
 KERNEL(gqa_tile, F_ALL, {   /* query head h reads kv head h mod Hkv: k, v expanded in tile order (not recorded) */
