@@ -754,7 +754,7 @@ def code_feature(log):
     for key, label in FEATURE_KEYS_CODE:
         v = log.header.get(key)
         if v not in (None, "", "0", "-"):
-            return label.format(v)
+            return label.format("%g" % fnum(v))   # the header's float (0.100000001) as it was given
     return "no cap"
 
 
