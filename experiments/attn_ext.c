@@ -70,7 +70,7 @@ static int outside_conventions(const tg_attn_kernel *K, const tg_model_cfg *mc, 
 
 int attn_ext_open(attn_ext *e, const attn_cfg *c, const tg_model_cfg *mc, char *err, size_t errlen) {
     *e = (attn_ext){.exec = {.to = -1, .from = -1, .err = -1}};
-    char declared[400];
+    char declared[640];
     if (c->attn_plugin) {
         if (tg_attn_plugin_open(&e->plugin, c->attn_plugin, err, errlen)) return open_failed(err, errlen);
         e->kind = ATTN_PLUGIN;
@@ -85,13 +85,16 @@ int attn_ext_open(attn_ext *e, const attn_cfg *c, const tg_model_cfg *mc, char *
             return open_failed(err, errlen);
         e->kind = ATTN_EXEC;
         e->kernel = &e->exec.kernel;
-        tg_attn_features_str(e->kernel->features, e->features, sizeof e->features);
-        char conv[300];
+        /* the features and, since 0.17, the conventions it declares: part of the run's identity (a resume
+         * with a kernel that now declares other conventions is another run) */
+        char feats[256], conv[256];
+        tg_attn_features_str(e->kernel->features, feats, sizeof feats);
         if (e->kernel->conventions)
-            snprintf(declared, sizeof declared, "it declares %s; conventions: %s", e->features,
+            snprintf(e->features, sizeof e->features, "%s; conventions: %s", feats,
                      tg_attn_conventions_str(e->kernel->conventions, conv, sizeof conv));
         else
-            snprintf(declared, sizeof declared, "it declares %s", e->features);
+            snprintf(e->features, sizeof e->features, "%s", feats);
+        snprintf(declared, sizeof declared, "it declares %s", e->features);
         snprintf(e->what, sizeof e->what, "the exec kernel '%s' (exec:%s)", e->exec.name, c->attn_exec);
         snprintf(e->who, sizeof e->who, "%s", e->what);
     } else

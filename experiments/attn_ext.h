@@ -27,7 +27,7 @@ typedef struct {
     tg_attn_exec exec;
     const tg_attn_kernel *kernel;
     char ident[4096];          /* exec: the command, file words as sha256:HEX */
-    char features[300];        /* exec: the features it declared */
+    char features[600];        /* exec: the features it declared (and its conventions, 0.17) */
     char what[4400];           /* "the attention plugin PATH:SYMBOL (sha256 ...)", "the exec kernel 'N' (exec:CMD)" */
     char who[4400];            /* "the plugin SPEC" (as given), or what */
 } attn_ext;
