@@ -100,7 +100,11 @@ sweep_grid() {
     local with_plugin=()
     [ -z "$plugin" ] || with_plugin=(--plugin "kernel=$plugin" --set attn=kernel)
     "$sweep" plan "$dir" "$@" --set steps="$steps" --set warmup="$warmup" "${with_plugin[@]+"${with_plugin[@]}"}"
-    local all done_before t0=$SECONDS load
+    sweep_finish "$label"
+}
+# sweep_finish LABEL: run what is missing of the planned grid in $dir, record the wall time, collect
+sweep_finish() {
+    local label=$1 all done_before t0=$SECONDS load
     all=$(wc -l <"$dir/manifest.tsv")
     done_before=$("$sweep" status "$dir" 2>&1 | sed -n 's/.*: \([0-9]*\) done,.*/\1/p')
     load=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -318,17 +322,7 @@ EOF
 # with caps 50, 30, 10 and without, and with sinks, kv-heads 1, window 32, ALiBi, dropout 0.1, each alone
 capcode_grid() {
     "$sweep" preset logits-code "$dir" --seeds "$(list $seeds)"
-    local all done_before t0=$SECONDS load
-    all=$(wc -l <"$dir/manifest.tsv")
-    done_before=$("$sweep" status "$dir" 2>&1 | sed -n 's/.*: \([0-9]*\) done,.*/\1/p')
-    load=$(cut -d' ' -f1-3 /proc/loadavg)
-    "$sweep" run "$dir" --engine local -j "$jobs" --threads 1
-    if [ "$done_before" -lt "$all" ]; then
-        printf '%s\t%s\t%d runs of %d\t%d s wall\t%d at a time, 1 thread each\tload average before %s, after %s\n' \
-            "$(date -u +%FT%TZ)" "$grid" $((all - done_before)) "$all" $((SECONDS - t0)) "$jobs" "$load" \
-            "$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$dir/walltime.tsv" >&2
-    fi
-    "$sweep" collect "$dir" >"$dir/collect.txt"
+    sweep_finish "$grid"
 }
 
 capcode_tables() {
