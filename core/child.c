@@ -2,6 +2,7 @@
 #include "tg_child.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +20,10 @@ int tg_child_run(int (*fn)(void *user, int fd), void *user, double seconds,
     *end = (tg_child_end){0};
     int fds[2];
     if (pipe(fds)) return tg_errf(err, errlen, "no pipe (%s)", strerror(errno));
+    /* close-on-exec: a program the child starts (an exec kernel, say) must not hold the write end, or
+     * the end of file this parent waits for comes only when that program ends */
+    fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+    fcntl(fds[1], F_SETFD, FD_CLOEXEC);
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {

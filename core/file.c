@@ -110,7 +110,7 @@ static void sync_folder(const char *path) {
     if (!dir) return;
     if (dirlen) sprintf(dir, "%.*s", (int)dirlen, path);
     else strcpy(dir, ".");
-    int dfd = open(dir, O_RDONLY);
+    int dfd = open(dir, O_RDONLY | O_CLOEXEC);   /* no other thread's exec may take it along */
     if (dfd >= 0) {
         fsync(dfd);
         close(dfd);

@@ -11,6 +11,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -92,12 +93,43 @@ static void test_no_limit(void **s) {
     assert_int_equal(end.status, 0);
 }
 
+/* A child that starts a program of its own (exec'd, still running when the child exits): that program
+ * must not inherit the child's end of the pipe, or the parent waits for an end of file that comes only
+ * when the program does (until the time limit, which it then reports as a hang; forever without one). */
+static int start_program(void *user, int fd) {
+    (void)user;
+    pid_t p = fork();
+    if (p == 0) {
+        execl("/bin/sleep", "sleep", "30", (char *)NULL);
+        _exit(127);
+    }
+    char line[32];
+    int n = snprintf(line, sizeof line, "%d", (int)p);
+    return write(fd, line, (size_t)n) == n ? 0 : 1;
+}
+
+static void test_a_program_the_child_starts_holds_no_pipe(void **s) {
+    (void)s;
+    tg_child_end end;
+    char err[128];
+    bytes got = {.n = 0};
+    assert_int_equal(tg_child_run(start_program, NULL, 20, keep, &got, &end, err, sizeof err), 0);
+    const pid_t g = (pid_t)atoi(got.buf);
+    assert_true(g > 0);
+    const int alive = kill(g, 0) == 0;   /* the parent came back while the program still runs */
+    kill(g, SIGKILL);
+    assert_int_equal(end.timed_out, 0);
+    assert_int_equal(end.status, 0);
+    assert_true(alive);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bytes_and_status),
         cmocka_unit_test(test_crash_is_a_signal),
         cmocka_unit_test(test_hang_killed_at_the_limit),
         cmocka_unit_test(test_no_limit),
+        cmocka_unit_test(test_a_program_the_child_starts_holds_no_pipe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
