@@ -639,8 +639,8 @@ static void probe_window(const tg_attn_kernel *K, const tg_attn_check_opts *o, t
         snprintf(what, sizeof what, "%s (%d, %d)", a.causal ? "causal" : "two-sided", a.window_left,
                  a.causal ? 0 : a.window_right);
         span *seen = malloc(sizeof(span) * T);
-        if (equal_logit_spans(&ctx, K, &a, seen, NULL, text, sizeof text)) {
-            add(r, "window", what, TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", text);
+        if (!seen || equal_logit_spans(&ctx, K, &a, seen, NULL, text, sizeof text)) {
+            add(r, "window", what, TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", seen ? text : "out of memory");
             free(seen);
             tg_ctx_free(&ctx);
             continue;
@@ -720,8 +720,8 @@ static void probe_padding(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
     K2.conventions &= ~empty;
     span *seen = malloc(sizeof(span) * B * T);
     char text[400], g[40];
-    if (equal_logit_spans(&ctx, empty ? &K2 : K, &a, seen, NULL, text, sizeof text)) {
-        add(r, "padding", "kv_len 5, 0", TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", text);
+    if (!seen || equal_logit_spans(&ctx, empty ? &K2 : K, &a, seen, NULL, text, sizeof text)) {
+        add(r, "padding", "kv_len 5, 0", TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", seen ? text : "out of memory");
     } else {
         span got, want;
         int leak = first_wrong(&a, seen, 0, 0, &got, &want);
@@ -808,8 +808,8 @@ static void probe_bias(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_
     a.bias = bias;
     conform(K, &a);
     float *P = malloc(sizeof(float) * B * H * T * T);
-    char why[400];
-    if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why)) {
+    char why[400] = "out of memory";
+    if (!P || tg_attn_weights(&ctx, K, &a, P, why, sizeof why)) {
         add(r, "bias", "[1,H,T,T]", TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", why);
         free(P);
         tg_ctx_free(&ctx);
@@ -868,11 +868,12 @@ static void probe_alibi(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg
     tg_attn_args a = tg_attn_args_make(q, k, k, scale);
     a.alibi = vec(&ctx, H, sl);
     conform(K, &a);   /* alibi_causal: under the mask, BLOOM's slope·j is −slope·|j − i| plus the row's constant */
-    float *P = malloc(sizeof(float) * B * H * T * T), *dist = malloc(sizeof(float) * 2 * T * T), *ramp = dist + T * T;
-    for (int i = 0; i < T; i++)
+    float *P = malloc(sizeof(float) * B * H * T * T), *dist = malloc(sizeof(float) * 2 * T * T);
+    char why[400] = "out of memory";
+    float *ramp = dist ? dist + T * T : NULL;
+    for (int i = 0; i < T && ramp; i++)
         for (int j = 0; j < T; j++) dist[i * T + j] = -fabsf((float)(j - i)), ramp[i * T + j] = (float)j;
-    char why[400];
-    if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why))
+    if (!P || !dist || tg_attn_weights(&ctx, K, &a, P, why, sizeof why))
         add(r, "alibi", "slopes", TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", why);
     else {
         double m[3];
@@ -1052,9 +1053,9 @@ static void probe_dropout(const tg_attn_kernel *K, const tg_attn_check_opts *o, 
     tg_attn_args a = tg_attn_args_make(q, k, k, 0.3f);   /* q = k = 0: equal logits */
     a.dropout = p, a.dropout_seed = 7;
     conform(K, &a);   /* causal: only the visible weights count, row i's 1/(i + 1) each */
-    float *P1 = malloc(sizeof(float) * 3 * n), *P2 = P1 + n, *P3 = P2 + n;
-    char why[400];
-    int rc = tg_attn_weights(&ctx, K, &a, P1, why, sizeof why);
+    float *P1 = malloc(sizeof(float) * 3 * n), *P2 = P1 ? P1 + n : NULL, *P3 = P1 ? P2 + n : NULL;
+    char why[400] = "out of memory";
+    int rc = P1 ? tg_attn_weights(&ctx, K, &a, P1, why, sizeof why) : -1;
     if (!rc) rc = tg_attn_weights(&ctx, K, &a, P2, why, sizeof why);
     a.dropout_seed = 8;
     if (!rc) rc = tg_attn_weights(&ctx, K, &a, P3, why, sizeof why);
