@@ -170,14 +170,26 @@ out:
     return rc;
 }
 
-int attn_dump_step(attn_dump *d, tg_model *m, int step, char *err, size_t errlen) {
-    int s = 0;
-    while (s < d->n_steps && d->steps[s] != step) s++;
-    if (s == d->n_steps) return 0;
+static void dump_ctx(attn_dump *d) {
     if (!d->ctx_ready) {
         tg_ctx_init(&d->ctx, 0);
         d->ctx_ready = 1;
     }
+}
+
+void attn_dump_plan(attn_dump *d, tg_model *m) {
+    float *scratch = d->n_steps ? malloc(sizeof(float) * per_step(d)) : NULL;
+    if (!scratch) return;   /* nothing to dump, or no memory: the maps' shapes stay estimated */
+    dump_ctx(d);
+    (void)tg_model_attention_maps(m, &d->ctx, d->tokens, 1, scratch);   /* a failure is the step's to report */
+    free(scratch);
+}
+
+int attn_dump_step(attn_dump *d, tg_model *m, int step, char *err, size_t errlen) {
+    int s = 0;
+    while (s < d->n_steps && d->steps[s] != step) s++;
+    if (s == d->n_steps) return 0;
+    dump_ctx(d);
     if (tg_model_attention_maps(m, &d->ctx, d->tokens, 1, d->maps + s * per_step(d)))
         return tg_errf(err, errlen, "--dump-attn-file not written: the kernel's weights could not be measured: %s",
                        m->measure_note);

@@ -59,6 +59,10 @@ int attn_dump_init(attn_dump *d, const attn_cfg *c, const tg_cli_opt *opts, int 
  * with a message in err when the file could not be written. */
 int attn_dump_step(attn_dump *d, tg_model *m, int step, char *err, size_t errlen);
 
+/* The maps' products looked up once, their maps thrown away: run before the
+ * planning pass ends (tg_gemm_plan.h), so none is first met inside the loop. */
+void attn_dump_plan(attn_dump *d, tg_model *m);
+
 void attn_dump_free(attn_dump *d);
 
 #endif

@@ -145,16 +145,6 @@ static void header(void *u, FILE *f) {
     fprintf(f, "# ref_entropy_uniform=%.6f\n", r->uniform);
 }
 
-static int start(void *u, int step, char *err, size_t errlen) {
-    run *r = u;
-    if (!r->c->dump_attn) return 0;
-    char info[600];
-    if (attn_dump_init(&r->dump, r->c, r->opts, r->n_opts, step, info, sizeof info, err, errlen)) return -1;
-    r->dumping = 1;
-    if (info[0]) fprintf(stderr, "attn_scale: %s\n", info);
-    return 0;
-}
-
 enum { VB = 16 };   /* validation windows per forward */
 
 /* val_loss: the mean loss of the TG_CORPUS_VAL fixed validation windows, VB at a time, on ctx (the run's own
@@ -171,6 +161,48 @@ static void validation_loss(tg_ctx *ctx, void *u) {
     r->val_loss = sum / (TG_CORPUS_VAL / VB);
 }
 
+/* The validation batch and context, made once: no allocation in a step after the first. */
+static int eval_ready(run *r, char *err, size_t errlen) {
+    if (!r->eval_ready) {
+        tg_ctx_init(&r->eval_ctx, 0);
+        r->eval_ctx.grad_enabled = 0;
+        r->eval_x = malloc(sizeof(int) * VB * (size_t)r->m.cfg.seq_len);
+        r->eval_y = malloc(sizeof(int) * VB * (size_t)r->m.cfg.seq_len);
+        r->eval_ready = 1;
+    }
+    return r->eval_x && r->eval_y ? 0 : tg_errf(err, errlen, "out of memory for the validation batch");
+}
+
+/* One validation forward, its loss thrown away: its products looked up. */
+static void validation_plan(tg_ctx *ctx, void *u) {
+    run *r = u;
+    tg_ctx_reset(ctx);
+    tg_corpus_val_batch(r->corpus, 0, VB, r->m.cfg.seq_len, r->eval_x, r->eval_y);
+    (void)tg_model_forward(&r->m, ctx, r->eval_x, r->eval_y, VB, 0);
+    tg_ctx_reset(ctx);
+}
+
+/* After a resume, before the kit's planning pass ends (tg_gemm_plan.h): the
+ * products the loop meets besides a step's (the validation loss, the dumps'
+ * maps) are looked up here, so they are timed with the step's and none is
+ * first met inside the loop. A failure there is the loop's to report. */
+static int start(void *u, int step, char *err, size_t errlen) {
+    run *r = u;
+    if (r->c->dump_attn) {
+        char info[600];
+        if (attn_dump_init(&r->dump, r->c, r->opts, r->n_opts, step, info, sizeof info, err, errlen)) return -1;
+        r->dumping = 1;
+        if (info[0]) fprintf(stderr, "attn_scale: %s\n", info);
+        attn_dump_plan(&r->dump, &r->m);
+    }
+    if (r->c->eval_every && eval_ready(r, err, errlen) == 0) {
+        char msg[600];
+        (void)tg_try(&r->eval_ctx, validation_plan, r, msg, sizeof msg);
+    }
+    tg_gemm_plan_reset_used();   /* decided, not named: the log's gemm_plan names a step's products, as without them */
+    return 0;
+}
+
 static int before_step(void *u, int step, char *err, size_t errlen) {
     run *r = u;
     /* the probe's maps of the model that logs this row, on their own context */
@@ -178,14 +210,7 @@ static int before_step(void *u, int step, char *err, size_t errlen) {
     /* the validation loss of the model that logs this row (step updates done) */
     r->val_loss = NAN;
     if (!r->c->eval_every || (step % r->c->eval_every && step != r->c->steps)) return 0;
-    if (!r->eval_ready) {   /* made once: no allocation in a step after the first */
-        tg_ctx_init(&r->eval_ctx, 0);
-        r->eval_ctx.grad_enabled = 0;
-        r->eval_x = malloc(sizeof(int) * VB * (size_t)r->m.cfg.seq_len);
-        r->eval_y = malloc(sizeof(int) * VB * (size_t)r->m.cfg.seq_len);
-        r->eval_ready = 1;
-    }
-    if (!r->eval_x || !r->eval_y) return tg_errf(err, errlen, "out of memory for the validation batch");
+    if (eval_ready(r, err, errlen)) return -1;
     /* an op failing in it (an exec kernel that died) fails the run as a step's would, not abort it */
     char msg[600];
     if (tg_try(&r->eval_ctx, validation_loss, r, msg, sizeof msg)) {

@@ -76,7 +76,8 @@ int main(int argc, char **argv) {
     tg_ctx ctx;
     tg_ctx_init(&ctx, 1 << 20);   /* small blocks: the arena holds about what the op asks for */
     double best = 1e300;
-    for (int i = 0; i < reps; i++) {
+    for (int i = -1; i < reps; i++) {   /* -1: the planning pass, untimed; its new shapes timed after it */
+        if (i == 0) tg_gemm_plan_measure();
         double t0 = tg_timing_now_ms();
         tg_ctx_reset(&ctx);
         tg_params_zero_grad(&P);
@@ -86,7 +87,7 @@ int main(int argc, char **argv) {
         tg_tensor *out = (attn == TG_ATTN_FUSED ? tg_flash_attend : tg_attend)(&ctx, &a);
         tg_backward_seed(&ctx, out, dout);
         double t = tg_timing_now_ms() - t0;
-        best = t < best ? t : best;
+        if (i >= 0) best = t < best ? t : best;
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

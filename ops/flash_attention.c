@@ -362,8 +362,9 @@ static void backward_item(void *arg, int item, int thread) {
         }
 }
 
-/* The block products run inside the parallel region, where the product plan
- * measures nothing (ops/gemm.h): their shapes are decided here first. */
+/* The block products run inside the parallel region: their shapes are looked
+ * up here first, so the threads find them decided (no lock) and a planning
+ * pass wants every one of them (tg_gemm_plan.h). */
 static void prepare_products(const tg_attn_geom *g, int backward) {
     const int Tk = g->Tk, d = g->d, dv = g->dv, ldq = g->H * d, ldk = g->Hkv * d, ldo = g->H * dv;
     const int ldv = g->Hkv * dv;

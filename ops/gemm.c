@@ -61,37 +61,35 @@ void tg_gemm_call_fixed(tg_gemm_call *p, int ta, int tb, int M, int N, int K, fl
     if (xsmm) tg_gemm_call_xsmm(p);
 }
 
-static int measure(const tg_plan_shape *k, float *us_x, float *us_b, int *xsmm);
-
-/* The plan's decision for a libxsmm-able shape (ops/gemm_plan.h); measured
- * here (the timer) only where the caller may take the time. */
-static int decide(int ta, int M, int N, int K, int lda, int ldb, int ldc, int blocks, int may_measure) {
+/* The plan's decision for a libxsmm-able shape (ops/gemm_plan.h): a look-up,
+ * never a measurement (the program's tg_gemm_plan_measure times shapes). */
+static int decide(int ta, int M, int N, int K, int lda, int ldb, int ldc, int blocks) {
     const tg_plan_shape k = {!!ta, M, N, K, lda, ldb, ldc, !!blocks};
-    return tg_gemm_plan_choose(&k, may_measure ? measure : NULL);
+    return tg_gemm_plan_choose(&k);
 }
 
 static void plan(tg_gemm_call *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb, float beta,
-                 int ldc, int blocks, int may_measure) {
-    int x = xsmm_able(tb, alpha, beta) && decide(ta, M, N, K, lda, ldb, ldc, blocks, may_measure);
+                 int ldc, int blocks) {
+    int x = xsmm_able(tb, alpha, beta) && decide(ta, M, N, K, lda, ldb, ldc, blocks);
     tg_gemm_call_fixed(p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, x);
 }
 
 void tg_gemm_call_init(tg_gemm_call *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
                        float beta, int ldc) {
-    plan(p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, 0, 1);
+    plan(p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, 0);
 }
 
 void tg_gemm_call_make(tg_gemm_call *p, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
                        float beta, int ldc, int blocks) {
-    plan(p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, !!blocks, 1);
+    plan(p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, !!blocks);
 }
 
 void tg_gemm_prepare(int ta, int M, int N, int K, int lda, int ldb, int ldc) {
-    (void)decide(ta, M, N, K, lda, ldb, ldc, 0, 1);
+    (void)decide(ta, M, N, K, lda, ldb, ldc, 0);
 }
 
 int tg_gemm_picks_xsmm(int ta, int M, int N, int K, int lda, int ldb, int ldc, int blocks) {
-    return decide(ta, M, N, K, lda, ldb, ldc, blocks, 1);
+    return decide(ta, M, N, K, lda, ldb, ldc, blocks);
 }
 
 int tg_gemm_call_xsmm(tg_gemm_call *p) {
@@ -135,7 +133,7 @@ void tg_gemm_run(const tg_gemm_call *p, const float *A, const float *B, float *C
 void tg_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
              float beta, float *C, int ldc) {
     tg_gemm_call p;
-    plan(&p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, 0, 0);
+    plan(&p, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, 0);
     tg_gemm_run(&p, A, B, C);
 }
 
@@ -307,3 +305,5 @@ static int measure(const tg_plan_shape *k, float *us_x, float *us_b, int *xsmm) 
     free(mem);
     return 0;
 }
+
+int tg_gemm_plan_measure(void) { return tg_gemm_plan_measure_with(measure); }

@@ -59,8 +59,7 @@ TG_GEMM_API void tg_gemm_call_fixed(tg_gemm_call *p, int ta, int tb, int M, int 
                         float beta, int ldc, int xsmm);
 
 /* Whether the product plan puts this libxsmm-able shape on libxsmm (1) or
- * OpenBLAS (0); a shape not decided yet may be timed here, so call it outside
- * any parallel region (an op deciding whether to make Bᵀ first). */
+ * OpenBLAS (0): a look-up (an op deciding whether to make Bᵀ first). */
 TG_GEMM_API int tg_gemm_picks_xsmm(int ta, int M, int N, int K, int lda, int ldb, int ldc, int blocks);
 
 /* tg_gemm_call_init for a product run by tg_gemm_run_threads (blocks = 1:
@@ -72,8 +71,9 @@ TG_GEMM_API void tg_gemm_call_make(tg_gemm_call *p, int ta, int tb, int M, int N
  * tg_gemm_run (0) runs it: the plan's measurements. */
 TG_GEMM_API void tg_gemm_run_serial(const tg_gemm_call *p, int blocks, const float *A, const float *B, float *C);
 
-/* Decides a shape that tg_gemm will meet inside a parallel region (where
- * nothing is measured), from outside it. */
+/* Looks up a shape that tg_gemm will meet inside a parallel region, from
+ * outside it: in measure mode it is then wanted by the program's
+ * tg_gemm_plan_measure even in a pass that skips that region. */
 TG_GEMM_API void tg_gemm_prepare(int ta, int M, int N, int K, int lda, int ldb, int ldc);
 
 /* Makes p run on libxsmm whatever its width, if libxsmm can do it at all;
@@ -84,8 +84,7 @@ TG_GEMM_API int tg_gemm_call_xsmm(tg_gemm_call *p);
 TG_GEMM_API void tg_gemm_run(const tg_gemm_call *p, const float *A, const float *B, float *C);
 
 /* Prepare and run on the calling thread (a plan look-up and a libxsmm look-up,
- * ~50 ns, per call). Never measures: inside parallel regions; a shape not
- * decided yet is estimated (tg_gemm_prepare it outside first). */
+ * ~50 ns, per call); inside parallel regions too. */
 TG_GEMM_API void tg_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
              float beta, float *C, int ldc);
 

@@ -1,13 +1,20 @@
 /* The product plan (tg_gemm_plan.h): a table of decided shapes, the machine's
  * plan file, the estimate. Not an op, and not the products: ops/gemm.c asks
- * it for decisions and hands it a timer (ops/gemm_plan.h); this file never
- * runs a product itself.
+ * it for decisions, and hands it a timer when the program measures
+ * (ops/gemm_plan.h); this file never runs a product itself.
+ *
+ * Two phases, as FFTW plans before it computes: a product only looks its
+ * shape up (a miss is estimated, and in measure mode marked wanted); the
+ * program's tg_gemm_plan_measure times the wanted shapes and keeps them. The
+ * file is read and written only in the program's calls (set-up, measure):
+ * never a file, a lock or a timing inside a product.
  *
  * Threads: a decided shape is read without a lock (its slot's state is
  * published with release/acquire after its fields are written; slots are
- * never freed while products run). The mutex guards inserts, set-up and the
- * first read of the file; a measurement runs outside it, one at a time in the
- * process (S.measuring), under the plan file's lock. */
+ * never freed while products run). The mutex guards inserts and set-up; a
+ * measurement runs outside it, one at a time in the process (S.measuring),
+ * under the plan file's lock, its shapes PENDING meanwhile (a product that
+ * meets one waits for its decision). */
 #define _GNU_SOURCE   /* mkdir, nanosleep */
 #include "tg_gemm_plan.h"
 #include "gemm_plan.h"
@@ -50,6 +57,7 @@ typedef struct {
     tg_plan_shape k;             /* set before the state leaves EMPTY, never changed after */
     signed char xsmm;            /* the decision */
     char from;                   /* 'f' the file, 'm' measured now, 'e' estimated */
+    char wanted;                 /* estimated in measure mode: the next tg_gemm_plan_measure times it */
     atomic_char used;            /* looked up since the start or the last reset */
     float us_xsmm, us_blas;      /* measured times (0: not measured) */
 } entry;
@@ -64,7 +72,7 @@ static struct {
     pthread_mutex_t measuring;   /* one measurement at a time: they would disturb each other, and
                                     the file's record lock belongs to the process, not a thread */
     _Atomic int ready;
-    int mode, planned, file_loaded, said;
+    int mode, planned, said;
     char file[4096];             /* the plan file ("" when none) */
     char dir[3900];              /* measure: its folder, named by the program ("" when kept by none) */
     char key[600];
@@ -290,6 +298,7 @@ static void adopt(const rows *rs) {
         empty->k = rs->r[i].k;
         empty->xsmm = (signed char)rs->r[i].x;
         empty->from = 'f';
+        empty->wanted = 0;
         empty->us_xsmm = rs->r[i].ux;
         empty->us_blas = rs->r[i].ub;
         atomic_store_explicit(&empty->used, 0, memory_order_relaxed);
@@ -304,17 +313,16 @@ static int cmp_row(const void *a, const void *b) {
 }
 
 /* Under the file's lock: the file as it is now (rows), with this process's
- * measured and read decisions over it, written whole. Another run's rows for
- * shapes this run only estimated stay. measured: the slot this thread just
- * measured (PENDING until the caller publishes it). */
-static int save_merged(const rows *file, const entry *measured, char *err, size_t errlen) {
+ * measured and read decisions over it (the shapes being measured are PENDING
+ * and this thread's), written whole. Another run's rows for shapes this run
+ * only estimated stay. */
+static int save_merged(const rows *file, char *err, size_t errlen) {
     row *all = malloc((size_t)(file->n + CAP) * sizeof *all);
     if (!all) return tg_errf(err, errlen, "out of memory");
     int n = 0;
     for (int i = 0; i < CAP; i++) {
         const entry *e = &S.tab[i];
-        if ((state(e) == DECIDED || e == measured) && e->from != 'e') /* measured: still PENDING, this thread's */
-            all[n++] = (row){e->k, e->xsmm, e->us_xsmm, e->us_blas};
+        if (state(e) != EMPTY && e->from != 'e') all[n++] = (row){e->k, e->xsmm, e->us_xsmm, e->us_blas};
     }
     for (int i = 0; i < file->n; i++) {
         int mine = 0;
@@ -365,15 +373,14 @@ static void measure(entry *e, tg_plan_timer timer) {
     e->from = 'm';
 }
 
-/* Decides the PENDING slot e by measuring it (no S.mu held): under the plan
- * file's lock, after re-reading the file (another run may have measured it
- * meanwhile), then the file saved with the union. Without the lock (a folder
- * that cannot hold it, a holder past LOCK_WAIT_S) it is measured for this
- * process only, never saved. */
-static void measure_and_keep(entry *e, tg_plan_timer timer) {
-    pthread_mutex_lock(&S.measuring);
+/* Decides the n PENDING slots of list (no S.mu held): under the plan file's
+ * lock, after re-reading the file (another run may have measured some
+ * meanwhile), then the file saved once with the union. Without the lock (a
+ * folder that cannot hold it, a holder past LOCK_WAIT_S) they are measured
+ * for this process only, never saved. Returns how many were timed. */
+static int measure_and_keep(entry **list, int n, tg_plan_timer timer) {
     char err[4600], msg[4800], lockpath[4200];
-    int fd = -1;
+    int fd = -1, measured = 0;
     rows file = {0};
     if (S.file[0]) {   /* the folder the program named: made on its word */
         snprintf(lockpath, sizeof lockpath, "%s.lock", S.file);
@@ -392,25 +399,28 @@ static void measure_and_keep(entry *e, tg_plan_timer timer) {
                 snprintf(msg, sizeof msg, "%.4600s; measuring again (the file will be replaced)", err);
                 note(SAID_REFUSED, msg);
             }
-            const row *r = row_of(&file, &e->k);
-            if (r) {   /* another run measured it meanwhile */
-                e->xsmm = (signed char)r->x;
-                e->us_xsmm = r->ux;
-                e->us_blas = r->ub;
-                e->from = 'f';
-            }
         }
     }
-    if (e->from != 'f') {
-        measure(e, timer);
-        if (fd >= 0 && e->from == 'm' && save_merged(&file, e, err, sizeof err)) {
-            snprintf(msg, sizeof msg, "the product plan could not be kept: %.4600s", err);
-            note(SAID_SAVE, msg);
+    for (int i = 0; i < n; i++) {
+        entry *e = list[i];
+        const row *r = row_of(&file, &e->k);
+        if (r) {   /* another run measured it meanwhile */
+            e->xsmm = (signed char)r->x;
+            e->us_xsmm = r->ux;
+            e->us_blas = r->ub;
+            e->from = 'f';
+        } else {
+            measure(e, timer);
+            measured += e->from == 'm';
         }
+    }
+    if (fd >= 0 && measured && save_merged(&file, err, sizeof err)) {
+        snprintf(msg, sizeof msg, "the product plan could not be kept: %.4600s", err);
+        note(SAID_SAVE, msg);
     }
     free(file.r);
     if (fd >= 0) close(fd);   /* releases the file's lock */
-    pthread_mutex_unlock(&S.measuring);
+    return measured;
 }
 
 /* ---- fork ---------------------------------------------------------------------- */
@@ -440,7 +450,6 @@ static void register_atfork(void) { pthread_atfork(fork_prepare, fork_parent, fo
 static int setup_locked(const char *spec, char *err, size_t errlen) {
     tg_gemm_plan_machine(S.key, sizeof S.key);
     S.dir[0] = S.file[0] = 0;
-    S.file_loaded = 0;
     int rc = 0;
     if (spec && (strcmp(spec, "measure") == 0 || strncmp(spec, "measure=", 8) == 0)) {
         S.mode = TG_PLAN_MEASURE;   /* "measure": in this process only; "measure=DIR": kept in the folder named */
@@ -448,6 +457,16 @@ static int setup_locked(const char *spec, char *err, size_t errlen) {
             snprintf(S.dir, sizeof S.dir, "%s", spec + 8);
             snprintf(S.file, sizeof S.file, "%s/gemm-plan-%016llx.tsv", S.dir,
                      (unsigned long long)tg_fnv1a64(TG_FNV1A64_INIT, S.key, strlen(S.key)));
+            rows rs;   /* imported now, on the program's word; a refused file is measured again */
+            int missing;
+            char why[4600], msg[4800];
+            if (read_rows(S.file, &rs, &missing, why, sizeof why)) {
+                snprintf(msg, sizeof msg, "%.4600s; measuring again (the file will be replaced)", why);
+                note_locked(SAID_REFUSED, msg);
+            } else {
+                adopt(&rs);
+                free(rs.r);
+            }
         }
     } else if (!spec || !*spec || strcmp(spec, "estimate") == 0) {
         S.mode = TG_PLAN_ESTIMATE;
@@ -496,7 +515,7 @@ const char *tg_gemm_plan_mode(void) {
 }
 
 /* ---- deciding ------------------------------------------------------------------- */
-static int choose_slow(const tg_plan_shape *k, tg_plan_timer timer) {
+static int choose_slow(const tg_plan_shape *k) {
     pthread_once(&atfork_once, register_atfork);
     pthread_mutex_lock(&S.mu);
     if (!atomic_load(&S.ready)) {   /* no program set a plan up: the estimate, nothing read or written */
@@ -504,22 +523,9 @@ static int choose_slow(const tg_plan_shape *k, tg_plan_timer timer) {
         setup_locked("estimate", err, sizeof err);
     }
     S.planned = 1;
-    if (S.mode == TG_PLAN_MEASURE && S.file[0] && !S.file_loaded) {   /* read once; a refused file is said once */
-        S.file_loaded = 1;
-        rows rs;
-        int missing;
-        char err[4600], msg[4800];
-        if (read_rows(S.file, &rs, &missing, err, sizeof err)) {
-            snprintf(msg, sizeof msg, "%.4600s; measuring again (the file will be replaced)", err);
-            note_locked(SAID_REFUSED, msg);
-        } else {
-            adopt(&rs);
-            free(rs.r);
-        }
-    }
     for (;;) {
         entry *empty, *e = find(k, &empty);
-        if (e && state(e) == PENDING) {   /* another thread measures it: its decision is ours */
+        if (e && state(e) == PENDING) {   /* the program measures it now: its decision is ours */
             pthread_cond_wait(&S.decided, &S.mu);
             continue;
         }
@@ -535,16 +541,10 @@ static int choose_slow(const tg_plan_shape *k, tg_plan_timer timer) {
             e->k = *k;
             e->xsmm = (signed char)estimate(k->ta, k->M, k->N, k->K);
             e->from = 'e';
+            e->wanted = S.mode == TG_PLAN_MEASURE;
             e->us_xsmm = e->us_blas = 0;
             atomic_store_explicit(&e->used, 1, memory_order_relaxed);
-            if (timer && S.mode == TG_PLAN_MEASURE) {
-                publish(e, PENDING);
-                pthread_mutex_unlock(&S.mu);
-                measure_and_keep(e, timer);
-                pthread_mutex_lock(&S.mu);
-            }
             publish(e, DECIDED);
-            pthread_cond_broadcast(&S.decided);
             x = e->xsmm;
         }
         pthread_mutex_unlock(&S.mu);
@@ -552,7 +552,7 @@ static int choose_slow(const tg_plan_shape *k, tg_plan_timer timer) {
     }
 }
 
-int tg_gemm_plan_choose(const tg_plan_shape *k, tg_plan_timer timer) {
+int tg_gemm_plan_choose(const tg_plan_shape *k) {
     if (atomic_load_explicit(&S.ready, memory_order_acquire)) {   /* the hot path: no lock */
         entry *e = find(k, NULL);
         if (e && state(e) == DECIDED) {
@@ -560,7 +560,40 @@ int tg_gemm_plan_choose(const tg_plan_shape *k, tg_plan_timer timer) {
             return e->xsmm;
         }
     }
-    return choose_slow(k, timer);
+    return choose_slow(k);
+}
+
+/* The wanted shapes, PENDING from here until tg_gemm_plan_measure_with publishes them (under S.mu). */
+static int take_wanted(entry **list) {
+    int n = 0;
+    if (atomic_load(&S.ready) && S.mode == TG_PLAN_MEASURE)
+        for (int i = 0; i < CAP; i++) {
+            entry *e = &S.tab[i];
+            if (state(e) == DECIDED && e->wanted) {
+                publish(e, PENDING);
+                list[n++] = e;
+            }
+        }
+    return n;
+}
+
+int tg_gemm_plan_measure_with(tg_plan_timer timer) {
+    static entry *list[CAP];   /* under S.measuring */
+    pthread_once(&atfork_once, register_atfork);
+    pthread_mutex_lock(&S.measuring);
+    pthread_mutex_lock(&S.mu);
+    int n = take_wanted(list), measured = 0;
+    pthread_mutex_unlock(&S.mu);
+    if (n) measured = measure_and_keep(list, n, timer);
+    pthread_mutex_lock(&S.mu);
+    for (int i = 0; i < n; i++) {
+        list[i]->wanted = 0;
+        publish(list[i], DECIDED);
+    }
+    pthread_cond_broadcast(&S.decided);
+    pthread_mutex_unlock(&S.mu);
+    pthread_mutex_unlock(&S.measuring);
+    return measured;
 }
 
 /* ---- naming --------------------------------------------------------------------- */

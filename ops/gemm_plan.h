@@ -19,10 +19,18 @@ typedef struct { int ta, M, N, K, lda, ldb, ldc, blocks; } tg_plan_shape;
  * (out of memory: the estimate stands). */
 typedef int (*tg_plan_timer)(const tg_plan_shape *k, float *us_xsmm, float *us_blas, int *can_xsmm);
 
-/* The decision for a libxsmm-able shape (1: libxsmm, 0: OpenBLAS). A shape
- * decided once keeps its decision for the life of the process. timer NULL:
- * never measure (inside a parallel region: the estimate, unless decided
- * already). The hot path, a shape decided before, reads without a lock. */
-TG_PLAN_API int tg_gemm_plan_choose(const tg_plan_shape *k, tg_plan_timer timer);
+/* The decision for a libxsmm-able shape (1: libxsmm, 0: OpenBLAS): a look-up,
+ * never a file, a lock or a timing. A shape met for the first time is
+ * estimated (in measure mode, marked wanted: the program's next
+ * tg_gemm_plan_measure times it and may change its decision; after that it
+ * never changes in the process). The hot path, a shape decided before, reads
+ * without a lock. */
+TG_PLAN_API int tg_gemm_plan_choose(const tg_plan_shape *k);
+
+/* The planning phase's end (tg_gemm_plan_measure is this with the products'
+ * timer): times every wanted shape, one at a time, and in measure=DIR mode
+ * keeps them in the plan file (re-read and merged under its lock). Returns
+ * how many shapes were timed. */
+TG_PLAN_API int tg_gemm_plan_measure_with(tg_plan_timer timer);
 
 #endif

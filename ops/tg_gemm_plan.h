@@ -1,22 +1,33 @@
 /* The product plan: which library makes each matrix product shape on this
  * machine (libxsmm's JIT kernels or OpenBLAS), measured here, kept, reused.
  *
- * Like FFTW's wisdom: the first time a process meets a product shape, the plan
- * looks it up in the machine's plan file; if it is not there it times both
- * libraries on that shape (a few ms), keeps the faster (the estimate's pick
- * unless the other is more than 3% faster: near ties do not flip between
- * measurements), and adds it to the file, which every later run reuses. Where nothing may be measured it
- * estimates with a fixed rule per instruction set (deterministic). Once a
- * shape is decided in a process it never changes there.
+ * Like FFTW, the program plans before it computes, and a product never does
+ * more than look its shape up: no file, no lock, no timing inside a product.
+ * Planning is a phase the program runs:
+ *   1. tg_gemm_plan_setup(spec): the mode; in measure=DIR mode the machine's
+ *      plan file is read now (imported), FILE mode likewise;
+ *   2. a planning pass: the program runs its products once (a step's forward
+ *      and backward: tg_train does; the benchmarks their warm-up). A shape
+ *      not in the plan is estimated, and in measure mode marked wanted;
+ *   3. tg_gemm_plan_measure(): times each wanted shape on both libraries
+ *      (a few ms each), keeps the faster (the estimate's pick unless the other
+ *      is more than 3% faster: near ties do not flip between measurements),
+ *      and in measure=DIR mode adds them to the plan file (exported), which
+ *      every later run reuses.
+ * After that a shape's decision never changes in the process. A shape first
+ * met after the last tg_gemm_plan_measure keeps the estimate until the next.
+ * Where nothing may be measured the fixed rule per instruction set decides
+ * (deterministic).
  *
  * The mode is the program's decision, set with tg_gemm_plan_setup (or
  * the training kit's tg_gemm_plan_setup_env, tg_cli.h, which reads TG_PLAN) before its first product; a
  * library that no program set up estimates every product, and never reads an
  * environment variable, creates a folder, takes a lock or writes a file of its
- * own (FFTW's wisdom: imported and exported on the program's word):
- *   measure=DIR  the machine's plan file in the folder DIR (made if missing),
- *              shapes not in it measured and added (attn_scale, bench_step,
- *              bench_gemm and bench_attn ask for it unless TG_PLAN says otherwise);
+ * own:
+ *   measure=DIR  the machine's plan file in the folder DIR (made if missing
+ *              when tg_gemm_plan_measure keeps a shape), shapes not in it
+ *              measured and added (attn_scale, bench_step, bench_gemm and
+ *              bench_attn ask for it unless TG_PLAN says otherwise);
  *   measure    shapes measured, kept in this process only;
  *   estimate   the rule only, no file read or written (the default; tests, CI,
  *              attn_check, the other programs);
@@ -31,20 +42,21 @@
  * file (and line): measure mode then measures again and replaces it, FILE mode
  * estimates. Nothing crashes on a bad file.
  *
- * Runs started together: measuring takes an exclusive POSIX record lock
- * (tg_file_lock) on the plan file's ".lock" beside it, re-reads the file under
- * the lock (another run may have just measured the same shape), measures only
- * what is still missing, and replaces the file atomically (tg_file.h) with the
- * union: its rows as they are now, this process's measured rows over them. So
- * runs on one machine never time their products at the same time, no run's
- * rows are lost, and the file is never half-written. A run that cannot hold the
- * lock (a folder it cannot write, a holder past 120 s) measures for itself and
- * saves nothing. A plan file that is not a regular file (a FIFO, a device) is
- * refused without being opened for long. A run that measures while others
- * train on the same machine times its products under their load (each time is
- * the best of 9 rounds, which keeps most of it out); to keep it out entirely,
- * plan each configuration once before starting the runs (attn_scale ...
- * --steps 1 --warmup 0 without --log, docs/speed.md#plan).
+ * Runs started together: tg_gemm_plan_measure takes an exclusive POSIX record
+ * lock (tg_file_lock) on the plan file's ".lock" beside it, re-reads the file
+ * under the lock (another run may have just measured the same shapes),
+ * measures only what is still missing, and replaces the file atomically
+ * (tg_file.h) with the union: its rows as they are now, this process's
+ * measured rows over them. So runs on one machine never time their products
+ * at the same time, no run's rows are lost, and the file is never
+ * half-written. A run that cannot hold the lock (a folder it cannot write, a
+ * holder past 120 s) measures for itself and saves nothing. A plan file that
+ * is not a regular file (a FIFO, a device) is refused without being opened
+ * for long. A run that measures while others train on the same machine times
+ * its products under their load (each time is the best of 9 rounds, which
+ * keeps most of it out); to keep it out entirely, plan each configuration once
+ * before starting the runs (attn_scale ... --steps 1 --warmup 0 without
+ * --log, docs/speed.md#plan).
  *
  * The plan is part of the rounding: libxsmm and OpenBLAS sum in different
  * orders. tg_gemm_plan_name() names the decisions a process used (a short hash
@@ -55,9 +67,9 @@
  * Process-wide, like libxsmm's own kernel registry: the plan describes the
  * machine, not a model, so two contexts share it. A shape decided before is
  * read without a lock (the products' hot path); a new shape is inserted under
- * a mutex, and measured outside it, one measurement at a time. After fork()
- * the child has its own copy, with a shape another thread was measuring at the
- * fork decided by the estimate.
+ * a mutex. While tg_gemm_plan_measure times shapes, a product that meets one
+ * waits for its decision. After fork() the child has its own copy, with a
+ * shape another thread was measuring at the fork decided by the estimate.
  *
  * The library says nothing of its own: what the plan would report (a refused
  * file, a plan that could not be kept, a busy lock) goes to the callback the
@@ -70,9 +82,18 @@
 
 enum { TG_PLAN_MEASURE, TG_PLAN_ESTIMATE, TG_PLAN_FILE };
 
-/* Sets the mode ("measure", "estimate" or a plan file's path) before the first
- * product (again, too, until then); later calls fail. 0, or -1 with the reason in err. */
+/* Sets the mode ("measure", "measure=DIR", "estimate" or a plan file's path)
+ * before the first product (again, too, until then), and reads the plan file
+ * the mode names; later calls fail. 0, or -1 with the reason in err (FILE
+ * mode: the file is refused, products are estimated). */
 int tg_gemm_plan_setup(const char *spec, char *err, size_t errlen);
+
+/* The planning phase's end: times every shape the products wanted since the
+ * last call (measure modes; none in the others) and in measure=DIR mode adds
+ * them to the plan file, under its lock. Call it between products (after a
+ * planning pass, before the timed work), not inside a parallel region.
+ * Returns how many shapes were timed (problems keeping them are notes). */
+int tg_gemm_plan_measure(void);
 
 
 /* Where the plan's notes go (msg without a newline), each kind once a process;

@@ -1,8 +1,8 @@
-/* The product plan's store (ops/gemm_plan.h, tg_gemm_plan.h): decisions shared
- * by threads without a lock on the hot path, one measurement per shape,
- * saves merged under the file's lock, files that are not files refused
- * without hanging, nothing said unless the program asked, fork while
- * measuring. The plan is process-wide and set once, so each case runs in a
+/* The product plan's store (ops/gemm_plan.h, tg_gemm_plan.h): a look-up never
+ * measures, the program's measure times each wanted shape once, decisions
+ * shared by threads without a lock on the hot path, saves merged under the
+ * file's lock, files that are not files refused without hanging, nothing said
+ * unless the program asked, fork while measuring. The plan is process-wide and set once, so each case runs in a
  * child process of its own. A fake timer stands in for the products: it makes
  * OpenBLAS 10x faster, the opposite of the estimate for these small shapes,
  * so a measured decision is told from an estimated one. */
@@ -73,25 +73,36 @@ static int setup_measure(const char *dir) {
     return tg_gemm_plan_setup(spec, err, sizeof err);
 }
 
-/* ---- threads: one measurement per shape, every thread the same decision ---------- */
+/* ---- a product looks up; the program measures ---------------------------------- */
+/* Every thread's planning pass sees the estimate and times nothing; the threads
+ * then call measure at once (each shape timed by one of them), and from there
+ * every look-up sees the measured decision, and nothing is timed again. */
 enum { THREADS = 8, SHAPES = 6 };
 static int seen[THREADS][SHAPES];
+static pthread_barrier_t planned;
 static void *chooser(void *arg) {
     int t = (int)(intptr_t)arg;
-    for (int rep = 0; rep < 200; rep++)
+    for (int rep = 0; rep < 200; rep++) {
+        if (rep == 1) {
+            if (atomic_load(&timer_calls) != 0) seen[t][0] = -2;   /* a look-up timed something */
+            pthread_barrier_wait(&planned);   /* every shape met before any thread measures */
+            tg_gemm_plan_measure_with(fake_timer);
+        }
         for (int s = 0; s < SHAPES; s++) {
             tg_plan_shape k = sq(8 + 4 * ((s + t) % SHAPES));
-            int x = tg_gemm_plan_choose(&k, fake_timer);
+            int x = tg_gemm_plan_choose(&k);
             int i = (k.M - 8) / 4;
-            if (rep == 0) seen[t][i] = x;
-            else if (seen[t][i] != x) seen[t][i] = -1;   /* a decision changed within the process */
+            if (rep == 0) seen[t][i] = x == 1 ? 0 : -3;   /* the estimate (libxsmm) in the planning pass */
+            else if (x != 0 && seen[t][i] == 0) seen[t][i] = -1;   /* measured: OpenBLAS, and never changes */
         }
+    }
     return NULL;
 }
 
 static int case_threads(const char *dir) {
     if (setup_measure(dir)) return 1;
     timer_ms = 20;
+    pthread_barrier_init(&planned, NULL, THREADS);
     pthread_t th[THREADS];
     for (int t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, chooser, (void *)(intptr_t)t);
     for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
@@ -99,7 +110,8 @@ static int case_threads(const char *dir) {
     if (atomic_load(&timer_calls) != 2 * SHAPES) return 2;
     for (int t = 0; t < THREADS; t++)
         for (int s = 0; s < SHAPES; s++)
-            if (seen[t][s] != 0) return 3;   /* the measured decision (OpenBLAS), never the estimate */
+            if (seen[t][s] != 0) return 3;
+    if (tg_gemm_plan_measure_with(fake_timer) != 0) return 5;   /* nothing wanted any more */
     char buf[600];
     tg_gemm_plan_describe(buf, sizeof buf);
     return strstr(buf, ": 6 shapes (0 libxsmm, 6 openblas; 6 measured now, 0 estimated)") ? 0 : 4;
@@ -122,14 +134,15 @@ static int count_rows(const char *path, const char *needle) {
 static int case_merge(const char *dir) {
     if (setup_measure(dir)) return 1;
     tg_plan_shape b = sq(24), c = sq(40);
-    if (tg_gemm_plan_choose(&b, NULL) != 1) return 2;   /* B estimated here (libxsmm) */
+    if (tg_gemm_plan_choose(&b) != 1 || tg_gemm_plan_choose(&c) != 1) return 2;   /* estimated (libxsmm), wanted */
     /* meanwhile another run measures B and saves it (this process's file row for it) */
     char *path = plan_path(dir), key[600];
     FILE *f = fopen(path, "w");
     fprintf(f, "# tapegrad gemm plan 1\n# machine=%s\nta\tM\tN\tK\tlda\tldb\tldc\trun\tlib\txsmm_us\tblas_us\n"
                "0\t24\t24\t24\t24\t24\t24\twhole\topenblas\t5.00\t4.00\n", tg_gemm_plan_machine(key, sizeof key));
     fclose(f);
-    if (tg_gemm_plan_choose(&c, fake_timer) != 0) return 3;   /* C measured: the file saved */
+    if (tg_gemm_plan_measure_with(fake_timer) != 1) return 3;   /* B from the file, C timed: the file saved */
+    if (tg_gemm_plan_choose(&b) != 0 || tg_gemm_plan_choose(&c) != 0) return 5;
     int rc = count_rows(path, "0\t24\t24\t24\t24\t24\t24\twhole\topenblas\t5.00\t4.00") == 1 &&
              count_rows(path, "0\t40\t40\t40\t40\t40\t40\twhole\topenblas\t10.00\t1.00") == 1 ? 0 : 4;
     free(path);
@@ -148,8 +161,9 @@ static int case_two_runs(const char *dir) {
     if (setup_measure(dir)) _exit(1);
     for (int i = 0; i < 3; i++) {
         tg_plan_shape k = sq(first + 4 * i);
-        tg_gemm_plan_choose(&k, fake_timer);
+        tg_gemm_plan_choose(&k);
     }
+    tg_gemm_plan_measure_with(fake_timer);
     if (other == 0) _exit(0);
     int ws;
     waitpid(other, &ws, 0);
@@ -191,7 +205,10 @@ static int case_notes(const char *dir) {
     tg_gemm_plan_on_note(keep_note, NULL);
     if (setup_measure(dir)) return 2;
     tg_plan_shape a = sq(12), b = sq(16);
-    if (tg_gemm_plan_choose(&a, fake_timer) != 0 || tg_gemm_plan_choose(&b, fake_timer) != 0) return 3;
+    tg_gemm_plan_choose(&a);
+    tg_gemm_plan_choose(&b);
+    tg_gemm_plan_measure_with(fake_timer);
+    if (tg_gemm_plan_choose(&a) != 0 || tg_gemm_plan_choose(&b) != 0) return 3;
     free(path);
     /* said once, naming the file and why; the FIFO is not replaced (the rename would) */
     if (n_said < 1 || !strstr(said[0], "not a regular file (a FIFO)")) return 4;
@@ -215,7 +232,8 @@ static int case_silent(const char *dir) {
     if (!freopen(errf, "w", stderr)) return 1;
     if (setup_measure(dir)) return 2;
     tg_plan_shape a = sq(20);
-    tg_gemm_plan_choose(&a, fake_timer);
+    tg_gemm_plan_choose(&a);
+    tg_gemm_plan_measure_with(fake_timer);
     fflush(stderr);
     struct stat sb;
     return stat(errf, &sb) == 0 && sb.st_size == 0 ? 0 : 3;
@@ -229,7 +247,8 @@ static void test_library_says_nothing_unasked(void **st) {
 static void *measure_slowly(void *arg) {
     (void)arg;
     tg_plan_shape k = sq(28);
-    tg_gemm_plan_choose(&k, fake_timer);
+    tg_gemm_plan_choose(&k);
+    tg_gemm_plan_measure_with(fake_timer);
     return NULL;
 }
 
@@ -244,8 +263,8 @@ static int case_fork(const char *dir) {
     pid_t pid = fork();   /* the measuring thread is not in the child */
     if (pid == 0) {
         tg_plan_shape k = sq(28), other = sq(44);
-        int x = tg_gemm_plan_choose(&k, NULL);   /* the estimate (libxsmm), at once, not a wait for ever */
-        int y = tg_gemm_plan_choose(&other, NULL);
+        int x = tg_gemm_plan_choose(&k);   /* the estimate (libxsmm), at once, not a wait for ever */
+        int y = tg_gemm_plan_choose(&other);
         _exit(x == 1 && y == 1 ? 0 : 7);
     }
     int ws = 0;
@@ -260,7 +279,7 @@ static int case_fork(const char *dir) {
     }
     pthread_join(th, NULL);
     tg_plan_shape k = sq(28);
-    if (tg_gemm_plan_choose(&k, NULL) != 0) return 3;   /* the parent's own measurement stands */
+    if (tg_gemm_plan_choose(&k) != 0) return 3;   /* the parent's own measurement stands */
     return WIFEXITED(ws) && WEXITSTATUS(ws) == 0 ? 0 : 4;
 }
 

@@ -133,9 +133,9 @@ static void log_note(tg_runlog *L, const char *fmt, ...) {
 }
 
 /* One forward and backward of the first step's batch, drawn from a copy of the
- * data RNG, before the log's header: every product of a step is then planned
- * (measured, or read from the plan file: tg_gemm_plan.h) before the header
- * names the plan, and outside the timed loop. Parameters, optimizer and data
+ * data RNG, before the log's header, then tg_gemm_plan_measure: every product
+ * of a step is then planned (measured, or read from the plan file:
+ * tg_gemm_plan.h) before the header names the plan, and outside the timed loop. Parameters, optimizer and data
  * RNG are left as they were (the parameters' grads zeroed). */
 typedef struct {
     tg_train_model *m;
@@ -158,6 +158,7 @@ static void plan_pass(tg_ctx *ctx, void *u) {
 static int plan_products(tg_ctx *ctx, tg_train_model *m, const tg_train_state *st, char *err, size_t errlen) {
     plan_job j = {m, st};
     int rc = tg_try(ctx, plan_pass, &j, err, errlen);
+    if (!rc) tg_gemm_plan_measure();   /* the planning phase's end: the pass's new shapes timed and kept */
     tg_params_zero_grad(m->P);
     tg_ctx_reset(ctx);   /* the loop's context: its arena is grown already */
     return rc;
