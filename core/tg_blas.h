@@ -115,16 +115,20 @@ int tg_blas_selfcheck(const char *core, char *detail, size_t len);
 /* ---- start-up ------------------------------------------------------------------ */
 #define TG_BLAS_MARKER "TG_BLAS_RESTART"   /* "<restarts>:<core asked for>" */
 
-/* First thing in main: makes the kernel fit the CPU (above), restarting the
- * program (execv of /proc/self/exe, the same argv, same pid) when it must.
- * Each restart, warning and failure is one line on stderr, "prog: ...".
- * Returns 0 to go on, or the status to exit with (the check failed with every
- * kernel). Test hook (TG_TEST_HOOKS builds): with TG_BLAS_TEST_AS_DETECTED=1 (and no marker), the
- * core OPENBLAS_CORETYPE loaded counts as OpenBLAS's own pick, not the user's:
- * OPENBLAS_CORETYPE=Prescott then plays a CPU OpenBLAS does not know, on any
- * x86-64 machine. */
-int tg_blas_ensure(const char *prog, char **argv);
+/* The start's facts as tg_blas_decide takes them: this CPU, OpenBLAS's core,
+ * the marker of an earlier restart (its core into asked, len bytes), the
+ * user's OPENBLAS_CORETYPE; the check not run (detail: where the caller keeps
+ * the self-check's words), restarts possible. The program's start
+ * (tg_runtime_init, the training kit's tg_runtime.h) decides with it and acts:
+ * this library never re-executes a process. Test hook (TG_TEST_HOOKS builds):
+ * with TG_BLAS_TEST_AS_DETECTED=1 (and no marker), the core OPENBLAS_CORETYPE
+ * loaded counts as OpenBLAS's own pick, not the user's. */
+void tg_blas_start_state(tg_blas_state *s, char *asked, size_t len, const char *detail);
 
-/* tg_runtime_init (which calls tg_blas_ensure) and tg_set_threads: tg_runtime.h. */
+/* Threads for the library's ops: n OpenMP threads, OpenBLAS single-threaded (the
+ * ops split batch, heads and rows themselves; OpenBLAS's own threads would
+ * allocate per call). Every result is the same for any n (docs/speed.md#threads).
+ * The kit's tg_runtime_init calls it; call it again to change the count. */
+void tg_set_threads(int n);
 
 #endif

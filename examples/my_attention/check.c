@@ -9,6 +9,7 @@
  * tapegrad's reference; training shows what the forgotten scale does. */
 #include <stdio.h>
 #include <tapegrad/tapegrad.h>
+#include <tapegrad/tg_runtime.h>   /* the program's start: the training kit's (tapegrad-train) */
 
 extern const tg_attn_kernel tg_attn_plugin_attention;   /* my_attention.c's descriptor */
 
