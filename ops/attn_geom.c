@@ -60,6 +60,13 @@ void tg_attn_read(tg_ctx *ctx, const char *op, const tg_attn_args *args, tg_attn
     if (H % Hkv)
         tg_fail(ctx, "%s: H = %d query heads is not a multiple of Hkv = %d key/value heads (q %s, k %s)", op, H, Hkv,
                 TG_SHAPE(q), TG_SHAPE(k));
+    /* the scores [B,H,Tq,Tk] in bytes, twice (an op keeps up to two such matrices): shapes whose product
+     * wraps around a size_t would ask the arena for a small size and write past it */
+    size_t bytes;
+    if (__builtin_mul_overflow((size_t)B * (size_t)H, (size_t)q->shape[1], &bytes) ||
+        __builtin_mul_overflow(bytes, (size_t)Tk, &bytes) || __builtin_mul_overflow(bytes, 2 * sizeof(float), &bytes))
+        tg_fail(ctx, "%s: q %s and k %s make B*H*Tq*Tk = %d*%d*%d*%d scores, more bytes than a size_t counts", op,
+                TG_SHAPE(q), TG_SHAPE(k), B, H, q->shape[1], Tk);
     if (a->head_scale && (a->head_scale->ndim != 1 || a->head_scale->shape[0] != H))
         tg_fail(ctx, "%s: head_scale must be [H] = [%d] for q %s, got %s", op, H, TG_SHAPE(q), TG_SHAPE(a->head_scale));
     if (a->stats && a->stats->H != H)

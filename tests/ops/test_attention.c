@@ -458,6 +458,14 @@ static void test_misuse(void **s) {
                     "tg_attention: stats->H is 2 but q [2,5,3,4] has H = 3 heads");
     EXPECT_TG_ERROR(&e, tg_attention(&ctx, q, k, v, NULL, NAN, 0, NULL), "tg_attention: scale must be finite");
     EXPECT_TG_ERROR(&e, tg_attention(&ctx, q, k, v, NULL, INFINITY, 0, NULL), "got inf");
+    /* scores that overflow a size_t in bytes (2^70 of them): refused by name before any memory is asked
+     * for (the unchecked product wrapped around to a small arena block). Headers only: no data is read. */
+    tg_tensor big = {.ndim = 4, .shape = {1 << 20, 1 << 20, 1 << 10, 1}, .data = a};
+    EXPECT_TG_ERROR(&e, tg_attention(&ctx, &big, &big, &big, NULL, 1, 0, NULL),
+                    "tg_attention: q [1048576,1048576,1024,1] and k [1048576,1048576,1024,1] make B*H*Tq*Tk = "
+                    "1048576*1024*1048576*1048576 scores, more bytes than a size_t counts");
+    EXPECT_TG_ERROR(&e, tg_flash_attention(&ctx, &big, &big, &big, NULL, 1, 1, NULL),
+                    "tg_flash_attention: q [1048576,1048576,1024,1] and k [1048576,1048576,1024,1] make");
     tg_ctx_free(&ctx);
 }
 
