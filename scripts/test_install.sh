@@ -72,6 +72,17 @@ for variant in static shared; do
     grep -q '^w = 3.0' "$kit/out" || { cat "$kit/out" >&2; echo "test_install: the kit's example did not fit w = 3" >&2; exit 1; }
     grep -q 'resuming toy.st at step 200' "$kit/err" || { echo "test_install: the kit's example did not resume" >&2; exit 1; }
     echo "-- $variant, the training kit's example: $(tail -1 "$kit/out")" >&2
+    # and the loop of one's own with two of the run's services (the same page)
+    awk '/^### A loop of your own/ { on = 1 } on && /^```c$/ { code = 1; next } code && /^```$/ { exit } code' \
+        "$top/docs/install.md" >"$kit/loop.c"
+    [ -s "$kit/loop.c" ] || { echo "test_install: no C example under docs/install.md's 'A loop of your own'" >&2; exit 1; }
+    cc -std=c11 -Wall -Wextra -Werror "$kit/loop.c" -o "$kit/loop" \
+        $(PKG_CONFIG_PATH="$P/lib/pkgconfig" pkg-config --cflags --libs $static tapegrad-train) -Wl,-rpath,"$P/lib"
+    (cd "$kit" && ./loop >loop.out 2>loop.err) \
+        || { cat "$kit/loop.err" >&2; echo "test_install: the services' example failed ($variant)" >&2; exit 1; }
+    grep -q '^w = 3.0.*, checkpoint at step 200, status 0' "$kit/loop.out" && [ -s "$kit/loop.st" ] \
+        || { cat "$kit/loop.out" >&2; echo "test_install: the services' example did not fit w = 3 or save" >&2; exit 1; }
+    echo "-- $variant, the services' example: $(tail -1 "$kit/loop.out")" >&2
 
     # which libtapegrad the programs use: none at run time (static), the installed one (shared)
     for prog in "$ex/custom_op" "$P/bin/attn_scale"; do

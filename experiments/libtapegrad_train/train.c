@@ -1,8 +1,7 @@
-#define _POSIX_C_SOURCE 200809L   /* clock_gettime, isatty, open_memstream */
+#define _POSIX_C_SOURCE 200809L   /* open_memstream */
 #include "tg_train.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -13,6 +12,7 @@
 #include "tg_guard.h"
 #include "tg_optim.h"
 #include "tg_runlock.h"
+#include "tg_services.h"
 #include "tg_timing.h"
 
 void tg_train_defaults(tg_train_cfg *c, const char *prog) {
@@ -59,8 +59,6 @@ int tg_train_cfg_check(const tg_train_cfg *c, char *err, size_t errlen) {
     return 0;
 #undef BAD
 }
-
-static double now_s(void) { return 1e-3 * tg_timing_now_ms(); }   /* the kit's one clock */
 
 static int is_flag(const tg_train_cfg *c, const char *key) {
     for (int i = 0; i < c->n_opts; i++) {
@@ -115,21 +113,6 @@ static char *make_header(const tg_train_cfg *c, tg_train_model *m) {
         return NULL;
     }
     return hdr;
-}
-
-/* A '#' line after the rows, saying why the run ended early. */
-static void log_note(tg_runlog *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void log_note(tg_runlog *L, const char *fmt, ...) {
-    if (L->fd < 0) return;
-    char line[1200];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    for (char *p = line; *p; p++)
-        if (*p == '\n' || *p == '\t') *p = ' ';
-    tg_runlog_add(L, "# %s\n", line);
-    tg_runlog_end_row(L);
 }
 
 /* One forward and backward of the first step's batch, drawn from a copy of the
@@ -206,171 +189,82 @@ int tg_train_update(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd 
     return 0;
 }
 
-/* From st (fresh or resumed) to c->steps; returns a tg_train_status. */
+/* The step itself, after the services' before hooks: the batch, the forward,
+ * the update (step_pass under tg_try: an op that fails ends the run cleanly). */
+static int run_step(tg_run *run) {
+    const tg_train_cfg *c = run->c;
+    const int step = run->step;
+    char err[1024];
+    if (c->crash_what) tg_guard_crash_step(step);
+    tg_profile *prof = step < c->steps ? c->profile : NULL;   /* training steps only */
+    tg_ctx_reset(run->ctx);
+    tg_profile_attach(run->ctx, prof);
+    if (prof) tg_profile_step_begin(prof);
+    run->m->batch(run->m->user, run->st->data_rng, step);
+    if (prof) tg_profile_phase(prof, "batch");
+    step_job job = {.c = c, .m = run->m, .st = run->st, .step = step, .logging = run->logging, .prof = prof};
+    if (tg_try(run->ctx, step_pass, &job, err, sizeof err)) {
+        fprintf(stderr, "%s: step %d: an op failed, stopping: %s\n", c->prog, step, err);
+        if (c->save && run->last_saved >= 0)
+            fprintf(stderr, "%s: the last checkpoint (step %d) is kept\n", c->prog, run->last_saved);
+        tg_run_note(run->L, "failed: step %d: %s", step, err);
+        return TG_TRAIN_OP_FAILED;
+    }
+    run->loss = job.lv, run->gnorm = job.gnorm, run->lr = job.lr, run->update_failed = job.update_failed;
+    return TG_TRAIN_OK;
+}
+
+/* The model's hook before a step (attn_scale's dumps and validation loss). */
+static int model_before(tg_run *run) {
+    char err[1024];
+    tg_train_model *m = run->m;
+    if (!m->before_step || m->before_step(m->user, run->step, err, sizeof err) == 0) return TG_TRAIN_OK;
+    fprintf(stderr, "%s: step %d: stopping: %s\n", run->c->prog, run->step, err);
+    tg_run_note(run->L, "stopped before step %d: %s", run->step, err);
+    return TG_TRAIN_FAILED;
+}
+
+/* The means over the last 10% of logged steps. */
+static void final_means(const tg_run *run) {
+    const tg_train_state *st = run->st;
+    int n_total = run->c->steps / run->c->log_every + 1, tail_from = n_total - (n_total + 9) / 10, tail_n = 0;
+    double tail_sum = 0, tail_metric = 0;
+    if (tail_from > st->n_logged - 1) tail_from = st->n_logged - 1;   /* --log-every changed on resume */
+    if (tail_from < 0) tail_from = 0;
+    for (int i = tail_from; i < st->n_logged; i++) {
+        tail_sum += st->logged[2 * i];
+        tail_metric += st->logged[2 * i + 1];
+        tail_n++;
+    }
+    run->r->finished = 1;
+    run->r->final_loss = tail_sum / tail_n;
+    run->r->final_metric = tail_metric / tail_n;
+}
+
+/* From st (fresh or resumed) to c->steps: the step between the run's
+ * services (tg_services.h); returns a tg_train_status. */
 static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_state *st, tg_runlog *L,
                 tg_train_result *r) {
-    const char *prog = c->prog;
-    tg_params *P = m->P;
-    char err[1024], why[1024];
-    int tty = c->progress && isatty(2), status = 0, stopped = 0;
-    double t0 = now_s(), last_print = 0;
-    const int start = st->step;
-    int last_saved = c->resume && c->save && strcmp(c->resume, c->save) == 0 ? start : -1;
-    for (int step = start; step <= c->steps; step++) {
-        /* a checkpoint at step s: s updates done, the data RNG ready for batch s */
-        r->step = step;
-        int sig = tg_guard_signal();
-        int stop_here = sig || (c->stop_at && step == c->stop_at);
-        if (c->save && step != last_saved &&
-            (stop_here || step == c->steps || (step > start && step % c->save_every == 0))) {
-            st->step = step;
-            tg_runlog_sync(L);   /* the rows the checkpoint has seen are on disk first */
-            if (tg_ckpt_save(c->save, st, c->opts, c->n_opts, err, sizeof err)) {
-                fprintf(stderr, "%s: step %d: checkpoint not written, stopping: %s\n", prog, step, err);
-                log_note(L, "stopped before step %d: checkpoint not written: %s", step, err);
-                status = TG_TRAIN_FAILED;
-                break;
-            }
-            last_saved = step;
-        }
-        if (sig) {
-            fprintf(stderr, "%s: %s before step %d: %s\n", prog, tg_guard_signal_name(sig), step,
-                    c->save ? "checkpoint written, continue with --resume" : "no --save: only the log is kept");
-            log_note(L, "interrupted by %s before step %d", tg_guard_signal_name(sig), step);
-            status = TG_TRAIN_STOPPED;
-            r->signal = sig;
-            break;
-        }
-        if (stop_here) {
-            fprintf(stderr, "%s: stopped before step %d of %d (--stop-at); continue with --resume %s\n", prog, step,
-                    c->steps, c->save);
-            stopped = 1;
-            break;
-        }
-        if (m->before_step && m->before_step(m->user, step, err, sizeof err)) {
-            fprintf(stderr, "%s: step %d: stopping: %s\n", prog, step, err);
-            log_note(L, "stopped before step %d: %s", step, err);
-            status = TG_TRAIN_FAILED;
-            break;
-        }
-
-        int logging = step % c->log_every == 0 || step == c->steps;
-        if (c->crash_what) tg_guard_crash_step(step);
-        tg_profile *prof = step < c->steps ? c->profile : NULL;   /* training steps only */
-        tg_ctx_reset(ctx);
-        tg_profile_attach(ctx, prof);
-        if (prof) tg_profile_step_begin(prof);
-        m->batch(m->user, st->data_rng, step);
-        if (prof) tg_profile_phase(prof, "batch");
-        step_job job = {.c = c, .m = m, .st = st, .step = step, .logging = logging, .prof = prof};
-        if (tg_try(ctx, step_pass, &job, err, sizeof err)) {
-            fprintf(stderr, "%s: step %d: an op failed, stopping: %s\n", prog, step, err);
-            if (c->save && last_saved >= 0) fprintf(stderr, "%s: the last checkpoint (step %d) is kept\n", prog, last_saved);
-            log_note(L, "failed: step %d: %s", step, err);
-            status = TG_TRAIN_OP_FAILED;
-            break;
-        }
-        float lv = job.lv, gnorm = job.gnorm, lr = job.lr;
-        const char *bad = NULL;
-        if (!isfinite(lv)) {
-            tg_guard_forward(ctx, P, why, sizeof why);
-            bad = "loss";
-        } else if (job.update_failed) {
-            tg_guard_backward(ctx, P, why, sizeof why);
-            bad = "gradient norm";
-        }
-        if (bad) {
-            if (c->on_nan == TG_ONNAN_STOP || r->skipped < 10)
-                fprintf(stderr, "%s: step %d: non-finite %s (%g): %s\n", prog, step, bad, bad[0] == 'l' ? lv : gnorm, why);
-            else if (r->skipped == 10)
-                fprintf(stderr, "%s: more steps with non-finite values: counted, not printed (--on-nan skip)\n", prog);
-            if (c->on_nan == TG_ONNAN_STOP) {
-                fprintf(stderr, "%s: stopping (--on-nan stop)%s\n", prog,
-                        c->save && last_saved >= 0 ? "; the last checkpoint is kept" : "");
-                log_note(L, "stopped at step %d: non-finite %s: %s", step, bad, why);
-                status = TG_TRAIN_NONFINITE;
-                break;
-            }
-            r->skipped++;   /* skip: parameters and optimizer state stay as they were */
-        }
-        if (logging) {
-            if (L->fd >= 0) {
-                tg_runlog_add(L, "%d\t%.6f", step, lv);
-                if (m->values) m->values(m->user, L, 0);
-                tg_runlog_add(L, "\t%.6g\t%.6g", gnorm, lr);
-                if (m->values) m->values(m->user, L, 1);
-                tg_runlog_add(L, "\n");
-                if (tg_runlog_end_row(L)) {
-                    fprintf(stderr, "%s: step %d: --log %s: write failed, stopping\n", prog, step, c->log);
-                    status = TG_TRAIN_FAILED;
-                    break;
-                }
-            }
-            if (m->after_row && m->after_row(m->user, step, err, sizeof err)) {
-                fprintf(stderr, "%s: step %d: the run failed: %s\n", prog, step, err);
-                if (L->fd >= 0) {
-                    char *p = err;
-                    for (; *p; p++)
-                        if (*p == '\n' || *p == '\t') *p = ' ';
-                    tg_runlog_add(L, "# failed: step %d: %s\n", step, err);
-                    tg_runlog_end_row(L);
-                }
-                status = TG_TRAIN_CONTRACT;
-                break;
-            }
-            if (tg_train_state_reserve(st, st->n_logged + 1) == 0) {
-                st->logged[2 * st->n_logged] = lv;
-                st->logged[2 * st->n_logged + 1] = m->metric ? m->metric(m->user) : 0.0;
-                st->n_logged++;
-            }
-        }
+    const tg_service svc[] = {tg_svc_checkpoint, tg_svc_stop, tg_svc_nan, tg_svc_runlog, tg_svc_contract,
+                              tg_svc_progress};
+    const int n = sizeof svc / sizeof svc[0];
+    tg_run run;
+    tg_run_init(&run, c, m, st, L, r, ctx);
+    int status = tg_services_start(svc, n, &run);
+    for (int step = run.start; !status && !run.ended && step <= c->steps; step++) {
+        tg_run_begin_step(&run, step);
+        if ((status = tg_services_before(svc, n, &run)) || run.ended) break;
+        if ((status = model_before(&run)) || (status = run_step(&run))) break;
+        if ((status = tg_services_after(svc, n, &run))) break;
+        tg_profile *prof = step < c->steps ? c->profile : NULL;
         if (prof) {
             tg_profile_phase(prof, "log");
             tg_profile_step_end(prof, ctx);
         }
-        double t = now_s() - t0;
-        if (tty && (t - last_print > 0.5 || step == c->steps)) {
-            double rate = (step - start + 1) / t;
-            fprintf(stderr, "\rstep %d/%d  loss %.4f  %.1f step/s  ETA %.0fs   ", step, c->steps, lv, rate,
-                    (c->steps - step) / rate);
-            last_print = t;
-        }
     }
-    if (tty) fprintf(stderr, "\n");
-    r->seconds = now_s() - t0;
-    if (r->skipped) fprintf(stderr, "%s: %d steps skipped for non-finite values (--on-nan skip)\n", prog, r->skipped);
-    /* a run that skipped more than max_skipped of its steps, or ends on a non-finite loss, did not train
-     * as asked, whatever the loop says */
-    const int updates = (r->step < c->steps ? r->step : c->steps) - start;
-    const double last = st->n_logged ? st->logged[2 * (st->n_logged - 1)] : 0;
-    if (status == 0 && !stopped && r->skipped > 0 && (r->skipped > c->max_skipped * updates || !isfinite(last))) {
-        char why[200];
-        if (r->skipped >= updates)
-            snprintf(why, sizeof why, "every one of the %d steps was skipped for non-finite values", updates);
-        else if (!isfinite(last))
-            snprintf(why, sizeof why, "the last loss is %g after %d of %d steps were skipped", last, r->skipped, updates);
-        else
-            snprintf(why, sizeof why, "%d of the %d steps (%.0f%%) were skipped for non-finite values, more than %.0f%%",
-                     r->skipped, updates, 100.0 * r->skipped / updates, 100.0 * c->max_skipped);
-        fprintf(stderr, "%s: %s: the model did not train as asked\n", prog, why);
-        log_note(L, "failed: %s (--on-nan skip)", why);
-        status = TG_TRAIN_NONFINITE;
-    }
-    if (status == 0 && !stopped) {
-        /* the mean over the last 10% of logged steps */
-        int n_total = c->steps / c->log_every + 1, tail_from = n_total - (n_total + 9) / 10, tail_n = 0;
-        double tail_sum = 0, tail_metric = 0;
-        if (tail_from > st->n_logged - 1) tail_from = st->n_logged - 1;   /* --log-every changed on resume */
-        if (tail_from < 0) tail_from = 0;
-        for (int i = tail_from; i < st->n_logged; i++) {
-            tail_sum += st->logged[2 * i];
-            tail_metric += st->logged[2 * i + 1];
-            tail_n++;
-        }
-        r->finished = 1;
-        r->final_loss = tail_sum / tail_n;
-        r->final_metric = tail_metric / tail_n;
-    }
+    r->seconds = 1e-3 * tg_timing_now_ms() - run.t0;
+    status = tg_services_stop(svc, n, &run, status);
+    if (status == 0 && !run.ended) final_means(&run);
     return status;
 }
 
@@ -504,7 +398,7 @@ static int open_log(const tg_train_cfg *c, const char *hdr, int step, tg_runlog 
         fprintf(stderr, "%s: note: the log was made with product plan %s, this run has %s (another CPU or "
                 "plan file): it goes on, and from step %d is not bit-identical to a run made in one go\n", prog,
                 old_plan[0] ? old_plan : "(none named)", plan, step);
-        log_note(L, "gemm_plan changed at step %d: %s -> %s", step, old_plan[0] ? old_plan : "(none named)", plan);
+        tg_run_note(L, "gemm_plan changed at step %d: %s -> %s", step, old_plan[0] ? old_plan : "(none named)", plan);
     }
     return TG_TRAIN_OK;
 }

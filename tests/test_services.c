@@ -1,0 +1,149 @@
+/* The run's services (tg_services.h) in a loop of one's own: the checkpointer
+ * and the NaN policy around a hand-written step on a tiny model (loss =
+ * sum(w^2) by AdamW). What tg_train would do, they do here: a checkpoint every
+ * save_every steps and at the end, holding the step and the parameters; a
+ * poisoned gradient skipped (skip) or the run stopped with the last
+ * checkpoint kept (stop); and a service of the user's own in the same list. */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tg_checkpoint.h"
+#include "tg_ops.h"
+#include "tg_optim.h"
+#include "tg_services.h"
+
+typedef struct {
+    tg_params P;
+    tg_adamw adam;
+    tg_rng data;
+    tg_train_state st;
+    tg_train_model m;
+    tg_train_cfg c;
+    tg_runlog L;
+    tg_train_result r;
+    tg_ctx ctx;
+    char path[256];
+} hand;
+
+static void hand_init(hand *h, const char *dir, int on_nan) {
+    memset(h, 0, sizeof *h);
+    tg_params_init(&h->P);
+    tg_param(&h->P, "w", 1, (int[]){4});
+    tg_params_alloc(&h->P);
+    for (int i = 0; i < 4; i++) h->P.data[i] = 1.0f + (float)i;
+    tg_train_defaults(&h->c, "hand");
+    h->c.steps = 20, h->c.save_every = 5, h->c.lr = 0.05f, h->c.lr_min = 0.05f, h->c.progress = 0;
+    h->c.on_nan = on_nan, h->c.debug_nan = 7;   /* step 7's gradient poisoned */
+    snprintf(h->path, sizeof h->path, "%s/ck.st", dir);
+    h->c.save = h->path;
+    tg_train_optim_init(&h->c, &h->P, &h->adam, NULL);
+    tg_rng_seed(&h->data, 1, 2);
+    h->st = (tg_train_state){.P = &h->P, .adam = &h->adam, .data_rng = &h->data};
+    h->m = (tg_train_model){.P = &h->P};
+    h->L = (tg_runlog){.fd = -1};
+    tg_ctx_init(&h->ctx, 0);
+}
+
+static void hand_free(hand *h) {
+    tg_ctx_free(&h->ctx);
+    tg_adamw_free(&h->adam);
+    tg_params_free(&h->P);
+    free(h->st.logged);
+}
+
+/* A service of one's own: counts the steps it saw after their update. */
+static int count_after(void *self, tg_run *run) {
+    (void)run;
+    ++*(int *)self;
+    return TG_TRAIN_OK;
+}
+
+static int hand_loop(hand *h, int *seen) {
+    tg_service svc[] = {tg_svc_checkpoint, tg_svc_nan, {.name = "count", .after = count_after, .self = seen}};
+    const int n = 3;
+    tg_run run;
+    tg_run_init(&run, &h->c, &h->m, &h->st, &h->L, &h->r, &h->ctx);
+    int status = tg_services_start(svc, n, &run);
+    for (int step = h->st.step; !status && !run.ended && step <= h->c.steps; step++) {
+        tg_run_begin_step(&run, step);
+        if ((status = tg_services_before(svc, n, &run)) || run.ended) break;
+        tg_ctx_reset(&h->ctx);
+        tg_tensor *w = tg_params_find(&h->P, "w"), *loss = tg_sum(&h->ctx, tg_mul(&h->ctx, w, w));
+        run.loss = loss->data[0];
+        if (step < h->c.steps)
+            run.update_failed = tg_train_update(&h->c, &h->P, &h->adam, NULL, &h->ctx, loss, step, NULL, &run.gnorm,
+                                                &run.lr);
+        status = tg_services_after(svc, n, &run);
+    }
+    return tg_services_stop(svc, n, &run, status);
+}
+
+/* The checkpoint at path: its step and parameters. */
+static int load(const char *path, float *w) {
+    hand g;
+    hand_init(&g, "/nonexistent", TG_ONNAN_SKIP);
+    char changed[256], err[512];
+    int rc = tg_ckpt_load(path, &g.st, NULL, 0, NULL, changed, sizeof changed, err, sizeof err);
+    int step = rc ? -1 : g.st.step;
+    if (!rc) memcpy(w, g.P.data, 4 * sizeof *w);
+    hand_free(&g);
+    return step;
+}
+
+static void test_skip_then_the_end_saved(void **state) {
+    hand h;
+    int seen = 0;
+    hand_init(&h, *state, TG_ONNAN_SKIP);
+    assert_int_equal(hand_loop(&h, &seen), TG_TRAIN_OK);
+    assert_int_equal(h.r.skipped, 1);   /* step 7: nothing updated */
+    assert_int_equal(seen, 21);         /* steps 0..20, the own service after each */
+    float w[4];
+    assert_int_equal(load(h.path, w), 20);   /* the last checkpoint: the end */
+    assert_memory_equal(w, h.P.data, sizeof w);
+    assert_true(w[3] < 4.0f);               /* trained */
+    hand_free(&h);
+}
+
+static void test_stop_keeps_the_last_checkpoint(void **state) {
+    hand h;
+    int seen = 0;
+    hand_init(&h, *state, TG_ONNAN_STOP);
+    float at5[4];
+    assert_int_equal(hand_loop(&h, &seen), TG_TRAIN_NONFINITE);
+    assert_int_equal(h.r.step, 7);
+    assert_int_equal(seen, 7);   /* steps 0..6: the NaN policy ended step 7 before the own service */
+    assert_int_equal(load(h.path, at5), 5);
+    hand_free(&h);
+}
+
+static int make_dir(void **st) {
+    char tmpl[] = "/tmp/tg_services_XXXXXX";
+    char *d = mkdtemp(tmpl);
+    if (!d) return -1;
+    *st = strdup(d);
+    return 0;
+}
+
+static int remove_dir(void **st) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", (char *)*st);
+    int rc = system(cmd);
+    free(*st);
+    return rc;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_skip_then_the_end_saved, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_stop_keeps_the_last_checkpoint, make_dir, remove_dir),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
