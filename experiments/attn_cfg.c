@@ -144,7 +144,8 @@ static int parse_attn(attn_cfg *c, char *err, size_t errlen) {
     return 0;
 }
 
-int attn_cfg_check(attn_cfg *c, const tg_cli_opt *opts, int n, const int *seen, char *err, size_t errlen) {
+/* The task's flags: the code task's own, --sample, --eval-every, --kv-heads, the task's sizes. */
+static int check_task(attn_cfg *c, const tg_cli_opt *opts, int n, const int *seen, char *err, size_t errlen) {
     if (parse_attn(c, err, errlen)) return 1;
     if (c->task == TG_TASK_CODE) {   /* bytes: the vocabulary is 256, whatever --vocab's default says */
         if (seen_flag(opts, n, seen, "vocab") && c->vocab != 256) {
@@ -182,6 +183,11 @@ int attn_cfg_check(attn_cfg *c, const tg_cli_opt *opts, int n, const int *seen, 
     }
     tg_task_cfg tc = attn_cfg_task(c);
     if (tg_task_check(&tc, err, errlen)) return 1;
+    return 0;
+}
+
+/* The schedule and the scale: the warm-up (a short run's default shortened), the rates, the scale's own flags. */
+static int check_schedule(attn_cfg *c, const tg_cli_opt *opts, int n, const int *seen, char *err, size_t errlen) {
     if (c->warmup > c->steps && !seen_flag(opts, n, seen, "warmup")) {
         /* the default warm-up of a short run (a smoke test): a tenth of it, said, and recorded as the flag
          * (the same on --resume with the same --steps, so the same command line resumes) */
@@ -213,6 +219,11 @@ int attn_cfg_check(attn_cfg *c, const tg_cli_opt *opts, int n, const int *seen, 
                      tg_scale_names[c->scale]);
             return 1;
         }
+    return 0;
+}
+
+/* The run's files: no control characters, no file two things, what needs --save. */
+static int check_files(attn_cfg *c, const tg_cli_opt *opts, int n, const int *seen, char *err, size_t errlen) {
     const char *paths[][2] = {{"log", c->log}, {"save", c->save}, {"resume", c->resume},
                               {"dump-attn-file", c->dump_attn_file}};
     for (int i = 0; i < 4; i++)
@@ -250,11 +261,14 @@ int attn_cfg_check(attn_cfg *c, const tg_cli_opt *opts, int n, const int *seen, 
         snprintf(err, errlen, "--debug-nan %d is not before --steps %d", c->debug_nan, c->steps);
         return 1;
     }
+    return 0;
+}
 
-    /* Sizes: the largest activation must index with an int, and the whole step
-     * must fit in this machine's memory (a rough count: every activation of a
-     * block, its gradient, the attention weights, the parameters with their
-     * gradient and two optimizer moments). */
+/* Sizes: the largest activation must index with an int, and the whole step
+ * must fit in this machine's memory (a rough count: every activation of a
+ * block, its gradient, the attention weights, the parameters with their
+ * gradient and two optimizer moments). */
+static int check_sizes(const attn_cfg *c, char *err, size_t errlen) {
     double B = c->batch, T = c->seq_len, D = c->d_model, H = c->heads, HD = (double)c->heads * c->d_head;
     double L = c->layers, V = c->vocab;
     double biggest = B * T * (4 * D > HD ? 4 * D : HD);
@@ -276,6 +290,11 @@ int attn_cfg_check(attn_cfg *c, const tg_cli_opt *opts, int n, const int *seen, 
         return 1;
     }
     return 0;
+}
+
+int attn_cfg_check(attn_cfg *c, const tg_cli_opt *opts, int n, const int *seen, char *err, size_t errlen) {
+    return check_task(c, opts, n, seen, err, errlen) || check_schedule(c, opts, n, seen, err, errlen) ||
+           check_files(c, opts, n, seen, err, errlen) || check_sizes(c, err, errlen);
 }
 
 int attn_dump_steps(const char *spec, int total, int *steps, int max, char *err, size_t errlen) {

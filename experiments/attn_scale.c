@@ -274,19 +274,16 @@ static void one_line(char *s) {
         if (*s == '\n' || *s == '\t') *s = ' ';
 }
 
-int main(int argc, char **argv) {
-    if (tg_runtime_init("attn_scale", argc, argv)) return 1;   /* first: it may restart the program; threads */
-    tg_gemm_plan_setup_env("attn_scale", "measure");   /* the product plan: this program's decision (TG_PLAN overrides) */
-    attn_cfg c;
-    attn_cfg_defaults(&c);
-    tg_cli_opt opts[ATTN_MAX_OPTS];
+/* The flags into c (opts: their table, *nopt of them): -1 to go on, or the exit status (0 after --help). */
+static int parse(int argc, char **argv, attn_cfg *c, tg_cli_opt *opts, int *nopt) {
     int seen[ATTN_MAX_OPTS];
-    const int nopt = attn_cfg_options(&c, opts);
-    const char *summary = "Train a toy transformer with one attention-scale mode; log loss and per-head attention entropy.";
     char err[1024];
-    int rc = tg_cli_parse(opts, nopt, argc, argv, err, sizeof err, seen);
+    attn_cfg_defaults(c);
+    *nopt = attn_cfg_options(c, opts);
+    const char *summary = "Train a toy transformer with one attention-scale mode; log loss and per-head attention entropy.";
+    int rc = tg_cli_parse(opts, *nopt, argc, argv, err, sizeof err, seen);
     if (rc == TG_CLI_HELP) {
-        tg_cli_usage(stdout, "attn_scale", summary, opts, nopt);
+        tg_cli_usage(stdout, "attn_scale", summary, opts, *nopt);
         return 0;
     }
     if (rc != TG_CLI_OK) {
@@ -294,10 +291,112 @@ int main(int argc, char **argv) {
         fprintf(stderr, "(attn_scale --help lists every flag)\n");
         return 2;
     }
-    if (attn_cfg_check(&c, opts, nopt, seen, err, sizeof err)) {
+    if (attn_cfg_check(c, opts, *nopt, seen, err, sizeof err)) {
         fprintf(stderr, "attn_scale: %s\n", err);
         return 2;
     }
+    return -1;
+}
+
+static void run_free(run *r, tg_corpus *corpus, attn_ext *ext) {
+    attn_dump_free(&r->dump);
+    if (r->eval_ready) tg_ctx_free(&r->eval_ctx);
+    free(r->eval_x);
+    free(r->eval_y);
+    tg_corpus_free(corpus);
+    free(r->tokens);
+    free(r->targets);
+    tg_model_free(&r->m);
+    attn_ext_close(ext);
+}
+
+/* Before any parallel region (the pre-flight forks): an outside kernel called as
+ * training will call it. 0 to go on (r->unmeasured set when its weights cannot
+ * be measured), or the exit status (nothing written). why: the reason's room. */
+static int preflight(run *r, const attn_cfg *c, const attn_ext *ext, char *why, size_t len) {
+    tg_rng prng;
+    tg_rng_seed(&prng, (uint64_t)c->seed, 0xf1);
+    tg_task_batch(&r->tc, &prng, c->batch, r->tokens, r->targets);
+    /* an exec kernel: the child starts its own, and each of its calls may take --exec-timeout */
+    const double limit = ext->kind == ATTN_EXEC ? TG_ATTN_EXEC_START + 10.0 * c->exec_timeout : 60;
+    int pf = tg_model_preflight(&r->m, r->tokens, r->targets, c->batch, limit, why, len);
+    one_line(why);
+    if (pf == 3 || (pf == 2 && !c->allow_noncausal)) {
+        fprintf(stderr, "attn_scale: --attn %s: %s%s; nothing was written\n", c->attn_spec, why,
+                pf == 2 ? " (its weights reach keys the mask hides: --allow-noncausal trains on anyway)" : "");
+        /* an exec kernel that failed its calls: the kernel's own status; a plugin's step: usage */
+        return pf == 2 ? TG_EXIT_CONTRACT : ext->kind == ATTN_EXEC ? TG_EXIT_OP : 2;
+    }
+    if (pf == 1) {
+        r->unmeasured = why;
+        fprintf(stderr, "attn_scale: note: the kernel's attention weights cannot be measured from the outside: "
+                "%s; entropy, max-logit, saturation and scale columns will be nan\n", why);
+    } else if (pf == 2) {   /* the measurement refuses weights past the mask: the columns are nan, and said so */
+        r->unmeasured = why;
+        fprintf(stderr, "attn_scale: note: --allow-noncausal: %s; entropy, max-logit, saturation and scale "
+                "columns will be nan\n", why);
+    }
+    return 0;
+}
+
+/* The kit's configuration of the run c describes; settings and files stay the caller's. */
+static void train_cfg(tg_train_cfg *tc, const attn_cfg *c, const tg_cli_opt *opts, int nopt,
+                      const tg_setting *settings, int ns, const char *const (*files)[2]) {
+    tg_train_defaults(tc, "attn_scale");
+    tc->steps = c->steps, tc->warmup = c->warmup, tc->log_every = c->log_every, tc->save_every = c->save_every;
+    tc->stop_at = c->stop_at, tc->lr = c->lr, tc->lr_min = c->lr_min, tc->clip = c->clip;
+    tc->optim = c->optim == OPT_ADAM ? TG_OPTIM_ADAM : TG_OPTIM_SGD;
+    tc->momentum = c->momentum, tc->weight_decay = c->weight_decay, tc->data_seed = (uint64_t)c->seed;
+    tc->on_nan = c->on_nan == ONNAN_STOP ? TG_ONNAN_STOP : TG_ONNAN_SKIP, tc->debug_nan = c->debug_nan;
+    tc->log = c->log, tc->save = c->save, tc->resume = c->resume, tc->overwrite = c->overwrite;
+    tc->opts = opts, tc->n_opts = nopt, tc->may_differ = attn_run_options, tc->added = attn_added_flags;
+    tc->header_may_differ = attn_ext_moved;   /* the bytes count, not where they are */
+    tc->settings = settings, tc->n_settings = ns;
+    tc->files = files, tc->n_files = 1;
+}
+
+/* tg_train on the run, its profile and its summary line; a tg_train_status. */
+static int train(run *r, const attn_cfg *c, tg_train_cfg *tc, tg_train_result *res) {
+    tg_train_model tm = {.P = &r->m.P, .user = r, .batch = batch, .forward = forward, .columns = columns,
+                         .values = values, .metric = metric, .header = header, .start = start,
+                         .before_step = before_step, .after_row = after_row};
+    char crash_what[4500];
+    if (r->ext->kind == ATTN_PLUGIN) {   /* it runs in this process: a crash of it is said in the log */
+        snprintf(crash_what, sizeof crash_what, "while training with %s", r->ext->what);
+        tc->crash_what = crash_what;
+    }
+    tg_profile prof;
+    tg_profile_init(&prof, 1);
+    if (c->profile) {   /* the machine's limit at the width the products run at, on the run's threads */
+        tg_blas_info bi;
+        tg_blas_info_get(&bi);
+        prof.peak_gflops = tg_timing_fma_gflops(bi.xsmm_bits, c->threads, 5);
+        tc->profile = &prof;
+    }
+    int status = tg_train(tc, &tm, res);
+    if (c->profile) {
+        char plan[1200];
+        fprintf(stderr, "# attn_scale --profile: plan %s\n", tg_gemm_plan_describe(plan, sizeof plan));
+        tg_profile_print(&prof, stderr);
+    }
+    if (status == 0 && res->finished)
+        printf("task=%s scale=%s d_head=%d seed=%d steps=%d final_loss=%.4f final_ent=%.4f uniform_ent=%.4f "
+               "ref_context_free=%.4f seconds=%.1f\n",
+               tg_task_names[c->task], tg_scale_names[c->scale], c->d_head, c->seed, c->steps, res->final_loss,
+               res->final_metric, r->uniform, r->refs.context_free, res->seconds);
+    /* the validation loss's kernel call failed: the run failed as a step's would have */
+    if (status == TG_TRAIN_FAILED && r->eval_failed) status = TG_TRAIN_OP_FAILED;
+    return status;
+}
+
+int main(int argc, char **argv) {
+    if (tg_runtime_init("attn_scale", argc, argv)) return 1;   /* first: it may restart the program; threads */
+    tg_gemm_plan_setup_env("attn_scale", "measure");   /* the product plan: this program's decision (TG_PLAN overrides) */
+    attn_cfg c;
+    tg_cli_opt opts[ATTN_MAX_OPTS];
+    int nopt, rc = parse(argc, argv, &c, opts, &nopt);
+    if (rc >= 0) return rc;
+    char err[1024], why[600] = "";
     tg_model_cfg mc = attn_cfg_model(&c);
     attn_ext ext;   /* opened for --check too: what the kernel declares decides whether the run can start */
     if (attn_ext_open(&ext, &c, &mc, err, sizeof err)) {
@@ -308,12 +407,7 @@ int main(int argc, char **argv) {
         attn_ext_close(&ext);
         return 0;
     }
-
-    char why[600] = "";
-    if (ext.kernel) {
-        mc.attn_kernel = ext.kernel;
-        mc.attn_measure = 1;
-    }
+    if (ext.kernel) mc.attn_kernel = ext.kernel, mc.attn_measure = 1;
     tg_corpus corpus = {0};
     if (c.task == TG_TASK_CODE && tg_corpus_load(&corpus, c.data, c.seq_len, err, sizeof err)) {
         fprintf(stderr, "attn_scale: --data %s\n", err);   /* before anything is written */
@@ -336,37 +430,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "attn_scale: out of memory for the batch\n");
         return 1;
     }
-    if (ext.kernel && !c.sample) {
-        /* before any parallel region (the pre-flight forks): the kernel called as training will call it */
-        tg_rng prng;
-        tg_rng_seed(&prng, (uint64_t)c.seed, 0xf1);
-        tg_task_batch(&r.tc, &prng, c.batch, r.tokens, r.targets);
-        /* an exec kernel: the child starts its own, and each of its calls may take --exec-timeout */
-        const double limit = ext.kind == ATTN_EXEC ? TG_ATTN_EXEC_START + 10.0 * c.exec_timeout : 60;
-        int pf = tg_model_preflight(&r.m, r.tokens, r.targets, c.batch, limit, why, sizeof why);
-        one_line(why);
-        if (pf == 3 || (pf == 2 && !c.allow_noncausal)) {
-            fprintf(stderr, "attn_scale: --attn %s: %s%s; nothing was written\n", c.attn_spec, why,
-                    pf == 2 ? " (its weights reach keys the mask hides: --allow-noncausal trains on anyway)" : "");
-            /* an exec kernel that failed its calls: the kernel's own status; a plugin's step: usage */
-            const int st = pf == 2 ? TG_EXIT_CONTRACT : ext.kind == ATTN_EXEC ? TG_EXIT_OP : 2;
-            free(r.tokens), free(r.targets);
-            tg_model_free(&r.m);
-            tg_corpus_free(&corpus);
-            attn_ext_close(&ext);
-            return st;
-        }
-        if (pf == 1) {
-            r.unmeasured = why;
-            fprintf(stderr, "attn_scale: note: the kernel's attention weights cannot be measured from the outside: "
-                    "%s; entropy, max-logit, saturation and scale columns will be nan\n", why);
-        } else if (pf == 2) {   /* the measurement refuses weights past the mask: the columns are nan, and said so */
-            r.unmeasured = why;
-            fprintf(stderr, "attn_scale: note: --allow-noncausal: %s; entropy, max-logit, saturation and scale "
-                    "columns will be nan\n", why);
-        }
+    if (ext.kernel && !c.sample && (rc = preflight(&r, &c, &ext, why, sizeof why))) {
+        run_free(&r, &corpus, &ext);
+        return rc;
     }
-
     /* the attention op is part of the run's identity: for a plugin, its bytes; for an exec kernel, its command
      * with its files' bytes (attn_ext.h) */
     tg_setting settings[6];
@@ -378,66 +445,11 @@ int main(int argc, char **argv) {
     r.settings = settings, r.n_settings = ns;
     const char *files[1][2] = {{"--dump-attn-file", c.dump_attn_file}};
     tg_train_cfg tc;
-    tg_train_defaults(&tc, "attn_scale");
-    tc.steps = c.steps, tc.warmup = c.warmup, tc.log_every = c.log_every, tc.save_every = c.save_every;
-    tc.stop_at = c.stop_at, tc.lr = c.lr, tc.lr_min = c.lr_min, tc.clip = c.clip;
-    tc.optim = c.optim == OPT_ADAM ? TG_OPTIM_ADAM : TG_OPTIM_SGD;
-    tc.momentum = c.momentum, tc.weight_decay = c.weight_decay, tc.data_seed = (uint64_t)c.seed;
-    tc.on_nan = c.on_nan == ONNAN_STOP ? TG_ONNAN_STOP : TG_ONNAN_SKIP, tc.debug_nan = c.debug_nan;
-    tc.log = c.log, tc.save = c.save, tc.resume = c.resume, tc.overwrite = c.overwrite;
-    tc.opts = opts, tc.n_opts = nopt, tc.may_differ = attn_run_options, tc.added = attn_added_flags;
-    tc.header_may_differ = attn_ext_moved;   /* the bytes count, not where they are */
-    tc.settings = settings, tc.n_settings = ns;
-    tc.files = (const char *const(*)[2])files, tc.n_files = 1;
-
-    if (c.sample) {
-        int st = sample(&r, &c, &tc);
-        free(r.tokens);
-        free(r.targets);
-        tg_model_free(&r.m);
-        tg_corpus_free(&corpus);
-        attn_ext_close(&ext);
-        return st;
-    }
-    tg_train_model tm = {.P = &r.m.P, .user = &r, .batch = batch, .forward = forward, .columns = columns,
-                         .values = values, .metric = metric, .header = header, .start = start,
-                         .before_step = before_step, .after_row = after_row};
-    char crash_what[4500];
-    if (ext.kind == ATTN_PLUGIN) {   /* it runs in this process: a crash of it is said in the log */
-        snprintf(crash_what, sizeof crash_what, "while training with %s", ext.what);
-        tc.crash_what = crash_what;
-    }
+    train_cfg(&tc, &c, opts, nopt, settings, ns, (const char *const(*)[2])files);
     tg_train_result res;
-    tg_profile prof;
-    tg_profile_init(&prof, 1);
-    if (c.profile) {   /* the machine's limit at the width the products run at, on the run's threads */
-        tg_blas_info bi;
-        tg_blas_info_get(&bi);
-        prof.peak_gflops = tg_timing_fma_gflops(bi.xsmm_bits, c.threads, 5);
-        tc.profile = &prof;
-    }
-    int status = tg_train(&tc, &tm, &res);
-    if (c.profile) {
-        char plan[1200];
-        fprintf(stderr, "# attn_scale --profile: plan %s\n", tg_gemm_plan_describe(plan, sizeof plan));
-        tg_profile_print(&prof, stderr);
-    }
-    if (status == 0 && res.finished)
-        printf("task=%s scale=%s d_head=%d seed=%d steps=%d final_loss=%.4f final_ent=%.4f uniform_ent=%.4f "
-               "ref_context_free=%.4f seconds=%.1f\n",
-               tg_task_names[c.task], tg_scale_names[c.scale], c.d_head, c.seed, c.steps, res.final_loss,
-               res.final_metric, r.uniform, r.refs.context_free, res.seconds);
-    attn_dump_free(&r.dump);
-    if (r.eval_ready) tg_ctx_free(&r.eval_ctx);
-    free(r.eval_x);
-    free(r.eval_y);
-    tg_corpus_free(&corpus);
-    free(r.tokens);
-    free(r.targets);
-    tg_model_free(&r.m);
-    attn_ext_close(&ext);
-    /* the validation loss's kernel call failed: the run failed as a step's would have */
-    if (status == TG_TRAIN_FAILED && r.eval_failed) status = TG_TRAIN_OP_FAILED;
+    int status = c.sample ? sample(&r, &c, &tc) : train(&r, &c, &tc, &res);
+    run_free(&r, &corpus, &ext);
+    if (c.sample) return status;
     /* stopped by a signal, the checkpoint written: die of it, so the shell that started us stops too */
     if (status == TG_TRAIN_STOPPED) tg_guard_reraise(res.signal);
     return tg_train_exit_status(status, &res);
