@@ -183,31 +183,35 @@ static int train_child(void *user, int fd) {
     return bad;
 }
 
-int main(int argc, char **argv) {
-    if (tg_runtime_init("attn_check", argc, argv)) return 1;   /* first: it may restart the program; threads */
-    int d_head = 0, tsv = 0, train = 0, window = 0, kv_heads = 0, threads = 1, bias = 0, alibi = 0, sinks = 0;
-    float timeout = 60, softcap = 0, attn_dropout = 0;
-    const char *spec = NULL;
+typedef struct {
+    int d_head, tsv, train, window, kv_heads, threads, bias, alibi, sinks;
+    float timeout, softcap, attn_dropout;
+    const char *spec;   /* KERNEL */
+} flags;
+
+/* The flags and KERNEL into f: -1 to go on, or the exit status (0 after --help). */
+static int parse(int argc, char **argv, flags *f) {
+    *f = (flags){.threads = 1, .timeout = 60};
     tg_cli_opt opts[] = {
-        {"d-head", TG_CLI_INT, &d_head, 0, 4096, NULL, "check this head size alone (0: 8, 32, 64 and 128)"},
-        {"tsv", TG_CLI_FLAG, &tsv, 0, 0, NULL, "the report as TSV: check, what, status, value, limit, text"},
-        {"timeout", TG_CLI_FLOAT, &timeout, 1, 3600, NULL, "seconds a probe may take before the kernel counts as hung"},
-        {"train", TG_CLI_INT, &train, 0, 1000000, NULL, "also train the toy model N steps with the kernel and with "
+        {"d-head", TG_CLI_INT, &f->d_head, 0, 4096, NULL, "check this head size alone (0: 8, 32, 64 and 128)"},
+        {"tsv", TG_CLI_FLAG, &f->tsv, 0, 0, NULL, "the report as TSV: check, what, status, value, limit, text"},
+        {"timeout", TG_CLI_FLOAT, &f->timeout, 1, 3600, NULL, "seconds a probe may take before the kernel counts as hung"},
+        {"train", TG_CLI_INT, &f->train, 0, 1000000, NULL, "also train the toy model N steps with the kernel and with "
          "tg_attention, side by side (0: no); attn_scale's defaults, but a warm-up of N/10 when N < 10 times its "
          "default 50 (so --train 300 is attn_scale --steps 300 --warmup 30)"},
-        {"threads", TG_CLI_INT, &threads, 1, 256, NULL, "threads of the ops (read at start, as attn_scale's)"},
-        {"window", TG_CLI_INT, &window, 0, 1000000, NULL, "--train: with a sliding window of W keys (as attn_scale "
+        {"threads", TG_CLI_INT, &f->threads, 1, 256, NULL, "threads of the ops (read at start, as attn_scale's)"},
+        {"window", TG_CLI_INT, &f->window, 0, 1000000, NULL, "--train: with a sliding window of W keys (as attn_scale "
          "--window; the kernel must declare windows)"},
-        {"kv-heads", TG_CLI_INT, &kv_heads, 0, 256, NULL, "--train: with this many key/value heads (as attn_scale "
+        {"kv-heads", TG_CLI_INT, &f->kv_heads, 0, 256, NULL, "--train: with this many key/value heads (as attn_scale "
          "--kv-heads; the kernel must declare grouped heads)"},
-        {"bias", TG_CLI_CHOICE, &bias, 0, 0, tg_bias_names, "--train: a learned additive bias (as attn_scale --bias; "
+        {"bias", TG_CLI_CHOICE, &f->bias, 0, 0, tg_bias_names, "--train: a learned additive bias (as attn_scale --bias; "
          "the kernel must declare bias)"},
-        {"alibi", TG_CLI_SWITCH, &alibi, 0, 0, NULL, "--train: ALiBi (as attn_scale --alibi; the kernel must declare it)"},
-        {"softcap", TG_CLI_FLOAT, &softcap, 0, 1e6, NULL, "the run's logit soft-cap C: the health forecast uses the "
+        {"alibi", TG_CLI_SWITCH, &f->alibi, 0, 0, NULL, "--train: ALiBi (as attn_scale --alibi; the kernel must declare it)"},
+        {"softcap", TG_CLI_FLOAT, &f->softcap, 0, 1e6, NULL, "the run's logit soft-cap C: the health forecast uses the "
          "temperature map under it; --train: soft-capping at C (as attn_scale --softcap; the kernel must declare softcap)"},
-        {"sinks", TG_CLI_SWITCH, &sinks, 0, 0, NULL, "--train: attention sinks (as attn_scale --sinks; the kernel "
+        {"sinks", TG_CLI_SWITCH, &f->sinks, 0, 0, NULL, "--train: attention sinks (as attn_scale --sinks; the kernel "
          "must declare sinks)"},
-        {"attn-dropout", TG_CLI_FLOAT, &attn_dropout, 0, 0.99, NULL, "--train: dropout of the weights (as attn_scale "
+        {"attn-dropout", TG_CLI_FLOAT, &f->attn_dropout, 0, 0.99, NULL, "--train: dropout of the weights (as attn_scale "
          "--attn-dropout; the kernel must declare dropout)"},
     };
     const int nopt = (int)(sizeof opts / sizeof opts[0]);
@@ -216,8 +220,8 @@ int main(int argc, char **argv) {
     int n = 0;
     for (int i = 0; i < argc && n < 63; i++) {
         if (i > 0 && (strncmp(argv[i], "plugin:", 7) == 0 || strncmp(argv[i], "builtin:", 8) == 0 ||
-                      strncmp(argv[i], "exec:", 5) == 0) && !spec)
-            spec = argv[i];
+                      strncmp(argv[i], "exec:", 5) == 0) && !f->spec)
+            f->spec = argv[i];
         else args[n++] = argv[i];
     }
     args[n] = NULL;
@@ -232,70 +236,93 @@ int main(int argc, char **argv) {
         tg_cli_usage(stdout, "attn_check KERNEL", summary, opts, nopt);
         return 0;
     }
-    if (rc != TG_CLI_OK || !spec) {
+    if (rc != TG_CLI_OK || !f->spec) {
         fprintf(stderr, "attn_check: %s\n", rc != TG_CLI_OK ? err : "no KERNEL (plugin:FILE.so[:SYMBOL], exec:CMD or builtin:composed|fused)");
         fprintf(stderr, "(attn_check --help lists every flag)\n");
         return 2;
     }
-    const tg_attn_kernel *K = NULL;
-    tg_attn_plugin plugin = {0};
-    tg_attn_exec exec = {.pid = 0, .to = -1, .from = -1, .err = -1};
-    if (strcmp(spec, "builtin:composed") == 0) K = &tg_attn_kernel_composed;
-    else if (strcmp(spec, "builtin:fused") == 0) K = &tg_attn_kernel_fused;
+    return -1;
+}
+
+/* KERNEL opened: *K, or 2 with the reason said. */
+static int open_kernel(const flags *f, tg_attn_plugin *plugin, tg_attn_exec *exec, const tg_attn_kernel **K) {
+    const char *spec = f->spec;
+    char err[1024];
+    if (strcmp(spec, "builtin:composed") == 0) *K = &tg_attn_kernel_composed;
+    else if (strcmp(spec, "builtin:fused") == 0) *K = &tg_attn_kernel_fused;
     else if (strncmp(spec, "builtin:", 8) == 0) {
         fprintf(stderr, "attn_check: '%s': the built-in ops are builtin:composed and builtin:fused\n", spec);
         return 2;
     } else if (strncmp(spec, "exec:", 5) == 0) {
-        if (tg_attn_exec_open(&exec, spec + 5, timeout, err, sizeof err)) {
+        if (tg_attn_exec_open(exec, spec + 5, f->timeout, err, sizeof err)) {
             fprintf(stderr, "attn_check: %s\n", err);
             return 2;
         }
-        K = &exec.kernel;
-    } else if (tg_attn_plugin_open(&plugin, spec + 7, err, sizeof err)) {
+        *K = &exec->kernel;
+    } else if (tg_attn_plugin_open(plugin, spec + 7, err, sizeof err)) {
         fprintf(stderr, "attn_check: %s\n", err);
         return 2;
-    } else K = &plugin.kernel;
-    /* --train's attention flags, each the feature the kernel must declare for it */
+    } else *K = &plugin->kernel;
+    return 0;
+}
+
+/* --train's attention flags, each the feature the kernel must declare for it: 0, or 2 with the one missing said. */
+static int declares_train_features(const tg_attn_kernel *K, const flags *f) {
     const struct { const char *flag; int on; unsigned f; } needs[] = {
-        {"window", window > 0, TG_ATTN_F_WINDOW}, {"kv-heads", kv_heads > 0, TG_ATTN_F_GQA},
-        {"bias", bias != 0, TG_ATTN_F_BIAS},     {"alibi", alibi, TG_ATTN_F_ALIBI},
-        {"softcap", softcap > 0, TG_ATTN_F_SOFTCAP}, {"sinks", sinks, TG_ATTN_F_SINKS},
-        {"attn-dropout", attn_dropout > 0, TG_ATTN_F_DROPOUT}};
+        {"window", f->window > 0, TG_ATTN_F_WINDOW}, {"kv-heads", f->kv_heads > 0, TG_ATTN_F_GQA},
+        {"bias", f->bias != 0, TG_ATTN_F_BIAS},     {"alibi", f->alibi, TG_ATTN_F_ALIBI},
+        {"softcap", f->softcap > 0, TG_ATTN_F_SOFTCAP}, {"sinks", f->sinks, TG_ATTN_F_SINKS},
+        {"attn-dropout", f->attn_dropout > 0, TG_ATTN_F_DROPOUT}};
     for (size_t i = 0; i < sizeof needs / sizeof needs[0]; i++)
         if (needs[i].on && !(K->features & needs[i].f)) {
             char has[300];
             fprintf(stderr, "attn_check: --%s for --train needs a kernel that declares %s; %s declares: %s\n",
-                    needs[i].flag, needs[i].f == TG_ATTN_F_WINDOW ? "windows" : tg_attn_feature_name(needs[i].f), spec,
-                    tg_attn_features_str(K->features, has, sizeof has));
-            tg_attn_plugin_close(&plugin);
-            tg_attn_exec_close(&exec);
+                    needs[i].flag, needs[i].f == TG_ATTN_F_WINDOW ? "windows" : tg_attn_feature_name(needs[i].f),
+                    f->spec, tg_attn_features_str(K->features, has, sizeof has));
             return 2;
         }
+    return 0;
+}
 
+/* --train N, in a child: a kernel that crashes while training is a finding, not our crash. 0 or 1. */
+static int train_side_by_side(const tg_attn_kernel *K, const flags *f, const char *exec_cmd) {
+    train_job j = {K, f->spec, {f->d_head > 0 ? f->d_head : 128, f->window, f->kv_heads, f->bias, f->alibi, f->sinks,
+                                f->train, f->softcap, f->attn_dropout}, exec_cmd, f->timeout};
+    tg_child_end end;
+    char err[200];
+    if (tg_child_run(train_child, &j, 0, NULL, NULL, &end, err, sizeof err)) {
+        fprintf(stderr, "attn_check: --train: %s\n", err);
+        return 1;
+    }
+    if (end.signal) printf("train: FAIL, the kernel crashed while training (signal %d)\n", end.signal);
+    return end.signal || end.status ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+    if (tg_runtime_init("attn_check", argc, argv)) return 1;   /* first: it may restart the program; threads */
+    flags f;
+    int rc = parse(argc, argv, &f);
+    if (rc >= 0) return rc;
+    const tg_attn_kernel *K = NULL;
+    tg_attn_plugin plugin = {0};
+    tg_attn_exec exec = {.pid = 0, .to = -1, .from = -1, .err = -1};
+    if ((rc = open_kernel(&f, &plugin, &exec, &K)) || (rc = declares_train_features(K, &f))) {
+        tg_attn_plugin_close(&plugin);
+        tg_attn_exec_close(&exec);
+        return rc;
+    }
     /* an exec kernel: the probes run on this process's kernel (tg_attn_check_opts.exec_cmd) */
-    tg_attn_check_opts o = {.d_head = d_head, .timeout = timeout, .exec_cmd = K == &exec.kernel ? spec + 5 : NULL,
-                            .softcap = softcap};
+    tg_attn_check_opts o = {.d_head = f.d_head, .timeout = f.timeout,
+                            .exec_cmd = K == &exec.kernel ? f.spec + 5 : NULL, .softcap = f.softcap};
     tg_attn_check_report r;
     int status = tg_attn_check(K, &o, &r);
     char abi[400] = "";
     if (plugin.handle) tg_attn_plugin_describe(&plugin, abi, sizeof abi);
-    if (!tsv) printf("attn_check %s%s%s%s%s\n", spec, plugin.sha256[0] ? " sha256=" : "", plugin.sha256,
-                     abi[0] ? " " : "", abi);
-    tg_attn_check_print(stdout, &r, tsv);
+    if (!f.tsv) printf("attn_check %s%s%s%s%s\n", f.spec, plugin.sha256[0] ? " sha256=" : "", plugin.sha256,
+                       abi[0] ? " " : "", abi);
+    tg_attn_check_print(stdout, &r, f.tsv);
     tg_attn_check_free(&r);
-    if (train > 0) {   /* in a child: a kernel that crashes while training is a finding, not our crash */
-        train_job j = {K, spec, {d_head > 0 ? d_head : 128, window, kv_heads, bias, alibi, sinks, train, softcap,
-                                 attn_dropout}, o.exec_cmd, timeout};
-        tg_child_end end;
-        char err[200];
-        if (tg_child_run(train_child, &j, 0, NULL, NULL, &end, err, sizeof err)) {
-            fprintf(stderr, "attn_check: --train: %s\n", err);
-            status = 1;
-        } else {
-            if (end.signal) printf("train: FAIL, the kernel crashed while training (signal %d)\n", end.signal);
-            if (end.signal || end.status) status = 1;
-        }
-    }
+    if (f.train > 0 && train_side_by_side(K, &f, o.exec_cmd)) status = 1;
     tg_attn_plugin_close(&plugin);
     tg_attn_exec_close(&exec);
     return status;

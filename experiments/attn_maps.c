@@ -65,74 +65,59 @@ static void summarise(const float *w, const int64_t *tok, int T, int l, int h, i
     printf("\n");
 }
 
-int main(int argc, char **argv) {
-    if (tg_runtime_init("attn_maps", argc, argv)) return 1;   /* first: it may restart the program; threads */
-    int summary = argc == 3 && strcmp(argv[1], "--summary") == 0;
-    if ((argc != 2 && !summary) || argv[argc - 1][0] == '-') {
-        fprintf(stderr, "usage: attn_maps [--summary] FILE\n(FILE: written by attn_scale --dump-attn ... --dump-attn-file FILE)\n");
-        return 2;
-    }
-    const char *path = argv[argc - 1];
-    char err[600];
-    tg_st_file f;
-    if (tg_st_read(path, &f, err, sizeof err)) {
-        fprintf(stderr, "attn_maps: %s\n", err);
-        return 2;
-    }
-    int rc = 2, L, H, steps[256], n = 0, W = 0, Hkv = 0, sinks = 0;
-    const char *fmt = tg_st_meta(&f, "format"), *list = tg_st_meta(&f, "steps");
-    const tg_st_entry *tok = tg_st_find(&f, "probe.tokens");
-    float *w = NULL;
-    int64_t *tokens = NULL;
+/* What a dump holds besides its maps, checked: layers, heads, steps, window, kv heads, sinks. */
+typedef struct { int L, H, steps[256], n, W, Hkv, sinks; const tg_st_entry *tok; } dump_info;
+
+/* 0, or 2 with the reason said. */
+static int read_info(const tg_st_file *f, const char *path, dump_info *d) {
+    *d = (dump_info){0};
+    const char *fmt = tg_st_meta(f, "format"), *list = tg_st_meta(f, "steps");
+    const tg_st_entry *tok = d->tok = tg_st_find(f, "probe.tokens");
     if (!fmt || strcmp(fmt, "tapegrad.attn_maps") != 0 || !list || !tok || tok->dtype != TG_ST_I64 || tok->ndim != 1 ||
-        tok->numel < 1 || tok->numel > 4096 || meta_int(&f, "config.layers", 1, 64, &L) ||
-        meta_int(&f, "config.heads", 1, 256, &H)) {
+        tok->numel < 1 || tok->numel > 4096 || meta_int(f, "config.layers", 1, 64, &d->L) ||
+        meta_int(f, "config.heads", 1, 256, &d->H)) {
         fprintf(stderr, "attn_maps: %s is not an attn_scale --dump-attn file (format, steps, probe.tokens, config)\n", path);
-        goto out;
+        return 2;
     }
     /* recorded only when set (attn_added_flags) */
-    if ((tg_st_meta(&f, "config.window") && meta_int(&f, "config.window", 0, 1000000, &W)) ||
-        (tg_st_meta(&f, "config.kv-heads") && (meta_int(&f, "config.kv-heads", 0, 256, &Hkv) || (Hkv && H % Hkv)))) {
+    if ((tg_st_meta(f, "config.window") && meta_int(f, "config.window", 0, 1000000, &d->W)) ||
+        (tg_st_meta(f, "config.kv-heads") &&
+         (meta_int(f, "config.kv-heads", 0, 256, &d->Hkv) || (d->Hkv && d->H % d->Hkv)))) {
         fprintf(stderr, "attn_maps: %s: config.window or config.kv-heads is not a valid value\n", path);
-        goto out;
+        return 2;
     }
-    if (tg_st_meta(&f, "config.sinks") && meta_int(&f, "config.sinks", 0, 1, &sinks)) {
+    if (tg_st_meta(f, "config.sinks") && meta_int(f, "config.sinks", 0, 1, &d->sinks)) {
         fprintf(stderr, "attn_maps: %s: config.sinks is not 0 or 1\n", path);
-        goto out;
+        return 2;
     }
-    for (const char *p = list; *p && n < 256;) {
+    for (const char *p = list; *p && d->n < 256;) {
         char *end;
         long s = strtol(p, &end, 10);
         if (end == p || s < 0 || (*end && *end != ',')) {
             fprintf(stderr, "attn_maps: %s: metadata steps '%.40s' is not a list of steps\n", path, list);
-            goto out;
+            return 2;
         }
-        steps[n++] = (int)s;
+        d->steps[d->n++] = (int)s;
         p = *end ? end + 1 : end;
     }
-    const int T = (int)tok->numel;
-    tokens = malloc((size_t)T * sizeof *tokens);
-    w = malloc((size_t)T * T * sizeof *w);
-    if (!tokens || !w) {
-        fprintf(stderr, "attn_maps: out of memory\n");
-        goto out;
-    }
-    tg_st_get_i64(tok, tokens);
-    for (int i = 0; i < f.n_meta; i++)
-        if (strcmp(f.meta[i].key, TG_ST_CHECKSUM_KEY) != 0) printf("# %s=%s\n", f.meta[i].key, f.meta[i].value);
-    printf("# seq_len=%d\n# tokens=", T);
-    for (int i = 0; i < T; i++) printf("%s%lld", i ? " " : "", (long long)tokens[i]);
-    printf("\n");
+    return 0;
+}
+
+/* Every map, as gnuplot blocks (or a summary line each); 0, or 2 with the reason said. w: T*T floats of room. */
+static int print_maps(const tg_st_file *f, const char *path, const dump_info *d, const int64_t *tokens, int T,
+                      float *w, int summary) {
+    const int L = d->L, H = d->H, n = d->n, W = d->W, Hkv = d->Hkv, sinks = d->sinks;
+    const int *steps = d->steps;
     if (summary) printf("layer\thead\tstep\ttop_weight\tself\tbos\tsame\tprev\tother%s\n", sinks ? "\tsink" : "");
     for (int l = 0, k = 0; l < L; l++)
         for (int h = 0; h < H; h++)
             for (int s = 0; s < n; s++, k++) {
                 char name[96];
                 snprintf(name, sizeof name, "attn.l%d.h%d.step%d", l, h, steps[s]);
-                const tg_st_entry *e = tg_st_find(&f, name);
+                const tg_st_entry *e = tg_st_find(f, name);
                 if (!e || e->dtype != TG_ST_F32 || e->ndim != 2 || e->shape[0] != T || e->shape[1] != T) {
                     fprintf(stderr, "attn_maps: %s: tensor %s is missing or not F32 [%d,%d]\n", path, name, T, T);
-                    goto out;
+                    return 2;
                 }
                 tg_st_get_f32(e, w);
                 if (summary) {
@@ -150,6 +135,44 @@ int main(int argc, char **argv) {
                     }
                 printf("\n\n");
             }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (tg_runtime_init("attn_maps", argc, argv)) return 1;   /* first: it may restart the program; threads */
+    int summary = argc == 3 && strcmp(argv[1], "--summary") == 0;
+    if ((argc != 2 && !summary) || argv[argc - 1][0] == '-') {
+        fprintf(stderr, "usage: attn_maps [--summary] FILE\n(FILE: written by attn_scale --dump-attn ... --dump-attn-file FILE)\n");
+        return 2;
+    }
+    const char *path = argv[argc - 1];
+    char err[600];
+    tg_st_file f;
+    if (tg_st_read(path, &f, err, sizeof err)) {
+        fprintf(stderr, "attn_maps: %s\n", err);
+        return 2;
+    }
+    int rc = 2;
+    dump_info d;
+    const tg_st_entry *tok = NULL;
+    float *w = NULL;
+    int64_t *tokens = NULL;
+    if (read_info(&f, path, &d)) goto out;
+    tok = d.tok;
+    const int T = (int)tok->numel;
+    tokens = malloc((size_t)T * sizeof *tokens);
+    w = malloc((size_t)T * T * sizeof *w);
+    if (!tokens || !w) {
+        fprintf(stderr, "attn_maps: out of memory\n");
+        goto out;
+    }
+    tg_st_get_i64(tok, tokens);
+    for (int i = 0; i < f.n_meta; i++)
+        if (strcmp(f.meta[i].key, TG_ST_CHECKSUM_KEY) != 0) printf("# %s=%s\n", f.meta[i].key, f.meta[i].value);
+    printf("# seq_len=%d\n# tokens=", T);
+    for (int i = 0; i < T; i++) printf("%s%lld", i ? " " : "", (long long)tokens[i]);
+    printf("\n");
+    if (print_maps(&f, path, &d, tokens, T, w, summary)) goto out;
     rc = fflush(stdout) || ferror(stdout) ? 1 : 0;
     if (rc) fprintf(stderr, "attn_maps: write error on stdout\n");
 out:

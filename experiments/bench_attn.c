@@ -25,6 +25,44 @@
 #include "tg_runtime.h"
 #include "tg_timing.h"
 
+/* The best of reps forward + backward passes, in ms, after an untimed
+ * planning pass whose new product shapes are timed (tg_gemm_plan_measure). */
+static double best_of(tg_ctx *ctx, tg_params *P, tg_tensor *q, tg_tensor *k, tg_tensor *v, const float *dout, int attn,
+                      int causal, int window, int reps) {
+    const int dh = q->shape[3];
+    double best = 1e300;
+    for (int i = -1; i < reps; i++) {   /* -1: the planning pass, untimed; its new shapes timed after it */
+        if (i == 0) tg_gemm_plan_measure();
+        double t0 = tg_timing_now_ms();
+        tg_ctx_reset(ctx);
+        tg_params_zero_grad(P);
+        tg_attn_args a = tg_attn_args_make(q, k, v, 1.0f / sqrtf((float)dh));
+        a.causal = causal;
+        if (window) a.window_left = window - 1, a.window_right = 0;
+        tg_tensor *out = (attn == TG_ATTN_FUSED ? tg_flash_attend : tg_attend)(ctx, &a);
+        tg_backward_seed(ctx, out, dout);
+        double t = tg_timing_now_ms() - t0;
+        if (i >= 0) best = t < best ? t : best;
+    }
+    return best;
+}
+
+/* The (query, key) pairs a row sees, summed over rows: T²/2 when causal, fewer in a window. */
+static double visible_pairs(tg_tensor *q, tg_tensor *k, tg_tensor *v, int T, int causal, int window) {
+    double pairs = (causal ? 0.5 : 1.0) * T * (double)T;   /* the pairs a row sees: T²/2 when causal */
+    if (window) {
+        tg_attn_args a = tg_attn_args_make(q, k, v, 1.0f);
+        a.causal = 1, a.window_left = window - 1, a.window_right = 0;
+        pairs = 0;
+        for (int i = 0; i < T; i++) {
+            int lo, hi;
+            tg_attn_visible(&a, 0, i, &lo, &hi);
+            pairs += hi - lo;
+        }
+    }
+    return pairs;
+}
+
 int main(int argc, char **argv) {
     if (tg_runtime_init("bench_attn", argc, argv)) return 1;   /* first: it may restart the program; threads */
     tg_gemm_plan_setup_env("bench_attn", "measure");   /* the product plan: this program's decision (TG_PLAN overrides) */
@@ -75,33 +113,10 @@ int main(int argc, char **argv) {
     tg_fill_normal(&r, dout, (int64_t)B * T * H * dh, 0.0f, 1.0f);
     tg_ctx ctx;
     tg_ctx_init(&ctx, 1 << 20);   /* small blocks: the arena holds about what the op asks for */
-    double best = 1e300;
-    for (int i = -1; i < reps; i++) {   /* -1: the planning pass, untimed; its new shapes timed after it */
-        if (i == 0) tg_gemm_plan_measure();
-        double t0 = tg_timing_now_ms();
-        tg_ctx_reset(&ctx);
-        tg_params_zero_grad(&P);
-        tg_attn_args a = tg_attn_args_make(q, k, v, 1.0f / sqrtf((float)dh));
-        a.causal = causal;
-        if (window) a.window_left = window - 1, a.window_right = 0;
-        tg_tensor *out = (attn == TG_ATTN_FUSED ? tg_flash_attend : tg_attend)(&ctx, &a);
-        tg_backward_seed(&ctx, out, dout);
-        double t = tg_timing_now_ms() - t0;
-        if (i >= 0) best = t < best ? t : best;
-    }
+    const double best = best_of(&ctx, &P, q, k, v, dout, attn, causal, window, reps);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double pairs = (causal ? 0.5 : 1.0) * T * (double)T;   /* the pairs a row sees: T²/2 when causal */
-    if (window) {
-        tg_attn_args a = tg_attn_args_make(q, k, v, 1.0f);
-        a.causal = 1, a.window_left = window - 1, a.window_right = 0;
-        pairs = 0;
-        for (int i = 0; i < T; i++) {
-            int lo, hi;
-            tg_attn_visible(&a, 0, i, &lo, &hi);
-            pairs += hi - lo;
-        }
-    }
+    const double pairs = visible_pairs(q, k, v, T, causal, window);
     double gflop = (attn == TG_ATTN_FUSED ? 7 : 6) * 2 * pairs * dh * B * H / 1e9;
     printf("attn=%s B=%d T=%d H=%d kv_heads=%d d_head=%d causal=%d window=%d threads=%d ms=%.3f gflops=%.1f peak_rss_mb=%.1f arena_mb=%.1f",
            tg_attn_names[attn], B, T, H, Hkv, dh, causal, window, threads, best, gflop / (best / 1e3), ru.ru_maxrss / 1024.0,

@@ -121,6 +121,63 @@ static double time_plan(const product *pr, const tg_gemm_call *p, float **buf, i
     return best;
 }
 
+/* The products of one training step of model size z (bench_step's sizes), into products[]. */
+static void add_step_products(const int *z) {
+    const int V = z[0], T = z[1], D = z[2], H = z[3], d = z[4], L = z[5], B = z[6], BT = B * T, HD = H * d;
+    linear("qkv", BT, D, HD, 3 * L);
+    linear("o", BT, HD, D, L);
+    linear("w1", BT, D, 4 * D, L);
+    linear("w2", BT, 4 * D, D, L);
+    linear("out", BT, D, V, 1);
+    /* attention per head, as ops/attention.c: S = Q Kᵀ, O = P V; dV += Pᵀ dO,
+     * dP = dO Vᵀ, G = dL K, dK += dLᵀ Q */
+    add("attn.QKt", 0, 1, T, T, d, HD, HD, T, 0.0f, L, HEAD, HEAD, SCRATCH);
+    products[n_products - 1].op_transposes = T >= 2 * d;   /* as tg_attention (transpose_first) */
+    add("attn.PV", 0, 0, T, d, T, T, HD, HD, 0.0f, L, SCRATCH, HEAD, HEAD);
+    add("attn.PtdO", 1, 0, T, d, T, T, HD, HD, 1.0f, L, SCRATCH, HEAD, HEAD);
+    add("attn.dOVt", 0, 1, T, T, d, HD, HD, T, 0.0f, L, HEAD, HEAD, SCRATCH);
+    products[n_products - 1].op_transposes = T >= 2 * d;
+    add("attn.dLK", 0, 0, T, d, T, T, HD, d, 0.0f, L, SCRATCH, HEAD, SCRATCH);
+    add("attn.dLtQ", 1, 0, T, d, T, T, HD, HD, 1.0f, L, SCRATCH, HEAD, HEAD);
+}
+
+typedef struct {
+    int T, HD, d, H, B, reps;
+    float **buf, *bt;
+} bench_env;
+typedef struct { double blas, xsmm, pick, worst; } totals;
+
+/* One product on OpenBLAS, on libxsmm and on the plan's pick: its line, and the step's totals. */
+static void bench_product(const product *p, const bench_env *e, totals *t) {
+    int heads = p->kind[2] == WHOLE ? 0 : e->B * e->H;
+    /* libxsmm's column for a transposed B: Bᵀ made first (its time included), as the ops may */
+    tg_gemm_call pick, blas, xsmm;
+    int blocks = !heads;   /* a whole matrix runs as tg_matmul runs it: tg_gemm_run_threads */
+    tg_gemm_call_make(&blas, p->ta, p->tb, p->M, p->N, p->K, 1.0f, p->lda, p->ldb, p->beta, p->ldc, blocks);
+    tg_gemm_call_make(&xsmm, p->ta, 0, p->M, p->N, p->K, 1.0f, p->lda, p->tb ? p->N : p->ldb, p->beta, p->ldc,
+                      blocks);
+    /* tg_matmul makes Bᵀ only where the plan puts that product on libxsmm (else
+     * OpenBLAS takes B transposed); the attention op by its own rule (T >= 2d) */
+    int transposes = p->tb && p->op_transposes && (heads || xsmm.xsmm);
+    pick = transposes ? xsmm : blas;
+    blas.xsmm = 0;
+    int has_xsmm = tg_gemm_call_xsmm(&xsmm);
+    float *btx = p->tb ? e->bt : NULL, *btp = transposes ? e->bt : NULL;
+    double tb = time_plan(p, &blas, e->buf, heads, e->T, e->HD, e->d, e->H, e->reps, NULL);
+    double tx = has_xsmm ? time_plan(p, &xsmm, e->buf, heads, e->T, e->HD, e->d, e->H, e->reps, btx) : NAN;
+    double tp = pick.xsmm ? time_plan(p, &pick, e->buf, heads, e->T, e->HD, e->d, e->H, e->reps, btp) : tb;
+    double flop = 2.0 * p->M * p->N * p->K * (heads ? heads : 1);
+    t->blas += p->count * tb;
+    t->xsmm += p->count * (has_xsmm ? tx : tb);
+    t->pick += p->count * tp;
+    /* the picked library's own column over the faster column (the pick's separate
+     * timing, tp, is for the step total; comparing it would compare noise) */
+    double best = has_xsmm && tx < tb ? tx : tb, vs = (pick.xsmm ? tx : transposes ? tp : tb) / best;
+    t->worst = vs > t->worst ? vs : t->worst;
+    printf("%-10s %2d %2d %5d %5d %5d %5d %10.1f %10.1f %9.1f %9.1f %-8s %.3f\n", p->what, p->ta, p->tb, p->M, p->N,
+           p->K, p->count, tb, tx, flop / tb / 1e3, flop / tx / 1e3, tg_gemm_backend(&pick), vs);
+}
+
 int main(int argc, char **argv) {
     if (tg_runtime_init("bench_gemm", argc, argv)) return 1;   /* first: it may restart the program; threads */
     tg_gemm_plan_setup_env("bench_gemm", "measure");   /* the product plan: this program's decision (TG_PLAN overrides) */
@@ -143,24 +200,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     const int *z = sizes[size];
-    const int V = z[0], T = z[1], D = z[2], H = z[3], d = z[4], L = z[5], B = z[6], BT = B * T, HD = H * d;
-
-    linear("qkv", BT, D, HD, 3 * L);
-    linear("o", BT, HD, D, L);
-    linear("w1", BT, D, 4 * D, L);
-    linear("w2", BT, 4 * D, D, L);
-    linear("out", BT, D, V, 1);
-    /* attention per head, as ops/attention.c: S = Q Kᵀ, O = P V; dV += Pᵀ dO,
-     * dP = dO Vᵀ, G = dL K, dK += dLᵀ Q */
-    add("attn.QKt", 0, 1, T, T, d, HD, HD, T, 0.0f, L, HEAD, HEAD, SCRATCH);
-    products[n_products - 1].op_transposes = T >= 2 * d;   /* as tg_attention (transpose_first) */
-    add("attn.PV", 0, 0, T, d, T, T, HD, HD, 0.0f, L, SCRATCH, HEAD, HEAD);
-    add("attn.PtdO", 1, 0, T, d, T, T, HD, HD, 1.0f, L, SCRATCH, HEAD, HEAD);
-    add("attn.dOVt", 0, 1, T, T, d, HD, HD, T, 0.0f, L, HEAD, HEAD, SCRATCH);
-    products[n_products - 1].op_transposes = T >= 2 * d;
-    add("attn.dLK", 0, 0, T, d, T, T, HD, d, 0.0f, L, SCRATCH, HEAD, SCRATCH);
-    add("attn.dLtQ", 1, 0, T, d, T, T, HD, HD, 1.0f, L, SCRATCH, HEAD, HEAD);
-
+    const int T = z[1], H = z[3], d = z[4], B = z[6], BT = B * T, HD = H * d;
+    add_step_products(z);
     size_t need = (size_t)BT * HD + (size_t)threads * T * (T > d ? T : d);
     for (int i = 0; i < n_products; i++) {
         const product *p = &products[i];
@@ -175,7 +216,6 @@ int main(int argc, char **argv) {
         buf[i] = malloc(need * sizeof(float));
         tg_fill_uniform(&rng, buf[i], (int64_t)need, -1.0f, 1.0f);
     }
-
     for (int i = 0; i < n_products; i++) {   /* the planning pass: each shape looked up, then timed */
         const product *p = &products[i];
         tg_gemm_call c;
@@ -191,41 +231,12 @@ int main(int argc, char **argv) {
            size_names[size], threads, reps, tg_blas_info_str(&bi, blas, sizeof blas), tg_gemm_target());
     printf("%-10s %2s %2s %5s %5s %5s %5s %10s %10s %9s %9s %-8s %s\n", "product", "ta", "tb", "M", "N", "K", "count",
            "openblas_us", "libxsmm_us", "oblas_GF/s", "xsmm_GF/s", "pick", "pick_vs_best");
-    double worst = 0;
-    double tot_blas = 0, tot_xsmm = 0, tot_pick = 0;
-    for (int i = 0; i < n_products; i++) {
-        const product *p = &products[i];
-        int heads = p->kind[2] == WHOLE ? 0 : B * H;
-        /* libxsmm's column for a transposed B: Bᵀ made first (its time included), as the ops may */
-        tg_gemm_call pick, blas, xsmm;
-        int blocks = !heads;   /* a whole matrix runs as tg_matmul runs it: tg_gemm_run_threads */
-        tg_gemm_call_make(&blas, p->ta, p->tb, p->M, p->N, p->K, 1.0f, p->lda, p->ldb, p->beta, p->ldc, blocks);
-        tg_gemm_call_make(&xsmm, p->ta, 0, p->M, p->N, p->K, 1.0f, p->lda, p->tb ? p->N : p->ldb, p->beta, p->ldc,
-                          blocks);
-        /* tg_matmul makes Bᵀ only where the plan puts that product on libxsmm (else
-         * OpenBLAS takes B transposed); the attention op by its own rule (T >= 2d) */
-        int transposes = p->tb && p->op_transposes && (heads || xsmm.xsmm);
-        pick = transposes ? xsmm : blas;
-        blas.xsmm = 0;
-        int has_xsmm = tg_gemm_call_xsmm(&xsmm);
-        float *btx = p->tb ? bt : NULL, *btp = transposes ? bt : NULL;
-        double tb = time_plan(p, &blas, buf, heads, T, HD, d, H, reps, NULL);
-        double tx = has_xsmm ? time_plan(p, &xsmm, buf, heads, T, HD, d, H, reps, btx) : NAN;
-        double tp = pick.xsmm ? time_plan(p, &pick, buf, heads, T, HD, d, H, reps, btp) : tb;
-        double flop = 2.0 * p->M * p->N * p->K * (heads ? heads : 1);
-        tot_blas += p->count * tb;
-        tot_xsmm += p->count * (has_xsmm ? tx : tb);
-        tot_pick += p->count * tp;
-        /* the picked library's own column over the faster column (the pick's separate
-         * timing, tp, is for the step total; comparing it would compare noise) */
-        double best = has_xsmm && tx < tb ? tx : tb, vs = (pick.xsmm ? tx : transposes ? tp : tb) / best;
-        worst = vs > worst ? vs : worst;
-        printf("%-10s %2d %2d %5d %5d %5d %5d %10.1f %10.1f %9.1f %9.1f %-8s %.3f\n", p->what, p->ta, p->tb, p->M,
-               p->N, p->K, p->count, tb, tx, flop / tb / 1e3, flop / tx / 1e3, tg_gemm_backend(&pick), vs);
-    }
+    const bench_env e = {T, HD, d, H, B, reps, buf, bt};
+    totals t = {0};
+    for (int i = 0; i < n_products; i++) bench_product(&products[i], &e, &t);
     char plan[TG_PLAN_NAME_BUF];
     printf("step total: openblas_us=%.1f libxsmm_where_possible_us=%.1f picked_us=%.1f worst_pick_vs_best=%.3f "
-           "plan=%s\n", tot_blas, tot_xsmm, tot_pick, worst, tg_gemm_plan_name(plan));
+           "plan=%s\n", t.blas, t.xsmm, t.pick, t.worst, tg_gemm_plan_name(plan));
     for (int i = 0; i < 3; i++) free(buf[i]);
     free(bt);
     return 0;

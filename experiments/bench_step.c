@@ -128,6 +128,54 @@ static float train_step(tg_model *m, tg_adamw *opt, tg_ctx *ctx, const int *toke
     return l->data[0];
 }
 
+/* Random tokens and targets (PCG32 seed 1, stream 2). */
+static void random_tokens(int *tokens, int *targets, int n, int vocab) {
+    tg_rng rng;
+    tg_rng_seed(&rng, 1, 2);
+    for (int i = 0; i < n; i++) {
+        tokens[i] = (int)tg_rng_below(&rng, (uint32_t)vocab);
+        targets[i] = (int)tg_rng_below(&rng, (uint32_t)vocab);
+    }
+}
+
+/* warmup untimed steps (the first the planning pass, its new shapes timed
+ * after it), then steps timed into ms and cpu; the heap allocations of the
+ * timed steps, and the last loss in *loss. */
+static size_t timed_steps(tg_model *m, tg_adamw *opt, tg_ctx *ctx, const int *tokens, const int *targets, int B,
+                          int warmup, int steps, double *ms, double *cpu, float *loss) {
+    for (int s = 0; s < warmup + steps; s++) {
+        if (s == warmup) malloc_count_start();
+        double t0 = tg_timing_now_ms(), c0 = tg_timing_cpu_ms();
+        *loss = train_step(m, opt, ctx, tokens, targets, B, NULL);
+        if (s == 0) tg_gemm_plan_measure();
+        if (s >= warmup) {
+            ms[s - warmup] = tg_timing_now_ms() - t0;
+            cpu[s - warmup] = tg_timing_cpu_ms() - c0;
+        }
+    }
+    return malloc_count_stop();
+}
+
+/* The step's matrix products alone in OpenBLAS, and the sgemm peak, beside the step's median med. */
+static void print_sgemm(const tg_model_cfg *mc, int B, int threads, double gflop, double med) {
+    double g = sgemm_ms(mc, B, threads, 5), peak = tg_timing_sgemm_gflops(2048, threads, 3);
+    printf(" sgemm_ms=%.3f sgemm_gflops=%.1f sgemm_share=%.2f peak_gflops=%.1f of_peak=%.2f", g, gflop / (g / 1e3),
+           g / med, peak, gflop / (med / 1e3) / peak);
+}
+
+/* steps more steps under the per-op profile, printed after head. */
+static void profile_steps(tg_model *m, tg_adamw *opt, tg_ctx *ctx, const int *tokens, const int *targets, int B,
+                          int steps, double fma, const char *head) {
+    tg_profile prof;
+    tg_profile_init(&prof, 0);
+    prof.peak_gflops = fma;
+    tg_profile_attach(ctx, &prof);
+    for (int s = 0; s < steps; s++) train_step(m, opt, ctx, tokens, targets, B, &prof);
+    tg_profile_attach(ctx, NULL);
+    fputs(head, stdout);
+    tg_profile_print(&prof, stdout);
+}
+
 int main(int argc, char **argv) {
     if (tg_runtime_init("bench_step", argc, argv)) return 1;   /* first: it may restart the program; threads */
     tg_gemm_plan_setup_env("bench_step", "measure");   /* the product plan: this program's decision (TG_PLAN overrides) */
@@ -163,30 +211,14 @@ int main(int argc, char **argv) {
     tg_adamw opt;
     tg_adamw_init(&opt, &m.P, 0.9f, 0.95f, 1e-8f, 0.0f);
     int *tokens = malloc(sizeof(int) * (size_t)B * T), *targets = malloc(sizeof(int) * (size_t)B * T);
-    tg_rng rng;
-    tg_rng_seed(&rng, 1, 2);
-    for (int i = 0; i < B * T; i++) {
-        tokens[i] = (int)tg_rng_below(&rng, (uint32_t)mc.vocab);
-        targets[i] = (int)tg_rng_below(&rng, (uint32_t)mc.vocab);
-    }
+    random_tokens(tokens, targets, B * T, mc.vocab);
     tg_ctx ctx;
     tg_ctx_init(&ctx, 0);
     /* wall time, and the CPU time of all threads (on a busy machine it leaves
      * out the time the process waited for a core) */
     double *ms = malloc(sizeof(double) * (size_t)steps), *cpu = malloc(sizeof(double) * (size_t)steps);
-    size_t allocs = 0;
     float loss = 0;
-    for (int s = 0; s < warmup + steps; s++) {
-        if (s == warmup) malloc_count_start();
-        double t0 = tg_timing_now_ms(), c0 = tg_timing_cpu_ms();
-        loss = train_step(&m, &opt, &ctx, tokens, targets, B, NULL);
-        if (s == 0) tg_gemm_plan_measure();   /* the first step was the planning pass: its new shapes timed */
-        if (s >= warmup) {
-            ms[s - warmup] = tg_timing_now_ms() - t0;
-            cpu[s - warmup] = tg_timing_cpu_ms() - c0;
-        }
-    }
-    allocs = malloc_count_stop();
+    const size_t allocs = timed_steps(&m, &opt, &ctx, tokens, targets, B, warmup, steps, ms, cpu, &loss);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak_mb = ru.ru_maxrss / 1024.0;   /* before the sgemm timing allocates its own buffers */
@@ -196,11 +228,7 @@ int main(int argc, char **argv) {
            "allocs_per_step=%.2f cpu_ms=%.3f",
            size_names[size], threads, tg_attn_names[attn], T, med, ms[0], ms[steps - 1], gflop / (med / 1e3), peak_mb,
            (double)allocs / steps, cpu_med);
-    if (sgemm) {
-        double g = sgemm_ms(&mc, B, threads, 5), peak = tg_timing_sgemm_gflops(2048, threads, 3);
-        printf(" sgemm_ms=%.3f sgemm_gflops=%.1f sgemm_share=%.2f peak_gflops=%.1f of_peak=%.2f", g,
-               gflop / (g / 1e3), g / med, peak, gflop / (med / 1e3) / peak);
-    }
+    if (sgemm) print_sgemm(&mc, B, threads, gflop, med);
     tg_blas_info bi;
     tg_blas_info_get(&bi);
     /* the limit: the FMA peak at the width the products run at, on the step's threads */
@@ -210,16 +238,11 @@ int main(int argc, char **argv) {
     char plan[TG_PLAN_NAME_BUF];
     printf(" loss=%.4f blas_core=%s libxsmm=%s plan=%s\n", loss, bi.core, bi.xsmm, tg_gemm_plan_name(plan));
     if (profile) {   /* after the timed steps, so that they are timed as without it */
-        tg_profile prof;
-        tg_profile_init(&prof, 0);
-        prof.peak_gflops = fma;
-        tg_profile_attach(&ctx, &prof);
-        for (int s = 0; s < steps; s++) train_step(&m, &opt, &ctx, tokens, targets, B, &prof);
-        tg_profile_attach(&ctx, NULL);
-        char what[1200];
-        printf("# bench_step --profile: size=%s threads=%d attn=%s T=%d; plan %s; blas=%s\n", size_names[size], threads,
-               tg_attn_names[attn], T, tg_gemm_plan_describe(what, sizeof what), tg_blas_info_str(&bi, plan_blas, sizeof plan_blas));
-        tg_profile_print(&prof, stdout);
+        char head[1600], what[1200];
+        snprintf(head, sizeof head, "# bench_step --profile: size=%s threads=%d attn=%s T=%d; plan %s; blas=%s\n",
+                 size_names[size], threads, tg_attn_names[attn], T, tg_gemm_plan_describe(what, sizeof what),
+                 tg_blas_info_str(&bi, plan_blas, sizeof plan_blas));
+        profile_steps(&m, &opt, &ctx, tokens, targets, B, steps, fma, head);
     }
     free(ms);
     free(cpu);

@@ -16,6 +16,52 @@
 #include "tg_core.h"
 #include "tg_timing.h"
 
+/* --sgemm N: the median of reps N×N by N×N products after one untimed; 0, or 1 out of memory (said). */
+static int time_sgemm(int n, int threads, int reps) {
+    float *A = malloc(sizeof(float) * 3 * (size_t)n * n);
+    double *ms = malloc(sizeof(double) * (size_t)reps);
+    if (!A || !ms) {
+        fprintf(stderr, "blas_info: out of memory for --sgemm %d\n", n);
+        free(A);
+        free(ms);
+        return 1;
+    }
+    tg_fill_uniform(&(tg_rng){1, 3}, A, 2 * (int64_t)n * n, -1, 1);
+    for (int r = -1; r < reps; r++) {
+        double t0 = tg_timing_now_ms();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, A + (size_t)n * n, n, 0.0f,
+                    A + 2 * (size_t)n * n, n);
+        if (r >= 0) ms[r] = tg_timing_now_ms() - t0;
+    }
+    double med = tg_timing_median(ms, reps);
+    printf(" sgemm_n=%d sgemm_threads=%d sgemm_ms=%.2f sgemm_gflops=%.1f", n, threads, med,
+           2.0 * n * n * (double)n / (med * 1e6));
+    free(A);
+    free(ms);
+    return 0;
+}
+
+/* --selfcheck N: the start-up self-check timed N times; 0, or 1 out of memory (said). */
+static int time_selfcheck(const char *core, int checks) {
+    double *ms = malloc(sizeof(double) * (size_t)checks);
+    char detail[256];
+    int res = TG_CHECK_PASSED;
+    for (int i = 0; i < checks && ms; i++) {
+        double t0 = tg_timing_now_ms();
+        int r = tg_blas_selfcheck(core, detail, sizeof detail);
+        ms[i] = tg_timing_now_ms() - t0;
+        if (r != TG_CHECK_PASSED) res = r;
+    }
+    if (!ms) {
+        fprintf(stderr, "blas_info: out of memory\n");
+        return 1;
+    }
+    printf(" selfcheck_runs=%d selfcheck_ms=%.2f selfcheck=%s", checks, tg_timing_median(ms, checks),
+           res == TG_CHECK_PASSED ? "passed" : "FAILED");
+    free(ms);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int rc = tg_runtime_init("blas_info", argc, argv);
     if (rc) return rc;
@@ -55,49 +101,13 @@ int main(int argc, char **argv) {
     if (n) openblas_set_num_threads(threads);
     tg_blas_info_get(&b);
     printf("%s cpu_best=%s", tg_blas_info_str(&b, line, sizeof line), best ? best : "none");
-    if (n) {
-        float *A = malloc(sizeof(float) * 3 * (size_t)n * n);
-        double *ms = malloc(sizeof(double) * (size_t)reps);
-        if (!A || !ms) {
-            fprintf(stderr, "blas_info: out of memory for --sgemm %d\n", n);
-            return 1;
-        }
-        tg_fill_uniform(&(tg_rng){1, 3}, A, 2 * (int64_t)n * n, -1, 1);
-        for (int r = -1; r < reps; r++) {
-            double t0 = tg_timing_now_ms();
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, A + (size_t)n * n, n, 0.0f,
-                        A + 2 * (size_t)n * n, n);
-            if (r >= 0) ms[r] = tg_timing_now_ms() - t0;
-        }
-        double med = tg_timing_median(ms, reps);
-        printf(" sgemm_n=%d sgemm_threads=%d sgemm_ms=%.2f sgemm_gflops=%.1f", n, threads, med,
-               2.0 * n * n * (double)n / (med * 1e6));
-        free(A);
-        free(ms);
-    }
+    if (n && time_sgemm(n, threads, reps)) return 1;
     if (fma) {   /* 0: the CPU lacks that width */
         printf(" fma512_gflops=%.1f fma256_gflops=%.1f code_bits=%d fma_threads=%d",
                tg_timing_fma_gflops(512, threads, reps), tg_timing_fma_gflops(256, threads, reps),
                b.xsmm_bits, threads);
     }
-    if (checks) {
-        double *ms = malloc(sizeof(double) * (size_t)checks);
-        char detail[256];
-        int res = TG_CHECK_PASSED;
-        for (int i = 0; i < checks && ms; i++) {
-            double t0 = tg_timing_now_ms();
-            int r = tg_blas_selfcheck(b.core, detail, sizeof detail);
-            ms[i] = tg_timing_now_ms() - t0;
-            if (r != TG_CHECK_PASSED) res = r;
-        }
-        if (!ms) {
-            fprintf(stderr, "blas_info: out of memory\n");
-            return 1;
-        }
-        printf(" selfcheck_runs=%d selfcheck_ms=%.2f selfcheck=%s", checks, tg_timing_median(ms, checks),
-               res == TG_CHECK_PASSED ? "passed" : "FAILED");
-        free(ms);
-    }
+    if (checks && time_selfcheck(b.core, checks)) return 1;
     printf("\n");
     return 0;
 }

@@ -26,6 +26,43 @@ static int parse_dims(const char *s, double *v, char *err, size_t errlen) {
     return n;
 }
 
+/* The TSV's column line and rows. */
+static void table_rows(FILE *f, const seed_dot_row *rows, int nd, double uni) {
+    fprintf(f, "d_k\tmean\tvar\tstd\tstd_pred\tstd_sqrt\tstd_dk\tent_raw\tent_sqrt\tent_dk\tstd_ratio\t"
+               "mean_sqrt\tvar_sqrt\tmean_dk\tvar_dk\tpmax_raw\tpmax_sqrt\tpmax_dk\tent_uniform\n");
+    for (int i = 0; i < nd; i++) {
+        const seed_dot_row *r = &rows[i];
+        fprintf(f, "%d\t%.4f\t%.3f\t%.4f\t%.4f\t%.4f\t%.5f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.6f\t%.6f\t%.4f\t%.4f\t%.4f\t%.4f\n",
+                r->d, r->mean[SEED_RAW], r->var[SEED_RAW], r->std[SEED_RAW], r->std_pred, r->std[SEED_SQRT],
+                r->std[SEED_DK], r->ent[SEED_RAW], r->ent[SEED_SQRT], r->ent[SEED_DK], r->std[SEED_RAW] / r->std_pred,
+                r->mean[SEED_SQRT], r->var[SEED_SQRT], r->mean[SEED_DK], r->var[SEED_DK], r->pmax[SEED_RAW],
+                r->pmax[SEED_SQRT], r->pmax[SEED_DK], uni);
+    }
+}
+
+/* The summary on stderr: the variance against d_k, the entropies, the worst ratio. */
+static void summary_lines(const seed_dot_row *rows, int nd, int pairs, int seed, int keys, int queries, double uni) {
+    fprintf(stderr, "dot_variance: %d pairs per d_k (seed %d); entropy over T = %d keys, %d queries (uniform ln T = %.3f)\n",
+            pairs, seed, keys, queries, uni);
+    fprintf(stderr, "%6s %10s %9s %7s %9s %9s | %8s %8s %8s\n", "d_k", "var(q·k)", "std(q·k)", "√d_k", "std/√d_k",
+            "std(/d_k)", "H raw", "H /√d_k", "H /d_k");
+    double worst = 0;
+    for (int i = 0; i < nd; i++) {
+        const seed_dot_row *r = &rows[i];
+        double ratio = r->std[SEED_RAW] / r->std_pred;
+        worst = fabs(ratio - 1) > worst ? fabs(ratio - 1) : worst;
+        fprintf(stderr, "%6d %10.2f %9.3f %7.3f %9.4f %9.5f | %8.3f %8.3f %8.3f\n", r->d, r->var[SEED_RAW],
+                r->std[SEED_RAW], r->std_pred, ratio, r->std[SEED_DK], r->ent[SEED_RAW], r->ent[SEED_SQRT],
+                r->ent[SEED_DK]);
+    }
+    fprintf(stderr, "dot_variance: std(q·k)/sqrt(d_k) is within %.1f%% of 1 at every d_k\n", 100 * worst);
+    if (nd > 1)
+        fprintf(stderr, "dot_variance: entropy from d_k = %d to %d: q·k %.3f -> %.3f, q·k/sqrt(d_k) %.3f -> %.3f, "
+                "q·k/d_k %.3f -> %.3f (uniform %.3f)\n", rows[0].d, rows[nd - 1].d, rows[0].ent[SEED_RAW],
+                rows[nd - 1].ent[SEED_RAW], rows[0].ent[SEED_SQRT], rows[nd - 1].ent[SEED_SQRT], rows[0].ent[SEED_DK],
+                rows[nd - 1].ent[SEED_DK], uni);
+}
+
 int main(int argc, char **argv) {
     if (tg_runtime_init("dot_variance", argc, argv)) return 1;   /* first: it may restart the program; threads */
     const char *dims_s = "4,8,...,1024", *out = NULL;
@@ -83,39 +120,12 @@ int main(int argc, char **argv) {
     tg_cli_dump(f, opts, nopt - 1);   /* not --out: where the file went is no property of its numbers */
     fprintf(f, "# columns: mean/var/std of q·k; std_pred = sqrt(d_k); std_sqrt, std_dk: std of q·k/sqrt(d_k), q·k/d_k;\n"
                "# ent_*: mean softmax entropy (nats) over T keys per scaling, ent_uniform = ln T; pmax_*: mean largest weight\n");
-    fprintf(f, "d_k\tmean\tvar\tstd\tstd_pred\tstd_sqrt\tstd_dk\tent_raw\tent_sqrt\tent_dk\tstd_ratio\t"
-               "mean_sqrt\tvar_sqrt\tmean_dk\tvar_dk\tpmax_raw\tpmax_sqrt\tpmax_dk\tent_uniform\n");
-    for (int i = 0; i < nd; i++) {
-        const seed_dot_row *r = &rows[i];
-        fprintf(f, "%d\t%.4f\t%.3f\t%.4f\t%.4f\t%.4f\t%.5f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.6f\t%.6f\t%.4f\t%.4f\t%.4f\t%.4f\n",
-                r->d, r->mean[SEED_RAW], r->var[SEED_RAW], r->std[SEED_RAW], r->std_pred, r->std[SEED_SQRT],
-                r->std[SEED_DK], r->ent[SEED_RAW], r->ent[SEED_SQRT], r->ent[SEED_DK], r->std[SEED_RAW] / r->std_pred,
-                r->mean[SEED_SQRT], r->var[SEED_SQRT], r->mean[SEED_DK], r->var[SEED_DK], r->pmax[SEED_RAW],
-                r->pmax[SEED_SQRT], r->pmax[SEED_DK], uni);
-    }
+    table_rows(f, rows, nd, uni);
     if (seed_out_commit(&o, err, sizeof err)) {
         fprintf(stderr, "dot_variance: %s\n", err);
         return 2;
     }
 
-    fprintf(stderr, "dot_variance: %d pairs per d_k (seed %d); entropy over T = %d keys, %d queries (uniform ln T = %.3f)\n",
-            pairs, seed, keys, queries, uni);
-    fprintf(stderr, "%6s %10s %9s %7s %9s %9s | %8s %8s %8s\n", "d_k", "var(q·k)", "std(q·k)", "√d_k", "std/√d_k",
-            "std(/d_k)", "H raw", "H /√d_k", "H /d_k");
-    double worst = 0;
-    for (int i = 0; i < nd; i++) {
-        const seed_dot_row *r = &rows[i];
-        double ratio = r->std[SEED_RAW] / r->std_pred;
-        worst = fabs(ratio - 1) > worst ? fabs(ratio - 1) : worst;
-        fprintf(stderr, "%6d %10.2f %9.3f %7.3f %9.4f %9.5f | %8.3f %8.3f %8.3f\n", r->d, r->var[SEED_RAW],
-                r->std[SEED_RAW], r->std_pred, ratio, r->std[SEED_DK], r->ent[SEED_RAW], r->ent[SEED_SQRT],
-                r->ent[SEED_DK]);
-    }
-    fprintf(stderr, "dot_variance: std(q·k)/sqrt(d_k) is within %.1f%% of 1 at every d_k\n", 100 * worst);
-    if (nd > 1)
-        fprintf(stderr, "dot_variance: entropy from d_k = %d to %d: q·k %.3f -> %.3f, q·k/sqrt(d_k) %.3f -> %.3f, "
-                "q·k/d_k %.3f -> %.3f (uniform %.3f)\n", rows[0].d, rows[nd - 1].d, rows[0].ent[SEED_RAW],
-                rows[nd - 1].ent[SEED_RAW], rows[0].ent[SEED_SQRT], rows[nd - 1].ent[SEED_SQRT], rows[0].ent[SEED_DK],
-                rows[nd - 1].ent[SEED_DK], uni);
+    summary_lines(rows, nd, pairs, seed, keys, queries, uni);
     return 0;
 }

@@ -43,6 +43,34 @@ static void sigma_table(FILE *f, const seed_sigma_row *r, int n, int keys) {
                 r[i].pmax_mean, r[i].jac_median, r[i].jac_exact_median, r[i].frac_gone);
 }
 
+/* The summary on stderr: the key rows of the c sweep, the threshold, the σ sweep. */
+static void summary_lines(const seed_sat_row *cr, int nc, double c_gone, const seed_sigma_row *sr, int ns, int keys,
+                          int rows) {
+    fprintf(stderr, "softmax_saturation: softmax(c·[2, 1, 0.5]); ‖J‖_F through the backward pass vs the closed form\n");
+    fprintf(stderr, "%8s  %-26s %8s %11s %11s\n", "c", "weights", "entropy", "‖J‖ engine", "‖J‖ exact");
+    int first_gone = -1;
+    for (int i = 0; i < nc; i++) {
+        const seed_sat_row *r = &cr[i];
+        int gone = r->jac_norm < SEED_GONE;
+        int key = fabs(r->c - 0.1) < 1e-9 || fabs(r->c - 1) < 1e-9 || fabs(r->c - 11.3) < 1e-9 || fabs(r->c - 20) < 1e-9;
+        if (gone && first_gone < 0) {
+            first_gone = i;
+            key = 1;
+        }
+        if (key)
+            fprintf(stderr, "%8.4g  [%.3f, %.3f, %.3f]%*s %8.4f %11.3e %11.3e%s\n", r->c, r->p[0], r->p[1], r->p[2], 5, "",
+                    r->entropy, r->jac_norm, r->jac_exact, i == first_gone ? "  <- first c with ‖J‖ < 1e-3" : "");
+    }
+    fprintf(stderr, "softmax_saturation: ‖J‖_F falls below %g at c = %.3f (bisection on the engine's norm)\n", SEED_GONE,
+            c_gone);
+    fprintf(stderr, "\nrows of T = %d random scores of std σ (%d rows, the same draws for every σ; uniform entropy ln T = %.3f)\n",
+            keys, rows, log((double)keys));
+    fprintf(stderr, "%8s %10s %10s %14s %14s %10s\n", "σ", "entropy", "max p", "median ‖J‖", "(exact)", "‖J‖<1e-3");
+    for (int i = 0; i < ns; i++)
+        fprintf(stderr, "%8.4g %10.4f %10.4f %14.4e %14.4e %10.4f\n", sr[i].sigma, sr[i].ent_mean, sr[i].pmax_mean,
+                sr[i].jac_median, sr[i].jac_exact_median, sr[i].frac_gone);
+}
+
 int main(int argc, char **argv) {
     if (tg_runtime_init("softmax_saturation", argc, argv)) return 1;   /* first: it may restart the program; threads */
     const char *sigmas_s = "0.1,0.2,0.35,0.5,0.7,1,1.4,2,2.8,4,5.7,8,11.3,16", *out = NULL, *sigma_out = NULL;
@@ -119,28 +147,6 @@ int main(int argc, char **argv) {
         return 2;
     }
 
-    fprintf(stderr, "softmax_saturation: softmax(c·[2, 1, 0.5]); ‖J‖_F through the backward pass vs the closed form\n");
-    fprintf(stderr, "%8s  %-26s %8s %11s %11s\n", "c", "weights", "entropy", "‖J‖ engine", "‖J‖ exact");
-    int first_gone = -1;
-    for (int i = 0; i < nc; i++) {
-        const seed_sat_row *r = &cr[i];
-        int gone = r->jac_norm < SEED_GONE;
-        int key = fabs(r->c - 0.1) < 1e-9 || fabs(r->c - 1) < 1e-9 || fabs(r->c - 11.3) < 1e-9 || fabs(r->c - 20) < 1e-9;
-        if (gone && first_gone < 0) {
-            first_gone = i;
-            key = 1;
-        }
-        if (key)
-            fprintf(stderr, "%8.4g  [%.3f, %.3f, %.3f]%*s %8.4f %11.3e %11.3e%s\n", r->c, r->p[0], r->p[1], r->p[2], 5, "",
-                    r->entropy, r->jac_norm, r->jac_exact, i == first_gone ? "  <- first c with ‖J‖ < 1e-3" : "");
-    }
-    fprintf(stderr, "softmax_saturation: ‖J‖_F falls below %g at c = %.3f (bisection on the engine's norm)\n", SEED_GONE,
-            c_gone);
-    fprintf(stderr, "\nrows of T = %d random scores of std σ (%d rows, the same draws for every σ; uniform entropy ln T = %.3f)\n",
-            keys, rows, log((double)keys));
-    fprintf(stderr, "%8s %10s %10s %14s %14s %10s\n", "σ", "entropy", "max p", "median ‖J‖", "(exact)", "‖J‖<1e-3");
-    for (int i = 0; i < ns; i++)
-        fprintf(stderr, "%8.4g %10.4f %10.4f %14.4e %14.4e %10.4f\n", sr[i].sigma, sr[i].ent_mean, sr[i].pmax_mean,
-                sr[i].jac_median, sr[i].jac_exact_median, sr[i].frac_gone);
+    summary_lines(cr, nc, c_gone, sr, ns, keys, rows);
     return 0;
 }

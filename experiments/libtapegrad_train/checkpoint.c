@@ -186,17 +186,10 @@ static int check_values(const tg_st_entry *e, int nonneg, char *err, size_t errl
     return 0;
 }
 
-static int load_parsed(const tg_st_file *f, tg_train_state *s, const tg_cli_opt *opts, int n_opts,
+/* The flags of the run against the checkpoint's config.*, before any tensor (a
+ * different model is best said as a flag); changed: what may_differ let change. */
+static int check_flags(const tg_st_file *f, const tg_train_state *s, const tg_cli_opt *opts, int n_opts,
                        const char *const *may_differ, char *changed, size_t changed_len, char *err, size_t errlen) {
-    const tg_params *P = s->P;
-    if (!f->has_checksum) return tg_errf(err, errlen, "no %s in its metadata (not a tapegrad checkpoint?)", TG_ST_CHECKSUM_KEY);
-    const char *fmt = tg_st_meta(f, "format"), *ver = tg_st_meta(f, "format_version");
-    if (!fmt || strcmp(fmt, TG_CKPT_FORMAT) != 0)
-        return tg_errf(err, errlen, "metadata format is '%.40s', expected '%s'", fmt ? fmt : "(none)", TG_CKPT_FORMAT);
-    if (!ver || strcmp(ver, TG_CKPT_VERSION) != 0)
-        return tg_errf(err, errlen, "format_version '%.20s' (this program reads %s)", ver ? ver : "(none)", TG_CKPT_VERSION);
-
-    /* the settings, before any tensor: a different model is best said as a flag */
     if (changed && changed_len) changed[0] = 0;
     for (int i = 0; i < n_opts; i++) {
         if (opts[i].kind == TG_CLI_STR || opts[i].kind == TG_CLI_FLAG) continue;
@@ -219,6 +212,12 @@ static int load_parsed(const tg_st_file *f, tg_train_state *s, const tg_cli_opt 
         }
         append(changed, changed_len, "%s--%s %.40s -> %s", changed && changed[0] ? ", " : "", opts[i].name, then, now);
     }
+    return 0;
+}
+
+/* The run's settings (not flags) against the checkpoint's, and no config.* the program does not know. */
+static int check_settings(const tg_st_file *f, const tg_train_state *s, const tg_cli_opt *opts, int n_opts, char *err,
+                          size_t errlen) {
     for (int i = 0; i < s->n_settings; i++) {
         char key[160];
         snprintf(key, sizeof key, "config.%s", s->settings[i].key);
@@ -244,7 +243,14 @@ static int load_parsed(const tg_st_file *f, tg_train_state *s, const tg_cli_opt 
         if (!o || o->kind == TG_CLI_STR || o->kind == TG_CLI_FLAG)
             return tg_errf(err, errlen, "it has a setting --%.40s that this program does not know", k + 7);
     }
+    return 0;
+}
 
+/* The checkpoint's numbers: its step, the data RNG, the optimizer's. */
+typedef struct { uint64_t step, state, inc, adam_t; } ckpt_scalars;
+
+static int read_scalars(const tg_st_file *f, const tg_train_state *s, ckpt_scalars *c, char *err, size_t errlen) {
+    const tg_params *P = s->P;
     uint64_t step, state, inc, n_params, adam_t = 0;
     if (parse_u64(tg_st_meta(f, "step"), &step) || step > 2147483647u)
         return tg_errf(err, errlen, "metadata 'step' is missing or not a step number");
@@ -259,8 +265,16 @@ static int load_parsed(const tg_st_file *f, tg_train_state *s, const tg_cli_opt 
                     s->adam ? "adam" : "sgd");
     if (s->adam && (parse_u64(tg_st_meta(f, "optim.adam.t"), &adam_t) || adam_t > step))
         return tg_errf(err, errlen, "metadata 'optim.adam.t' is missing or above the step %" PRIu64, step);
+    *c = (ckpt_scalars){step, state, inc, adam_t};
+    return 0;
+}
 
-    /* the tensors: every one the state needs, with its dtype and shape, and no other */
+/* The tensors: every one the state needs, with its dtype and shape, and no other. */
+typedef struct { const tg_st_entry *m, *v, *buf, *lg; } ckpt_tensors;
+
+static int check_tensors(const tg_st_file *f, tg_train_state *s, uint64_t step, ckpt_tensors *t, char *err,
+                         size_t errlen) {
+    const tg_params *P = s->P;
     int used = 0;
     for (int i = 0; i < P->n; i++) {
         const tg_tensor *p = P->list[i];
@@ -296,6 +310,27 @@ static int load_parsed(const tg_st_file *f, tg_train_state *s, const tg_cli_opt 
         }
     if (tg_train_state_reserve(s, (int)lg->shape[0])) return tg_errf(err, errlen, "out of memory");
 
+    *t = (ckpt_tensors){m, v, buf, lg};
+    return 0;
+}
+
+static int load_parsed(const tg_st_file *f, tg_train_state *s, const tg_cli_opt *opts, int n_opts,
+                       const char *const *may_differ, char *changed, size_t changed_len, char *err, size_t errlen) {
+    const tg_params *P = s->P;
+    if (!f->has_checksum) return tg_errf(err, errlen, "no %s in its metadata (not a tapegrad checkpoint?)", TG_ST_CHECKSUM_KEY);
+    const char *fmt = tg_st_meta(f, "format"), *ver = tg_st_meta(f, "format_version");
+    if (!fmt || strcmp(fmt, TG_CKPT_FORMAT) != 0)
+        return tg_errf(err, errlen, "metadata format is '%.40s', expected '%s'", fmt ? fmt : "(none)", TG_CKPT_FORMAT);
+    if (!ver || strcmp(ver, TG_CKPT_VERSION) != 0)
+        return tg_errf(err, errlen, "format_version '%.20s' (this program reads %s)", ver ? ver : "(none)", TG_CKPT_VERSION);
+    ckpt_scalars c = {0};
+    ckpt_tensors t = {0};
+    if (check_flags(f, s, opts, n_opts, may_differ, changed, changed_len, err, errlen) ||
+        check_settings(f, s, opts, n_opts, err, errlen) || read_scalars(f, s, &c, err, errlen) ||
+        check_tensors(f, s, c.step, &t, err, errlen))
+        return -1;
+    const tg_st_entry *m = t.m, *v = t.v, *buf = t.buf, *lg = t.lg;
+    const uint64_t step = c.step, state = c.state, inc = c.inc, adam_t = c.adam_t;
     /* all checked: now change the state */
     for (int i = 0; i < P->n; i++) tg_st_get_f32(tg_st_find(f, P->list[i]->name), P->list[i]->data);
     if (m) {
