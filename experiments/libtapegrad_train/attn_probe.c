@@ -83,21 +83,14 @@ int tg_attn_weights(tg_ctx *ctx, const tg_attn_kernel *kernel, const tg_attn_arg
     return 0;
 }
 
-int tg_attn_measure(tg_ctx *ctx, const tg_attn_kernel *kernel, const tg_attn_args *args, tg_attn_stats *stats,
-                    float *mult, float *probs, char *err, size_t errlen) {
-    const tg_tensor *q = args->q, *k = args->k;
-    if (!q || !k || q->ndim != 4 || k->ndim != 4 || q->shape[0] != k->shape[0] || q->shape[3] != k->shape[3] ||
-        k->shape[2] <= 0 || q->shape[2] % k->shape[2])
-        return tg_errf(err, errlen, "tg_attn_measure: q %s and k %s must be [B,Tq,H,d] and [B,Tk,Hkv,d], H a multiple "
-                       "of Hkv", q ? TG_SHAPE(q) : "NULL", k ? TG_SHAPE(k) : "NULL");
-    const int B = q->shape[0], Tq = q->shape[1], H = q->shape[2], d = q->shape[3], Tk = k->shape[1],
-              Hkv = k->shape[2], group = H / Hkv, dv = Tk < d ? d : Tk;
-    const tg_attn_args a = tg_attn_args_of(args);
-    tg_tensor *o = call_identity(ctx, kernel, &a, 0, err, errlen);
-    if (!o) return TG_MEASURE_FAILED;
-    const float *bias = a.bias ? a.bias->data : NULL, *alibi = a.alibi ? a.alibi->data : NULL;
+/* With V = identity, o holds the weights: each row's must be weights (finite,
+ * >= 0, summing to 1, or at most 1 with sinks, 0 with no key) and none on a
+ * key the call hides. TG_MEASURE_OK, _FAILED or _LEAK (err says where). */
+static int check_weights(const tg_attn_args *args, const tg_tensor *o, int dv, char *err, size_t errlen) {
+    const tg_attn_args a = *args;
+    const int B = a.q->shape[0], Tq = a.q->shape[1], H = a.q->shape[2], Tk = a.k->shape[1];
+    const float *bias = a.bias ? a.bias->data : NULL;
     const int bB = a.bias ? a.bias->shape[0] : 1, bH = a.bias ? a.bias->shape[1] : 1;
-    /* the weights must be weights: that is what makes the rest mean anything */
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
             for (int i = 0; i < Tq; i++) {
@@ -125,49 +118,79 @@ int tg_attn_measure(tg_ctx *ctx, const tg_attn_kernel *kernel, const tg_attn_arg
                                    "weights (does the kernel assume dv = d?)", i, h, sum,
                                    lo == hi ? "0 (it sees no key)" : sinks ? "at most 1" : "1"), TG_MEASURE_FAILED;
             }
+    return TG_MEASURE_OK;
+}
+
+/* Head h's entropy, saturation, max logit and temperature c (the slope of
+ * log-weights on q·k over each row's visible keys) from its weights in o.
+ * s, lp: 2 rows of Tk doubles of room. */
+static void head_stats(const tg_attn_args *args, const tg_tensor *o, int dv, int h, double *s, double *lp,
+                       tg_attn_stats *stats, float *mult) {
+    const tg_attn_args a = *args;
+    const tg_tensor *q = a.q, *k = a.k;
+    const int B = q->shape[0], Tq = q->shape[1], H = q->shape[2], d = q->shape[3], Tk = k->shape[1],
+              Hkv = k->shape[2], group = H / Hkv;
+    const float *bias = a.bias ? a.bias->data : NULL, *alibi = a.alibi ? a.alibi->data : NULL;
+    const int bB = a.bias ? a.bias->shape[0] : 1, bH = a.bias ? a.bias->shape[1] : 1;
+    const int g = h / group;
+    double ent = 0, sat = 0, rows = 0, sxy = 0, sxx = 0, smax = -INFINITY, smin = INFINITY;
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < Tq; i++) {
+            const float *p = o->data + (((size_t)b * Tq + i) * H + h) * dv;
+            const float *qi = q->data + (((size_t)b * Tq + i) * H + h) * d;
+            const float *brow = bias ? bias + (((size_t)(bB == 1 ? 0 : b) * bH + (bH == 1 ? 0 : h)) * Tq + i) * Tk : NULL;
+            int lo, hi;
+            tg_attn_visible(&a, b, i, &lo, &hi);
+            if (lo == hi) continue;
+            int m = 0;
+            double ms = 0, ml = 0, pmax = 0;
+            for (int j = lo; j < hi; j++) {
+                const float *kj = k->data + (((size_t)b * Tk + j) * Hkv + g) * d;
+                double dot = 0;
+                for (int e = 0; e < d; e++) dot += (double)qi[e] * kj[e];
+                if (dot > smax) smax = dot;
+                if (dot < smin) smin = dot;
+                const double pj = p[j];   /* as the built-in ops' stats: a sink's share is no key's */
+                if (pj > 0) ent -= pj * log(pj);
+                if (pj > pmax) pmax = pj;
+                if (p[j] > 1e-30f && !(brow && isinf(brow[j]))) {
+                    double known = (brow ? brow[j] : 0) - (alibi ? alibi[h] * fabs((double)j - (i + Tk - Tq)) : 0);
+                    s[m] = dot, lp[m] = log(p[j]) - known;
+                    ms += dot, ml += lp[m];
+                    m++;
+                }
+            }
+            rows++;
+            sat += pmax > 0.99;
+            if (m < 2) continue;
+            ms /= m, ml /= m;
+            for (int j = 0; j < m; j++) sxy += (s[j] - ms) * (lp[j] - ml), sxx += (s[j] - ms) * (s[j] - ms);
+        }
+    double c = sxx > 0 ? sxy / sxx : NAN;
+    if (stats && stats->entropy) stats->entropy[h] = (float)(rows ? ent / rows : 0);
+    if (stats && stats->saturation) stats->saturation[h] = (float)(rows ? sat / rows : 0);
+    if (stats && stats->max_logit) stats->max_logit[h] = (float)(isnan(c) ? NAN : c >= 0 ? c * smax : c * smin);
+    if (mult) mult[h] = (float)c;
+}
+
+int tg_attn_measure(tg_ctx *ctx, const tg_attn_kernel *kernel, const tg_attn_args *args, tg_attn_stats *stats,
+                    float *mult, float *probs, char *err, size_t errlen) {
+    const tg_tensor *q = args->q, *k = args->k;
+    if (!q || !k || q->ndim != 4 || k->ndim != 4 || q->shape[0] != k->shape[0] || q->shape[3] != k->shape[3] ||
+        k->shape[2] <= 0 || q->shape[2] % k->shape[2])
+        return tg_errf(err, errlen, "tg_attn_measure: q %s and k %s must be [B,Tq,H,d] and [B,Tk,Hkv,d], H a multiple "
+                       "of Hkv", q ? TG_SHAPE(q) : "NULL", k ? TG_SHAPE(k) : "NULL");
+    const int B = q->shape[0], Tq = q->shape[1], H = q->shape[2], d = q->shape[3], Tk = k->shape[1],
+              dv = Tk < d ? d : Tk;
+    const tg_attn_args a = tg_attn_args_of(args);
+    tg_tensor *o = call_identity(ctx, kernel, &a, 0, err, errlen);
+    if (!o) return TG_MEASURE_FAILED;
+    /* the weights must be weights: that is what makes the rest mean anything */
+    const int rc = check_weights(&a, o, dv, err, errlen);
+    if (rc != TG_MEASURE_OK) return rc;
     /* one row's logits and log-weights, from the step's arena: a logged step mallocs nothing past the first */
     double *s = tg_arena_alloc(ctx, sizeof(double) * 2 * (size_t)(Tk > 0 ? Tk : 1)), *lp = s + (Tk > 0 ? Tk : 1);
-    for (int h = 0; h < H; h++) {
-        const int g = h / group;
-        double ent = 0, sat = 0, rows = 0, sxy = 0, sxx = 0, smax = -INFINITY, smin = INFINITY;
-        for (int b = 0; b < B; b++)
-            for (int i = 0; i < Tq; i++) {
-                const float *p = o->data + (((size_t)b * Tq + i) * H + h) * dv;
-                const float *qi = q->data + (((size_t)b * Tq + i) * H + h) * d;
-                const float *brow = bias ? bias + (((size_t)(bB == 1 ? 0 : b) * bH + (bH == 1 ? 0 : h)) * Tq + i) * Tk : NULL;
-                int lo, hi;
-                tg_attn_visible(&a, b, i, &lo, &hi);
-                if (lo == hi) continue;
-                int m = 0;
-                double ms = 0, ml = 0, pmax = 0;
-                for (int j = lo; j < hi; j++) {
-                    const float *kj = k->data + (((size_t)b * Tk + j) * Hkv + g) * d;
-                    double dot = 0;
-                    for (int e = 0; e < d; e++) dot += (double)qi[e] * kj[e];
-                    if (dot > smax) smax = dot;
-                    if (dot < smin) smin = dot;
-                    const double pj = p[j];   /* as the built-in ops' stats: a sink's share is no key's */
-                    if (pj > 0) ent -= pj * log(pj);
-                    if (pj > pmax) pmax = pj;
-                    if (p[j] > 1e-30f && !(brow && isinf(brow[j]))) {
-                        double known = (brow ? brow[j] : 0) - (alibi ? alibi[h] * fabs((double)j - (i + Tk - Tq)) : 0);
-                        s[m] = dot, lp[m] = log(p[j]) - known;
-                        ms += dot, ml += lp[m];
-                        m++;
-                    }
-                }
-                rows++;
-                sat += pmax > 0.99;
-                if (m < 2) continue;
-                ms /= m, ml /= m;
-                for (int j = 0; j < m; j++) sxy += (s[j] - ms) * (lp[j] - ml), sxx += (s[j] - ms) * (s[j] - ms);
-            }
-        double c = sxx > 0 ? sxy / sxx : NAN;
-        if (stats && stats->entropy) stats->entropy[h] = (float)(rows ? ent / rows : 0);
-        if (stats && stats->saturation) stats->saturation[h] = (float)(rows ? sat / rows : 0);
-        if (stats && stats->max_logit) stats->max_logit[h] = (float)(isnan(c) ? NAN : c >= 0 ? c * smax : c * smin);
-        if (mult) mult[h] = (float)c;
-    }
+    for (int h = 0; h < H; h++) head_stats(&a, o, dv, h, s, lp, stats, mult);
     if (probs)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++)
