@@ -176,7 +176,7 @@ enum { TG_ATTN_N_FEATURES = 0 TG_ATTN_FEATURE_TABLE(TG_ATTN_FEATURE_COUNT_) };
  * contract's 0). tg_attn_kernel_call refuses a call outside a kernel's conventions, naming the
  * convention; attn_check sends only calls inside them and reports each as info. A new convention
  * is a row here, its test in tg_attn_convention_refuses (attn_kernel.c) and how attn_check fits
- * its probes to it (conform in attn_check.c). */
+ * its probes to it (conform in the kit's attn_checker.c). */
 #define TG_ATTN_CONVENTION_TABLE(X)                                            \
     X(CAUSAL_ONLY, 0, "causal only", "causal_only")                            \
     X(NO_HEAD_SCALE, 1, "no per-head scale", "no_head_scale")                  \

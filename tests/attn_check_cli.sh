@@ -115,7 +115,7 @@ awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["check"] ==
     END { exit bad }' fused.tsv || no "fused: a forward error above a tenth of the limit: $(grep '^forward' fused.tsv)"
 # the band attn_check forecasts with is the one the docs measured (AdamW, d_head 128)
 [ "$(awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["optim"] == "adam" && $c["d_head"] == 128 { print $c["band_lo"], $c["band_hi"] }' "$band")" = "0.0625 1" ] ||
-    no "docs/data/science-map-band.tsv's band at d_head 128 is not 1/16 .. 1: update TG_BAND_* in experiments/libtapegrad_train/attn_check.c"
+    no "docs/data/science-map-band.tsv's band at d_head 128 is not 1/16 .. 1: update TG_BAND_* in experiments/libtapegrad_train/attn_checker.c"
 # the forecast under a cap (issue 39): a kernel that forgets the scale and caps its logits, judged against the
 # map under caps as docs/data holds it (the cell at c = √128 of that cap: reached by every seed or not; the
 # forgotten scale's mean gap to sqrt without a cap), and a cap the map lacks falls back to the band
@@ -140,7 +140,7 @@ if "cap %g" % cap in code:   # none at the cap against sqrt without one, validat
 PY
 )
     while IFS= read -r phrase; do
-        grep ' health ' capped_$cap.out | grep -qF "$phrase" || no "forgets_scale_capped --softcap $cap: the health line lacks '$phrase' (docs/data/science-capmap-*.tsv against cap_map in attn_check.c): $(grep health capped_$cap.out)"
+        grep ' health ' capped_$cap.out | grep -qF "$phrase" || no "forgets_scale_capped --softcap $cap: the health line lacks '$phrase' (docs/data/science-capmap-*.tsv against cap_map in attn_checker.c): $(grep health capped_$cap.out)"
     done <<<"$want"
 done
 "$bin" "plugin:$cat:forgets_scale_capped" --d-head 128 --softcap 20 >capped_20.out 2>/dev/null

@@ -28,6 +28,7 @@
 #include "gemm_plan.h"
 #include "tg_core.h"
 #include "tg_gemm_plan.h"
+#include "testutil.h"
 
 static atomic_int timer_calls;
 static atomic_int timer_started;
@@ -287,31 +288,15 @@ static void test_fork_while_measuring(void **st) {
     assert_int_equal(in_child(case_fork, *st), 0);
 }
 
-static int make_dir(void **st) {
-    char tmpl[] = "/tmp/tg_plan_XXXXXX";
-    char *d = mkdtemp(tmpl);
-    if (!d) return -1;
-    *st = strdup(d);
-    return 0;
-}
-
-static int remove_dir(void **st) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", (char *)*st);
-    int rc = system(cmd);
-    free(*st);
-    return rc;
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_threads_share_one_measurement, make_dir, remove_dir),
-        cmocka_unit_test_setup_teardown(test_save_merges_another_runs_rows, make_dir, remove_dir),
-        cmocka_unit_test_setup_teardown(test_two_runs_lose_nothing, make_dir, remove_dir),
-        cmocka_unit_test_setup_teardown(test_fifo_refused_not_waited_on, make_dir, remove_dir),
-        cmocka_unit_test_setup_teardown(test_refused_file_said_once_to_the_program, make_dir, remove_dir),
-        cmocka_unit_test_setup_teardown(test_library_says_nothing_unasked, make_dir, remove_dir),
-        cmocka_unit_test_setup_teardown(test_fork_while_measuring, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_threads_share_one_measurement, tg_test_make_dir, tg_test_remove_dir),
+        cmocka_unit_test_setup_teardown(test_save_merges_another_runs_rows, tg_test_make_dir, tg_test_remove_dir),
+        cmocka_unit_test_setup_teardown(test_two_runs_lose_nothing, tg_test_make_dir, tg_test_remove_dir),
+        cmocka_unit_test_setup_teardown(test_fifo_refused_not_waited_on, tg_test_make_dir, tg_test_remove_dir),
+        cmocka_unit_test_setup_teardown(test_refused_file_said_once_to_the_program, tg_test_make_dir, tg_test_remove_dir),
+        cmocka_unit_test_setup_teardown(test_library_says_nothing_unasked, tg_test_make_dir, tg_test_remove_dir),
+        cmocka_unit_test_setup_teardown(test_fork_while_measuring, tg_test_make_dir, tg_test_remove_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

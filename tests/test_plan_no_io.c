@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "tapegrad.h"
+#include "testutil.h"
 
 /* Killed by SIGSYS on any of these; everything else (mmap for libxsmm's JIT,
  * futex and clone for the threads, reads of memory) goes on. */
@@ -154,27 +155,11 @@ static void test_the_program_measures_and_keeps(void **st) {
     assert_int_equal(run_child(dir, 0, &sig), 0);   /* the next run: every shape from the file */
 }
 
-static int make_dir(void **st) {
-    char tmpl[] = "/tmp/tg_noio_XXXXXX";
-    char *d = mkdtemp(tmpl);
-    if (!d) return -1;
-    *st = strdup(d);
-    return 0;
-}
-
-static int remove_dir(void **st) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", (char *)*st);
-    int rc = system(cmd);
-    free(*st);
-    return rc;
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_products_do_no_io, make_dir, remove_dir),
-        cmocka_unit_test_setup_teardown(test_the_filter_catches_the_programs_io, make_dir, remove_dir),
-        cmocka_unit_test_setup_teardown(test_the_program_measures_and_keeps, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_products_do_no_io, tg_test_make_dir, tg_test_remove_dir),
+        cmocka_unit_test_setup_teardown(test_the_filter_catches_the_programs_io, tg_test_make_dir, tg_test_remove_dir),
+        cmocka_unit_test_setup_teardown(test_the_program_measures_and_keeps, tg_test_make_dir, tg_test_remove_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

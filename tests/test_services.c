@@ -19,6 +19,7 @@
 #include "tg_ops.h"
 #include "tg_optim.h"
 #include "tg_services.h"
+#include "testutil.h"
 
 typedef struct {
     tg_params P;
@@ -124,26 +125,10 @@ static void test_stop_keeps_the_last_checkpoint(void **state) {
     hand_free(&h);
 }
 
-static int make_dir(void **st) {
-    char tmpl[] = "/tmp/tg_services_XXXXXX";
-    char *d = mkdtemp(tmpl);
-    if (!d) return -1;
-    *st = strdup(d);
-    return 0;
-}
-
-static int remove_dir(void **st) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", (char *)*st);
-    int rc = system(cmd);
-    free(*st);
-    return rc;
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_skip_then_the_end_saved, make_dir, remove_dir),
-        cmocka_unit_test_setup_teardown(test_stop_keeps_the_last_checkpoint, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_skip_then_the_end_saved, tg_test_make_dir, tg_test_remove_dir),
+        cmocka_unit_test_setup_teardown(test_stop_keeps_the_last_checkpoint, tg_test_make_dir, tg_test_remove_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,9 @@
+#define _GNU_SOURCE   /* mkdtemp, strdup */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "testutil.h"
@@ -60,4 +62,19 @@ int tg_test_used_twice_shape(const char *label, int ndim, const int *shape, tg_t
     int bad = tg_test_used_twice(label, &P, x, op, user);
     tg_params_free(&P);
     return bad;
+}
+
+int tg_test_make_dir(void **state) {
+    char tmpl[] = "/tmp/tg_test_XXXXXX";
+    char *d = mkdtemp(tmpl);
+    if (!d || !(*state = strdup(d))) return -1;
+    return 0;
+}
+
+int tg_test_remove_dir(void **state) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", (char *)*state);
+    int rc = system(cmd);
+    free(*state);
+    return rc;
 }

@@ -38,6 +38,11 @@ typedef struct {
 void tg_test_catch_errors(tg_ctx *ctx, tg_test_catch *c);
 void tg_test_catch_handler(const char *msg, void *user);
 
+/* A CMocka setup that makes a folder of the test's own under /tmp (mkdtemp) into
+ * *state, and the teardown that removes it and all in it: tests write only there. */
+int tg_test_make_dir(void **state);
+int tg_test_remove_dir(void **state);
+
 /* Runs STMT and asserts that it raised a tapegrad error whose message contains
  * SUBSTR. */
 #define EXPECT_TG_ERROR(catcher, STMT, SUBSTR)                                   \

@@ -26,6 +26,10 @@
 
 #include "tg_core.h"
 
+/* Internal to the training kit since 0.18 (the code task's corpus): not installed, and hidden
+ * in a shared libtapegrad_train; the programs and tests here link the kit's objects. */
+#pragma GCC visibility push(hidden)
+
 #define TG_CORPUS_VAL 64   /* validation windows */
 
 typedef struct tg_corpus {
@@ -50,4 +54,5 @@ void tg_corpus_val_batch(const tg_corpus *c, int first, int B, int T, int *token
  * sees only the current token can do (the context-free reference). */
 double tg_corpus_bigram_entropy(const tg_corpus *c);
 
+#pragma GCC visibility pop
 #endif

@@ -36,6 +36,10 @@
 #include "tg_core.h"
 #include "tg_ops.h"
 
+/* Internal to the training kit since 0.18 (the toy transformer: attn_scale's and the checker's model): not installed, and hidden
+ * in a shared libtapegrad_train; the programs and tests here link the kit's objects. */
+#pragma GCC visibility push(hidden)
+
 enum { TG_SCALE_SQRT, TG_SCALE_NONE, TG_SCALE_DK, TG_SCALE_QKNORM, TG_SCALE_LEARNED, TG_SCALE_MULT };
 extern const char *const tg_scale_names[];
 enum { TG_INIT_FANIN, TG_INIT_GPT2, TG_INIT_LM };   /* tg_init_names: fanin, gpt2, lm (model.c) */
@@ -141,4 +145,5 @@ int tg_model_preflight(tg_model *m, const int *tokens, const int *targets, int B
  * the kernel's weights could not be measured (why: m->measure_note). */
 int tg_model_attention_maps(tg_model *m, tg_ctx *ctx, const int *tokens, int B, float *out);
 
+#pragma GCC visibility pop
 #endif

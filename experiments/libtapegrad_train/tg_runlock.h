@@ -19,6 +19,10 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* Internal to the training kit since 0.18 (tg_train's one-writer locks on its files): not installed, and hidden
+ * in a shared libtapegrad_train; the programs and tests here link the kit's objects. */
+#pragma GCC visibility push(hidden)
+
 typedef struct {
     int fd;
     dev_t dev;
@@ -50,4 +54,5 @@ int tg_run_target_check(const char *flag, const char *file, char *err, size_t er
 int tg_run_owner_check(const char *flag, const char *file, const char *resume, int overwrite, const char *how,
                     char *err, size_t errlen);
 
+#pragma GCC visibility pop
 #endif

@@ -5,6 +5,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Internal to the training kit since 0.18 (a digest the kit names files and plugins by): not installed, and hidden
+ * in a shared libtapegrad_train; the programs and tests here link the kit's objects. */
+#pragma GCC visibility push(hidden)
+
 typedef struct tg_sha256 {
     uint32_t h[8];
     uint64_t bytes;
@@ -20,4 +24,5 @@ void tg_sha256_hex(const unsigned char digest[32], char hex[65]);
 /* The hex digest of a whole file; 0, or -1 with a message naming the file in err. */
 int tg_sha256_file(const char *path, char hex[65], char *err, size_t errlen);
 
+#pragma GCC visibility pop
 #endif

@@ -19,6 +19,10 @@
 #define TG_TASKS_H
 #include "tg_core.h"
 
+/* Internal to the training kit since 0.18 (the toy model's synthetic tasks): not installed, and hidden
+ * in a shared libtapegrad_train; the programs and tests here link the kit's objects. */
+#pragma GCC visibility push(hidden)
+
 enum { TG_TASK_HIST, TG_TASK_RECALL, TG_TASK_CODE, TG_TASK_COUNT };
 extern const char *const tg_task_names[];   /* NULL-terminated, for --task */
 
@@ -45,4 +49,5 @@ void tg_task_batch(const tg_task_cfg *t, tg_rng *rng, int B, int *tokens, int *t
 typedef struct { double optimal, context_free; } tg_task_refs;
 tg_task_refs tg_task_reference(const tg_task_cfg *t);
 
+#pragma GCC visibility pop
 #endif

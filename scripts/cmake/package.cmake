@@ -32,6 +32,12 @@ list(APPEND TG_PUBLIC_HEADERS ${PROJECT_BINARY_DIR}/include/tg_ops.h ${PROJECT_B
      ${PROJECT_BINARY_DIR}/include/tapegrad.h)
 # The training kit's headers (experiments/libtapegrad_train/tg_*.h) and its umbrella train.h.
 file(GLOB TG_TRAIN_HEADERS ${PROJECT_SOURCE_DIR}/experiments/libtapegrad_train/tg_*.h)
+# ... but the kit's internals (docs/install.md#the-training-kits-public-face): hidden in the shared
+# library, not installed.
+set(TG_KIT_INTERNAL_HEADERS tg_model.h tg_tasks.h tg_corpus.h tg_runlock.h tg_sha256.h)
+foreach(h IN LISTS TG_KIT_INTERNAL_HEADERS)
+  list(REMOVE_ITEM TG_TRAIN_HEADERS ${PROJECT_SOURCE_DIR}/experiments/libtapegrad_train/${h})
+endforeach()
 configure_file(scripts/cmake/train.h.in include/train.h @ONLY)
 list(APPEND TG_PUBLIC_HEADERS ${TG_TRAIN_HEADERS} ${PROJECT_BINARY_DIR}/include/train.h)
 install(FILES ${TG_PUBLIC_HEADERS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tapegrad)
