@@ -182,10 +182,11 @@ static void validation_plan(tg_ctx *ctx, void *u) {
     tg_ctx_reset(ctx);
 }
 
-/* After a resume, before the kit's planning pass ends (tg_gemm_plan.h): the
+/* After a resume, before the kit's planning pass (tg_gemm_plan.h): the
  * products the loop meets besides a step's (the validation loss, the dumps'
  * maps) are looked up here, so they are timed with the step's and none is
- * first met inside the loop. A failure there is the loop's to report. */
+ * first met inside the loop (the log's gemm_plan still names a step's
+ * products: tg_train.h). A failure there is the loop's to report. */
 static int start(void *u, int step, char *err, size_t errlen) {
     run *r = u;
     if (r->c->dump_attn) {
@@ -199,7 +200,6 @@ static int start(void *u, int step, char *err, size_t errlen) {
         char msg[600];
         (void)tg_try(&r->eval_ctx, validation_plan, r, msg, sizeof msg);
     }
-    tg_gemm_plan_reset_used();   /* decided, not named: the log's gemm_plan names a step's products, as without them */
     return 0;
 }
 

@@ -349,6 +349,19 @@ static int save_merged(const rows *file, char *err, size_t errlen) {
     return rc;
 }
 
+/* S.file's rows into rs (none when it is missing), or -1 with rs empty when
+ * the file is refused: said once (a note), and measure mode measures again.
+ * mu_held: the caller holds S.mu. */
+static int read_or_say(rows *rs, int mu_held) {
+    char why[4600], msg[4800];
+    int missing;
+    if (read_rows(S.file, rs, &missing, why, sizeof why) == 0) return 0;
+    snprintf(msg, sizeof msg, "%.4600s; measuring again (the file will be replaced)", why);
+    if (mu_held) note_locked(SAID_REFUSED, msg);
+    else note(SAID_REFUSED, msg);
+    return -1;
+}
+
 /* ---- measuring ---------------------------------------------------------------- */
 /* The estimate's pick stays unless the other library is faster by more than
  * MARGIN: near ties would otherwise flip from one measurement to the next, and
@@ -394,11 +407,7 @@ static int measure_and_keep(entry **list, int n, tg_plan_timer timer) {
             snprintf(msg, sizeof msg, "the product plan is not kept (%.4600s): measuring in this process only", err);
             note(SAID_NOT_KEPT, msg);
         } else {
-            int missing;
-            if (read_rows(S.file, &file, &missing, err, sizeof err)) {
-                snprintf(msg, sizeof msg, "%.4600s; measuring again (the file will be replaced)", err);
-                note(SAID_REFUSED, msg);
-            }
+            read_or_say(&file, 0);
         }
     }
     for (int i = 0; i < n; i++) {
@@ -458,12 +467,7 @@ static int setup_locked(const char *spec, char *err, size_t errlen) {
             snprintf(S.file, sizeof S.file, "%s/gemm-plan-%016llx.tsv", S.dir,
                      (unsigned long long)tg_fnv1a64(TG_FNV1A64_INIT, S.key, strlen(S.key)));
             rows rs;   /* imported now, on the program's word; a refused file is measured again */
-            int missing;
-            char why[4600], msg[4800];
-            if (read_rows(S.file, &rs, &missing, why, sizeof why)) {
-                snprintf(msg, sizeof msg, "%.4600s; measuring again (the file will be replaced)", why);
-                note_locked(SAID_REFUSED, msg);
-            } else {
+            if (read_or_say(&rs, 1) == 0) {
                 adopt(&rs);
                 free(rs.r);
             }

@@ -87,16 +87,16 @@ int tg_attn_weights(tg_ctx *ctx, const tg_attn_kernel *kernel, const tg_attn_arg
  * >= 0, summing to 1, or at most 1 with sinks, 0 with no key) and none on a
  * key the call hides. TG_MEASURE_OK, _FAILED or _LEAK (err says where). */
 static int check_weights(const tg_attn_args *args, const tg_tensor *o, int dv, char *err, size_t errlen) {
-    const tg_attn_args a = *args;
-    const int B = a.q->shape[0], Tq = a.q->shape[1], H = a.q->shape[2], Tk = a.k->shape[1];
-    const float *bias = a.bias ? a.bias->data : NULL;
-    const int bB = a.bias ? a.bias->shape[0] : 1, bH = a.bias ? a.bias->shape[1] : 1;
+    const tg_attn_args *a = args;
+    const int B = a->q->shape[0], Tq = a->q->shape[1], H = a->q->shape[2], Tk = a->k->shape[1];
+    const float *bias = a->bias ? a->bias->data : NULL;
+    const int bB = a->bias ? a->bias->shape[0] : 1, bH = a->bias ? a->bias->shape[1] : 1;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
             for (int i = 0; i < Tq; i++) {
                 const float *p = o->data + (((size_t)b * Tq + i) * H + h) * dv;
                 int lo, hi;
-                tg_attn_visible(&a, b, i, &lo, &hi);
+                tg_attn_visible(a, b, i, &lo, &hi);
                 double sum = 0;
                 for (int j = 0; j < Tk; j++) {
                     if (!isfinite(p[j]) || p[j] < -1e-6f)
@@ -107,12 +107,12 @@ static int check_weights(const tg_attn_args *args, const tg_tensor *o, int dv, c
                     if (hidden && fabsf(p[j]) > 1e-6f) {
                         tg_errf(err, errlen, "with V = identity the kernel puts weight %g on key %d of row %d (head %d, "
                                 "batch %d), which the call hides (row %d sees keys %d..%d): %s", p[j], j, i, h, b, i, lo,
-                                hi - 1, a.causal && j > i + Tk - Tq ? "not causal weights" : "a leak past the mask");
+                                hi - 1, a->causal && j > i + Tk - Tq ? "not causal weights" : "a leak past the mask");
                         return TG_MEASURE_LEAK;
                     }
                     sum += p[j];
                 }
-                const int sinks = a.sinks != NULL;
+                const int sinks = a->sinks != NULL;
                 if (lo == hi ? sum > 1e-3 : sinks ? sum > 1 + 1e-3 : fabs(sum - 1.0) > 1e-3)
                     return tg_errf(err, errlen, "with V = identity row %d of head %d sums to %g, not %s: not attention "
                                    "weights (does the kernel assume dv = d?)", i, h, sum,
@@ -126,12 +126,12 @@ static int check_weights(const tg_attn_args *args, const tg_tensor *o, int dv, c
  * s, lp: 2 rows of Tk doubles of room. */
 static void head_stats(const tg_attn_args *args, const tg_tensor *o, int dv, int h, double *s, double *lp,
                        tg_attn_stats *stats, float *mult) {
-    const tg_attn_args a = *args;
-    const tg_tensor *q = a.q, *k = a.k;
+    const tg_attn_args *a = args;
+    const tg_tensor *q = a->q, *k = a->k;
     const int B = q->shape[0], Tq = q->shape[1], H = q->shape[2], d = q->shape[3], Tk = k->shape[1],
               Hkv = k->shape[2], group = H / Hkv;
-    const float *bias = a.bias ? a.bias->data : NULL, *alibi = a.alibi ? a.alibi->data : NULL;
-    const int bB = a.bias ? a.bias->shape[0] : 1, bH = a.bias ? a.bias->shape[1] : 1;
+    const float *bias = a->bias ? a->bias->data : NULL, *alibi = a->alibi ? a->alibi->data : NULL;
+    const int bB = a->bias ? a->bias->shape[0] : 1, bH = a->bias ? a->bias->shape[1] : 1;
     const int g = h / group;
     double ent = 0, sat = 0, rows = 0, sxy = 0, sxx = 0, smax = -INFINITY, smin = INFINITY;
     for (int b = 0; b < B; b++)
@@ -140,7 +140,7 @@ static void head_stats(const tg_attn_args *args, const tg_tensor *o, int dv, int
             const float *qi = q->data + (((size_t)b * Tq + i) * H + h) * d;
             const float *brow = bias ? bias + (((size_t)(bB == 1 ? 0 : b) * bH + (bH == 1 ? 0 : h)) * Tq + i) * Tk : NULL;
             int lo, hi;
-            tg_attn_visible(&a, b, i, &lo, &hi);
+            tg_attn_visible(a, b, i, &lo, &hi);
             if (lo == hi) continue;
             int m = 0;
             double ms = 0, ml = 0, pmax = 0;

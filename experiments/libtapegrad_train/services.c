@@ -59,6 +59,7 @@ int tg_services_before(const tg_service *s, int n, tg_run *run) { return each(s,
 int tg_services_after(const tg_service *s, int n, tg_run *run) { return each(s, n, run, AFTER); }
 
 int tg_services_stop(const tg_service *s, int n, tg_run *run, int status) {
+    run->r->seconds = now_s() - run->t0;
     for (int i = n - 1; i >= 0; i--)
         if (s[i].stop) status = s[i].stop(s[i].self, run, status);
     return status;

@@ -75,7 +75,8 @@ void tg_run_init(tg_run *run, const tg_train_cfg *c, tg_train_model *m, tg_train
                  tg_train_result *r, tg_ctx *ctx);
 /* A step begins: run->step, r->step, the caught signal and whether the run stops before it. */
 void tg_run_begin_step(tg_run *run, int step);
-/* Each service's hook in order (stop: last to first), until one ends the run; its status. */
+/* Each service's hook in order (stop: last to first, after r->seconds is set:
+ * the time since tg_run_init), until one ends the run; its status. */
 int tg_services_start(const tg_service *s, int n, tg_run *run);
 int tg_services_before(const tg_service *s, int n, tg_run *run);
 int tg_services_after(const tg_service *s, int n, tg_run *run);

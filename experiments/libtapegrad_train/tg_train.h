@@ -95,7 +95,10 @@ typedef struct tg_train_model {
     /* Optional: more '#' lines of the header ("# key=value\n"). */
     void (*header)(void *user, FILE *f);
     /* Optional: after a resume was loaded (step: where the run starts), before the
-     * log is opened; 0, or non-zero (exit 2) with a message in err. */
+     * planning pass and the log; 0, or non-zero (exit 2) with a message in err.
+     * Products the run meets besides a step's (an evaluation) looked up here are
+     * timed with the step's (tg_gemm_plan.h); the log's gemm_plan names the
+     * step's alone. */
     int (*start)(void *user, int step, char *err, size_t errlen);
     /* Optional: at each step before its batch (attn_scale's attention dumps);
      * 0, or non-zero (the run stops, TG_TRAIN_FAILED) with a message in err. */

@@ -13,7 +13,6 @@
 #include "tg_optim.h"
 #include "tg_runlock.h"
 #include "tg_services.h"
-#include "tg_timing.h"
 
 void tg_train_defaults(tg_train_cfg *c, const char *prog) {
     *c = (tg_train_cfg){.prog = prog, .steps = 100, .warmup = 0, .log_every = 10, .save_every = 100, .lr = 1e-3f,
@@ -140,6 +139,9 @@ static void plan_pass(tg_ctx *ctx, void *u) {
 /* 0, or -1 when an op failed in the pass (err: its message) */
 static int plan_products(tg_ctx *ctx, tg_train_model *m, const tg_train_state *st, char *err, size_t errlen) {
     plan_job j = {m, st};
+    /* the header names a step's products: what the program looked up before (a gradient check, the
+     * shapes of an evaluation in its start callback) stays decided, and unnamed */
+    tg_gemm_plan_reset_used();
     int rc = tg_try(ctx, plan_pass, &j, err, errlen);
     if (!rc) tg_gemm_plan_measure();   /* the planning phase's end: the pass's new shapes timed and kept */
     tg_params_zero_grad(m->P);
@@ -190,13 +192,13 @@ int tg_train_update(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd 
 }
 
 /* The step itself, after the services' before hooks: the batch, the forward,
- * the update (step_pass under tg_try: an op that fails ends the run cleanly). */
-static int run_step(tg_run *run) {
+ * the update (step_pass under tg_try: an op that fails ends the run cleanly);
+ * prof: NULL, or the profile the step's ops and phases go to. */
+static int run_step(tg_run *run, tg_profile *prof) {
     const tg_train_cfg *c = run->c;
     const int step = run->step;
     char err[1024];
     if (c->crash_what) tg_guard_crash_step(step);
-    tg_profile *prof = step < c->steps ? c->profile : NULL;   /* training steps only */
     tg_ctx_reset(run->ctx);
     tg_profile_attach(run->ctx, prof);
     if (prof) tg_profile_step_begin(prof);
@@ -254,15 +256,14 @@ static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_
     for (int step = run.start; !status && !run.ended && step <= c->steps; step++) {
         tg_run_begin_step(&run, step);
         if ((status = tg_services_before(svc, n, &run)) || run.ended) break;
-        if ((status = model_before(&run)) || (status = run_step(&run))) break;
+        tg_profile *prof = step < c->steps ? c->profile : NULL;   /* training steps only */
+        if ((status = model_before(&run)) || (status = run_step(&run, prof))) break;
         if ((status = tg_services_after(svc, n, &run))) break;
-        tg_profile *prof = step < c->steps ? c->profile : NULL;
         if (prof) {
             tg_profile_phase(prof, "log");
             tg_profile_step_end(prof, ctx);
         }
     }
-    r->seconds = 1e-3 * tg_timing_now_ms() - run.t0;
     status = tg_services_stop(svc, n, &run, status);
     if (status == 0 && !run.ended) final_means(&run);
     return status;
