@@ -4,20 +4,35 @@
 #include <string.h>
 
 #include "attn_geom.h"
-#include "gemm.h"
+#include "attn_tile.h"
 #include "parallel.h"
-#include "vmath.h"
 
-/* A block of query rows [i0, i1) and the keys [k0, k1) any of them may see
- * (whole 16-float vectors, as vec_span: the rows' loops stay inside). */
+/* The weights are kept key-major, PT [B, H, Tk, ld] (ld: Tq rounded up to an
+ * odd multiple of 16; the lanes of the last tile past Tq 0, the rest unused): a row of PT is a key, its lanes the queries, so the
+ * softmax of a tile of 16 queries runs across them a vector per key
+ * (attn_tile.h), and both passes read PT in place. A tile's products run on
+ * the register-blocked gemm of attn_tile.h, on the tile's keys only:
+ *   forward, per 16 query rows:  Sᵀ = K Qᵀ (into PT), softmax, O = P̃ V;
+ *   backward, per 16 query rows: dPᵀ = V dOᵀ, dSᵀ = Pᵀ ⊙ (dPᵀ − D), dQ = s·dS K;
+ *   per 16 keys, over the query rows that see them: dV = P̃ᵀ dO, dK = s·dSᵀ Q.
+ * No product is called per block of a library: the 16×nk tiles are too small
+ * for a call to pay (docs/speed.md). */
+
+/* Query rows [i0, i1) (at most TG_TILE_Q) and the keys [k0, k1) any of them may
+ * see (whole 16-float vectors within Tk, as vec_span). */
 typedef struct { int i0, i1, k0, k1; } attn_blk;
+/* Keys [k0, k1) and the query rows [q0, q1) that may see any of them. */
+typedef struct { int k0, k1, q0, q1; } key_blk;
 
 typedef struct {
     tg_attn_geom g;
-    float *P;        /* [B, H, Tq, Tk] weights before dropout, invisible entries 0 (arena) */
+    int ld;          /* PT's row stride: Tq rounded up to TG_TILE_Q, an odd multiple of it */
+    float *PT;       /* [B, H, Tk, ld] weights before dropout, key-major, 0 where invisible (arena) */
+    float *P;        /* [B, H, Tq, Tk] row-major: made on tg_attention_probs's first call, else NULL */
     float *psink;    /* sinks only: [B, H, Tq] the sink's weight of each row */
-    int nblk;        /* the products run per block of query rows (see query_blocks) */
-    attn_blk *blk;   /* [nblk] (arena) */
+    int nblk, nkb;
+    attn_blk *blk;   /* [nblk] query tiles (arena) */
+    key_blk *kb;     /* [nkb] key tiles (arena) */
 } attn_rec;
 
 /* The logit multiplier of head h: the op's scale times the head's own. */
@@ -25,287 +40,286 @@ static float head_mult(const attn_rec *r, const tg_tensor *head_scale, int h) {
     return r->g.scale * (head_scale ? head_scale->data[h] : 1.0f);
 }
 
-/* The span [lo, hi) widened to whole 16-float vectors, within [0, T): the rows'
- * loops run over it with the entries outside the span masked, so they have no
- * scalar remainder. Measured: causal rows of a short head (T 32) are 1-32 keys
- * long, and their remainders made the forward's softmax the op's largest cost. */
+/* The span [lo, hi) widened to whole 16-float vectors, within [0, T). */
 static inline void vec_span(int lo, int hi, int T, int *alo, int *ahi) {
     *alo = lo & ~15;
     *ahi = hi + 15 < T ? (hi + 15) & ~15 : T;
 }
 
-/* In place: the scores [lo, hi) of row i of a head's T keys become the softmax
- * weights of their logits (s·score, or tg_attn_logit's with a cap, bias or
- * ALiBi; a sink joins the denominator), the rest 0. Returns the row's largest
- * key logit (−inf: no key, or all −inf: the row is all 0); *psink gets the
- * sink's weight. */
-__attribute__((always_inline)) static inline float softmax_row(float *row, int lo, int hi, int T, float s,
-                                                               const tg_attn_geom *g, int b, int h, int i,
-                                                               float *psink) {
-    float mx = -INFINITY;
-    *psink = 0;
-    if (hi <= lo) {
-        memset(row, 0, (size_t)T * sizeof(float));
-        return mx;
-    }
-    int alo, ahi;   /* the loops' range; between it and the span, logits −inf and weights 0 */
-    vec_span(lo, hi, T, &alo, &ahi);
-    if (alo > 0) memset(row, 0, (size_t)alo * sizeof(float));
-    if (ahi < T) memset(row + ahi, 0, (size_t)(T - ahi) * sizeof(float));
-    if (!g->extras) {
-#pragma omp simd
-        for (int j = alo; j < ahi; j++) row[j] = tg_select(j >= lo && j < hi, row[j] * s, -INFINITY);
-    } else {
-        const float *brow = tg_attn_bias_row(g, b, h, i);
-        for (int j = alo; j < ahi; j++)
-            row[j] = j >= lo && j < hi ? tg_attn_logit(g, brow, h, i, j, row[j] * s) : -INFINITY;
-    }
-    mx = tg_row_max(row + alo, ahi - alo);
-    const float top = mx, sink = g->sinks ? g->sinks[h] : -INFINITY;
-    if (sink > mx) mx = sink;
-    if (mx == -INFINITY) {   /* every visible logit −inf (a bias mask) and no sink: as no key */
-        int nan = 0;
-        for (int j = lo; j < hi; j++) nan |= isnan(row[j]);
-        memset(row + alo, 0, (size_t)(ahi - alo) * sizeof(float));
-        if (!nan) return mx;
-        for (int c = lo; c < hi; c++) row[c] = NAN;   /* NaN, which the max skips: never hidden as an empty row */
-        return NAN;
-    }
-#pragma omp simd
-    for (int j = alo; j < ahi; j++) row[j] = tg_exp_neg(row[j] - mx);   /* <= 1: no overflow; e^−inf = 0 */
-    double sum = tg_row_dot_d(row + alo, NULL, ahi - alo);
-    double es = 0;
-    if (g->sinks) sum += es = tg_exp_neg(sink - mx);
-    float inv = (float)(1.0 / sum);
-#pragma omp simd
-    for (int j = alo; j < ahi; j++) row[j] *= inv;
-    *psink = (float)(es / sum);
-    return top;
-}
-
-/* The weights with dropout: P̃ = P ⊙ keep/(1 − p) over the row's span. */
-static void dropped_row(const tg_attn_geom *g, int b, int h, int i, const float *p, float *out, int lo, int hi) {
-    memset(out, 0, (size_t)g->Tk * sizeof(float));
-    for (int j = lo; j < hi; j++) out[j] = tg_attn_keep(g, b, h, i, j) ? p[j] * g->drop_scale : 0.0f;
-}
-
-/* Q Kᵀ and dO Vᵀ: libxsmm has no kernel for a transposed B, OpenBLAS has,
- * but for short rows it is slow. So K and V are transposed first (Kt, Vt): no
- * product has a transposed B, and the plan may put each on libxsmm. Until
- * 0.15.1 this held only from T = 2·d on:
- * OpenBLAS's transposed B measured faster below, against an element-by-element
- * transpose. With tg_transpose's register shuffles and the query blocks, the
- * whole op (bench_attn --attn composed, one thread, side by side, AMD EPYC
- * Zen 4, libxsmm cpx, OpenBLAS Cooperlake) is 1.14x faster at T 32 d 128 and
- * 1.23x at T 64 d 128 (medians of 9), the same within noise at T 2·d-8·d. */
-
 /* Offsets of batch row b's head h in q/out (H heads) and kh in k/v (Hkv heads). */
 static int64_t off(int b, int T, int heads, int h, int width) { return ((int64_t)b * T * heads + h) * width; }
 
-/* A block's products, planned once a call (ops/gemm.h); [0] writes, [1] adds. */
-typedef struct { tg_gemm_call S, O, dV[2], dP, G, dK[2]; } blk_plans;
-
-/* The query blocks of a call. Causal or windowed rows see a part of the keys,
- * and the products of a block need only its keys: causal, blocks of QB rows
- * run (1 + QB/T)/2 of the full products. QB measured with bench_attn --attn
- * composed, causal, one thread, side by side (AMD EPYC Zen 4, libxsmm cpx, OpenBLAS Cooperlake,
- * 2026-12-03, medians of 5-7, before K and V were transposed at every shape):
- * T 64 d 128: 16 rows 11.4 ms, 32 13.5, 64 14.5;
- * T 32 d 16: 16 rows 0.32 ms, one block 0.34; T 256 d 32: 16 rows 44 ms, 32
- * and 64 38; T 1024 d 64: 64 rows 29 ms, 32 33, 16 32. The AVX2 code (same
- * machine, OpenBLAS Haswell, libxsmm hsw, 0.15.2, medians of 5-7) prefers 32
- * rows only at T 64 d 128 (13.5 ms against 14.3-15.0); at T 32 d 16, T 32
- * d 128, T 64 d 32, T 128 d 64 and T 256 d 32 16 rows are best or within 2%
- * (and 0.15.2's AVX-512 code again as above): one rule for both. The spans ignore
- * padding (kv_len, per batch row): a block's keys are a superset of what any
- * batch row sees. One block, the whole head, when that saves under an eighth. */
+/* The query tiles of a call and their keys: causal or windowed rows see a
+ * part of the keys, and a tile's products run on its keys only (causal, at
+ * T 32 that is 3/4 of the square, at T 256 17/32). The spans ignore padding
+ * (kv_len, per batch row): a tile's keys are a superset of what any batch
+ * row sees. Every key when the tiles would save under an eighth. */
 static int query_blocks(tg_ctx *ctx, const tg_attn_geom *g, attn_blk **out) {
-    const int Tq = g->Tq, Tk = g->Tk, QB = Tq <= 64 ? 16 : Tq < 256 ? 32 : 64;
-    int n = Tq > QB ? (Tq + QB - 1) / QB : 1;
+    const int Tq = g->Tq, Tk = g->Tk, n = (Tq + TG_TILE_Q - 1) / TG_TILE_Q;
     attn_blk *blk = tg_arena_alloc(ctx, (size_t)n * sizeof *blk);
     tg_attn_geom g0 = *g;
     g0.kv_len = NULL;
     int64_t pairs = 0;
     for (int q = 0; q < n; q++) {
         attn_blk *k = &blk[q];
-        k->i0 = q * QB, k->i1 = n == 1 ? Tq : (q + 1) * QB < Tq ? (q + 1) * QB : Tq;
+        k->i0 = q * TG_TILE_Q, k->i1 = k->i0 + TG_TILE_Q < Tq ? k->i0 + TG_TILE_Q : Tq;
         int lo, hi;
         tg_attn_rows_keys(&g0, 0, k->i0, k->i1 - k->i0, &lo, &hi);
         if (hi <= lo) lo = 0, hi = 1;   /* rows that see nothing: a token product, their weights are 0 */
         vec_span(lo, hi, Tk, &k->k0, &k->k1);
         pairs += (int64_t)(k->i1 - k->i0) * (k->k1 - k->k0);
     }
-    if (n > 1 && pairs * 8 > (int64_t)Tq * Tk * 7) {
-        n = 1;
-        blk[0] = (attn_blk){0, Tq, 0, Tk};
-    }
+    if (pairs * 8 > (int64_t)Tq * Tk * 7)
+        for (int q = 0; q < n; q++) blk[q].k0 = 0, blk[q].k1 = Tk;
     *out = blk;
     return n;
 }
 
-/* The (query, key) pairs the products run, a head */
+/* The key tiles: for each TG_TILE_Q keys, the query rows whose spans meet them
+ * (none: q0 = q1, the product writes 0). */
+static int key_blocks(tg_ctx *ctx, const tg_attn_geom *g, key_blk **out) {
+    const int Tq = g->Tq, Tk = g->Tk, n = (Tk + TG_TILE_Q - 1) / TG_TILE_Q;
+    key_blk *kb = tg_arena_alloc(ctx, (size_t)n * sizeof *kb);
+    tg_attn_geom g0 = *g;
+    g0.kv_len = NULL;
+    for (int q = 0; q < n; q++) {
+        key_blk *k = &kb[q];
+        k->k0 = q * TG_TILE_Q, k->k1 = k->k0 + TG_TILE_Q < Tk ? k->k0 + TG_TILE_Q : Tk;
+        k->q0 = Tq, k->q1 = 0;
+        for (int i = 0; i < Tq; i++) {
+            int lo, hi;
+            tg_attn_span(&g0, 0, i, &lo, &hi);
+            if (lo < k->k1 && hi > k->k0 && hi > lo) {
+                k->q0 = i < k->q0 ? i : k->q0;
+                k->q1 = i + 1;
+            }
+        }
+        if (k->q1 <= k->q0) k->q0 = k->q1 = 0;
+    }
+    *out = kb;
+    return n;
+}
+
+/* The (query, key) pairs the products run, a head: per query tile, per key tile */
 static int64_t blk_pairs(const attn_rec *r) {
     int64_t pairs = 0;
     for (int q = 0; q < r->nblk; q++) pairs += (int64_t)(r->blk[q].i1 - r->blk[q].i0) * (r->blk[q].k1 - r->blk[q].k0);
     return pairs;
 }
+static int64_t kb_pairs(const attn_rec *r) {
+    int64_t pairs = 0;
+    for (int q = 0; q < r->nkb; q++) pairs += (int64_t)(r->kb[q].k1 - r->kb[q].k0) * (r->kb[q].q1 - r->kb[q].q0);
+    return pairs;
+}
+
+/* Two query tiles at a time, over the keys either sees: the products Sᵀ = K Qᵀ
+ * and dPᵀ = V dOᵀ then have 32 columns, not 16, and load a float of K or V
+ * for two FMAs, not one (the gemm's N = 16 kernel ran at 52-65% of the FMA peak
+ * on a Zen 5, hot in L1, 32 at 76-88%: one load per FMA is the limit there).
+ * A tile's keys past its own are masked to weight 0 by its spans; they are
+ * computed, not counted (blk_pairs), and pair tiles only when they are at most
+ * a quarter of the own (at T 32, causal, 16 of 48: the tiles run apart). */
+typedef struct { int a0, nt, k0, k1; const attn_blk *t[2]; } tile_pair;
+static tile_pair pair_at(const attn_rec *r, int q) {
+    tile_pair p = {r->blk[q].i0, 1, r->blk[q].k0, r->blk[q].k1, {&r->blk[q], NULL}};
+    if (q + 1 < r->nblk) {
+        const attn_blk *a = &r->blk[q], *b = &r->blk[q + 1];
+        const int k0 = a->k0 < b->k0 ? a->k0 : b->k0, k1 = a->k1 > b->k1 ? a->k1 : b->k1;
+        const int64_t own = (int64_t)(a->k1 - a->k0) + (b->k1 - b->k0), extra = 2 * (int64_t)(k1 - k0) - own;
+        if (extra * 4 <= own) p = (tile_pair){a->i0, 2, k0, k1, {a, b}};
+    }
+    return p;
+}
+
+/* A pair's lanes of the keys outside [k0, k1) to 0 (X key-major, rows ld apart) */
+static void zero_keys(float *X, int64_t ld, const tile_pair *tp, int Tk) {
+    const size_t n = (size_t)tp->nt * TG_TILE_Q * sizeof(float);
+    for (int k = 0; k < tp->k0; k++) memset(X + k * ld + tp->a0, 0, n);
+    for (int k = tp->k1; k < Tk; k++) memset(X + k * ld + tp->a0, 0, n);
+}
+
+/* X [rows, T] strided ldx → Y [cols, ld] with the lanes T..ld of each row 0 */
+static void transpose_pad(const tg_tile_ops *t, const float *X, int64_t ldx, int T, int cols, float *Y, int ld) {
+    t->transpose(X, ldx, T, cols, Y, ld);
+    if (ld > T)
+        for (int c = 0; c < cols; c++) memset(Y + (int64_t)c * ld + T, 0, (size_t)(ld - T) * sizeof(float));
+}
+
+/* ---- backward ------------------------------------------------------------------------- */
+
+/* Per-thread scratch: dOᵀ [dv, ld]; dSᵀ [Tk, ld]; with dropout P̃ᵀ [Tk, ld];
+ * with a softcap the raw scores Sᵀ [Tk, ld] and Qᵀ [d, ld]; with a head-scale
+ * grad G = dS K [Tq, d]. (Vᵀ and Kᵀ per head, which give the products'
+ * broadcasts one pointer for 16 rows, not 16: no faster, measured side by
+ * side on a Zen 5 at the three bench_step shapes, and a pass more.) */
+typedef struct { float *dOT, *DS, *PD, *SC, *QT, *G; } bwd_scratch;
 
 typedef struct {
     const attn_rec *r;
-    const blk_plans *pl;   /* [nblk] */
+    const tg_tile_ops *tile;
     const tg_tensor *q, *k, *v, *hs, *bias, *sinks, *out;
     int need_G, want_hs, v_first, q_first, k_first;
     tg_attn_split split;
-    float *dL, *G, *Vt, *Kt, *X;   /* per-thread scratch; X: P̃ (dropout), then the raw scores (softcap) */
-    double *dhs, *dsink;           /* per (b, h) */
+    bwd_scratch *ws;
+    double *dhs, *dsink;   /* per (b, h) */
 } bwd_job;
 
-/* rows × cols of x (row stride ld) to 0 */
-static void zero_rows(float *x, int rows, int cols, int ld) {
-    for (int i = 0; i < rows; i++) memset(x + (int64_t)i * ld, 0, (size_t)cols * sizeof(float));
+/* What a cap, bias, sink or head-scale grad adds to a tile's row work (per
+ * lane, plain loops): d bias, the softcap's derivative, the centring of the
+ * head-scale sum (see backward_head), d sink. Returns the tile's centre. */
+static double tile_extras(const bwd_job *j, int b, int h, int a0, int nq, int k0, float *DSt, const float *PTt,
+                          const float *SCt, const float *D, double *dsink) {
+    const attn_rec *r = j->r;
+    const tg_attn_geom *g = &r->g;
+    const int ld = r->ld, d = g->d, ldq = g->H * d, ldk = g->Hkv * d;
+    const float s = head_mult(r, j->hs, h);
+    const float *ps = r->psink ? r->psink + ((int64_t)b * g->H + h) * g->Tq : NULL;
+    const float *Q = j->q->data + off(b, g->Tq, g->H, h, d), *K = j->k->data + off(b, g->Tk, g->Hkv, h / g->group, d);
+    double centre = 0;
+    for (int a = 0; a < nq; a++) {
+        const int i = a0 + a;
+        int lo, hi;
+        tg_attn_span(g, b, i, &lo, &hi);
+        if (ps) *dsink -= (double)ps[i] * D[a];   /* P_sink = e^sink/Z  =>  d sink = −P_sink · D */
+        if (j->bias && j->bias->grad && hi > lo) {   /* x += bias  =>  d bias = dx */
+            float *gb = j->bias->grad + (tg_attn_bias_row(g, b, h, i) - g->bias);
+            for (int c = lo; c < hi; c++) gb[c] += DSt[(int64_t)(c - k0) * ld + a];
+        }
+        if (g->softcap > 0) {   /* x = cap·tanh(y/cap)  =>  dy = dx ⊙ (1 − (x/cap)²) */
+            for (int c = lo; c < hi; c++)
+                DSt[(int64_t)(c - k0) * ld + a] *=
+                    tg_attn_cap_grad(g, g->softcap * tanhf(SCt[(int64_t)(c - k0) * ld + a] * s / g->softcap));
+        } else if (j->want_hs && hi > lo) {
+            double rs = 0, m = 0;
+            int top = lo;
+            for (int c = lo; c < hi; c++) {
+                rs += DSt[(int64_t)(c - k0) * ld + a];
+                if (PTt[(int64_t)(c - k0) * ld + a] > PTt[(int64_t)(top - k0) * ld + a]) top = c;
+            }
+            const float *qi = Q + (int64_t)i * ldq, *kt = K + (int64_t)top * ldk;
+            for (int c = 0; c < d; c++) m += (double)qi[c] * kt[c];
+            centre += m * (rs - (ps ? (double)D[a] * ps[i] : 0.0));
+        }
+    }
+    return centre;
 }
 
-/* Readies a key/value head's grad slice (Tk rows of cols, stride ld) for the
- * blocks' products, when this head writes it first (w); returns the index of
- * the product to run, 0 (β = 0, writes) or 1 (adds). One block writes its key
- * rows [k0, k1) and the rows outside it are set to 0 here: a single block's
- * keys may be a part of Tk (a window: Tq 3, Tk 799, left 16), and the rows no
- * query sees are still part of the slice marked written. Several blocks
- * overlap in keys: the slice is zeroed and every block adds. */
-static int ready_slice(float *x, int w, int nb, const attn_blk *bk, int Tk, int cols, int ld) {
-    if (!w) return 1;
-    if (nb > 1) {
-        zero_rows(x, Tk, cols, ld);
-        return 1;
+/* dSᵀ of a pair's keys, in place of dPᵀ = V dOᵀ; their other keys 0. Returns
+ * the centre of its rows (tile_extras). */
+static double pair_ds(const bwd_job *j, int b, int h, const tile_pair *tp, const bwd_scratch *w, const float *PTh,
+                      double *dsink) {
+    const attn_rec *r = j->r;
+    const tg_attn_geom *g = &r->g;
+    const tg_tile_ops *t = j->tile;
+    const int ld = r->ld, Tk = g->Tk, k0 = tp->k0, nk = tp->k1 - tp->k0;
+    const int64_t at = (int64_t)k0 * ld + tp->a0;
+    float *DSt = w->DS + at, D[TG_TILE_Q];
+    zero_keys(w->DS, ld, tp, Tk);
+    /* O = P̃ V  =>  dP = dO Vᵀ ⊙ keep/(1 − p) */
+    const int kh = h / g->group;
+    const float *V = j->v->data + off(b, Tk, g->Hkv, kh, g->dv) + (int64_t)k0 * g->Hkv * g->dv;
+    t->gemm(nk, tp->nt * TG_TILE_Q, g->dv, 1.0f, V, g->Hkv * g->dv, 1, w->dOT + tp->a0, ld, DSt, ld, 0);
+    const int nq = tp->t[tp->nt - 1]->i1 - tp->a0;
+    if (g->dropout > 0)
+        for (int c = 0; c < nk; c++)
+            for (int a = 0; a < nq; a++) {
+                float *x = DSt + (int64_t)c * ld + a;
+                *x = tg_attn_keep(g, b, h, tp->a0 + a, k0 + c) ? *x * g->drop_scale : 0.0f;
+            }
+    if (g->softcap > 0)   /* the raw scores again, for the softcap's derivative */
+        t->gemm(nk, tp->nt * TG_TILE_Q, g->d, 1.0f, j->k->data + off(b, Tk, g->Hkv, kh, g->d) + (int64_t)k0 * g->Hkv * g->d,
+                g->Hkv * g->d, 1, w->QT + tp->a0, ld, w->SC + at, ld, 0);
+    double centre = 0;
+    for (int u = 0; u < tp->nt; u++) {
+        /* P = softmax(x)  =>  dx = P ⊙ (dP − D), D = <dP, P> per row (0 where invisible, as P is) */
+        const int64_t o = at + u * TG_TILE_Q;
+        t->dsoftmax(w->DS + o, PTh + o, ld, nk, D);
+        if (g->extras || g->sinks || j->want_hs || (j->bias && j->bias->grad))
+            centre += tile_extras(j, b, h, tp->t[u]->i0, tp->t[u]->i1 - tp->t[u]->i0, k0, w->DS + o, PTh + o,
+                                  w->SC + o, D, dsink);
     }
-    zero_rows(x, bk[0].k0, cols, ld);
-    zero_rows(x + (int64_t)bk[0].k1 * ld, Tk - bk[0].k1, cols, ld);
-    return 0;
+    return centre;
 }
 
 /* Query head h of batch row b: dV and dK of its key/value head written (first)
  * or added to; dQ of its own; its bias rows and sink. Returns its Σ dy ⊙ Q Kᵀ
- * for the head-scale grad. Kt, Vt: the key/value head's, when the plans need them. */
-TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int first, float *dL, float *G,
-                                          const float *Vt, const float *Kt, float *X) {
+ * for the head-scale grad.
+ * Without sinks each row of dx sums to 0 exactly, but not in float32; the
+ * head-scale grad Σ dx ⊙ QKᵀ would multiply that leftover by the row's
+ * (large, in a saturated head) raw logits. So it sums dx ⊙ (QKᵀ − m_i)
+ * instead, m_i the raw logit of the row's top weight: the same in exact
+ * arithmetic, as flash_attention.c does. centre = Σ_i m_i · (Σ_j dx_ij − its
+ * exact value), which a sink makes D_i·P_sink,i; a softcap multiplies dx by
+ * its derivative, after which no row sum is known: no centring then. */
+TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int first, const bwd_scratch *w) {
     const attn_rec *r = j->r;
     const tg_attn_geom *g = &r->g;
-    const blk_plans *pl = j->pl;
-    const attn_blk *bk = r->blk;
-    const int nb = r->nblk, Tq = g->Tq, Tk = g->Tk, d = g->d, kh = h / g->group;
-    const int ldq = g->H * d, ldk = g->Hkv * d, ldo = g->H * g->dv, ldv = g->Hkv * g->dv;
+    const tg_tile_ops *t = j->tile;
+    const int Tq = g->Tq, Tk = g->Tk, d = g->d, dv = g->dv, kh = h / g->group, ld = r->ld;
+    const int ldq = g->H * d, ldk = g->Hkv * d, ldo = g->H * dv, ldv = g->Hkv * dv;
     const int64_t oq = off(b, Tq, g->H, h, d), ok = off(b, Tk, g->Hkv, kh, d);
-    const int64_t oo = off(b, Tq, g->H, h, g->dv), ov = off(b, Tk, g->Hkv, kh, g->dv);
-    const float *Q = j->q->data + oq, *K = j->k->data + ok, *dO = j->out->grad + oo;
-    const float *P = r->P + ((int64_t)b * g->H + h) * Tq * Tk;
-    const float *ps = r->psink ? r->psink + ((int64_t)b * g->H + h) * Tq : NULL;
+    const float *Q = j->q->data + oq, *K = j->k->data + ok, *dO = j->out->grad + off(b, Tq, g->H, h, dv);
+    const float *PTh = r->PT + ((int64_t)b * g->H + h) * Tk * ld;
     const float s = head_mult(r, j->hs, h);
-    double dhs = 0, dsink = 0;
+    double dhs = 0, dsink = 0, centre = 0;
     j->dsink[b * g->H + h] = 0;
 
-    /* O = P̃ V  =>  dV += P̃ᵀ dO */
+    /* O = P̃ V  =>  dV = P̃ᵀ dO, a key tile at a time over the rows that see it */
     if (j->v->grad) {
-        const float *Pd = P;
+        const float *Pd = PTh;
         if (g->dropout > 0) {
-            for (int i = 0; i < Tq; i++) {
-                int lo, hi;
-                tg_attn_span(g, b, i, &lo, &hi);
-                dropped_row(g, b, h, i, P + (int64_t)i * Tk, X + (int64_t)i * Tk, lo, hi);
-            }
-            Pd = X;
+            for (int k = 0; k < Tk; k++)
+                for (int i = 0; i < ld; i++) {
+                    const float p = PTh[(int64_t)k * ld + i];
+                    w->PD[(int64_t)k * ld + i] = p != 0 && tg_attn_keep(g, b, h, i, k) ? p * g->drop_scale : 0.0f;
+                }
+            Pd = w->PD;
         }
-        float *dV = j->v->grad + ov;
-        const int add = ready_slice(dV, first && j->v_first, nb, bk, Tk, g->dv, ldv);
-        for (int q = 0; q < nb; q++)
-            tg_gemm_run(&pl[q].dV[add], Pd + (int64_t)bk[q].i0 * Tk + bk[q].k0, dO + (int64_t)bk[q].i0 * ldo,
-                        dV + (int64_t)bk[q].k0 * ldv);
+        float *dV = j->v->grad + off(b, Tk, g->Hkv, kh, dv);
+        for (int q = 0; q < r->nkb; q++) {
+            const key_blk *kb = &r->kb[q];
+            t->gemm(kb->k1 - kb->k0, dv, kb->q1 - kb->q0, 1.0f, Pd + (int64_t)kb->k0 * ld + kb->q0, ld, 1,
+                    dO + (int64_t)kb->q0 * ldo, ldo, dV + (int64_t)kb->k0 * ldv, ldv, !(first && j->v_first));
+        }
     }
     if (!j->need_G && !j->k->grad && !(j->bias && j->bias->grad) && !(j->sinks && j->sinks->grad)) return 0;
 
-    /* O = P̃ V  =>  dP = dO Vᵀ ⊙ keep/(1 − p), on Vt (K and V are transposed first, above) */
-    for (int q = 0; q < nb; q++)
-        tg_gemm_run(&pl[q].dP, dO + (int64_t)bk[q].i0 * ldo, Vt + bk[q].k0,
-                    dL + (int64_t)bk[q].i0 * Tk + bk[q].k0);
-    /* the raw scores again, for the softcap's derivative (the forward's product) */
-    for (int q = 0; q < nb && g->softcap > 0; q++)
-        tg_gemm_run(&pl[q].S, Q + (int64_t)bk[q].i0 * ldq, Kt + bk[q].k0,
-                    X + (int64_t)bk[q].i0 * Tk + bk[q].k0);
-    /* P = softmax(x)  =>  dx = P ⊙ (dP − D), D = <dP, P> per row, 0 where invisible.
-     * Without sinks each row of dx sums to 0 exactly, but not in float32; the
-     * head-scale grad Σ dx ⊙ QKᵀ would multiply that leftover by the row's
-     * (large, in a saturated head) raw logits. So it sums dx ⊙ (QKᵀ − m_i)
-     * instead, m_i the raw logit of the row's top weight: the same in exact
-     * arithmetic, as flash_attention.c does. centre = Σ_i m_i · (Σ_j dx_ij − its
-     * exact value), which a sink makes D_i·P_sink,i; a softcap multiplies dx by
-     * its derivative, after which no row sum is known: no centring then. */
-    double centre = 0;
-    for (int i = 0; i < Tq; i++) {
-        const float *p = P + (int64_t)i * Tk;
-        float *gr = dL + (int64_t)i * Tk;
-        int lo, hi;
-        tg_attn_span(g, b, i, &lo, &hi);
-        if (g->dropout > 0)
-            for (int c = lo; c < hi; c++) gr[c] = tg_attn_keep(g, b, h, i, c) ? gr[c] * g->drop_scale : 0.0f;
-        int alo, ahi;   /* whole vectors, the entries outside the span selected away (vec_span) */
-        vec_span(lo, hi, Tk, &alo, &ahi);
-#pragma omp simd
-        for (int c = alo; c < ahi; c++) gr[c] = tg_select(c >= lo && c < hi, gr[c], 0.0f);   /* p is 0 there */
-        const float fdot = (float)tg_row_dot_d(gr + alo, p + alo, ahi - alo);
-#pragma omp simd
-        for (int c = alo; c < ahi; c++) gr[c] = tg_select(c >= lo && c < hi, p[c] * (gr[c] - fdot), 0.0f);
-        if (alo > 0) memset(gr, 0, (size_t)alo * sizeof(float));
-        if (ahi < Tk) memset(gr + ahi, 0, (size_t)(Tk - ahi) * sizeof(float));
-        if (ps) dsink -= (double)ps[i] * fdot;   /* P_sink = e^sink/Z  =>  d sink = −P_sink · D */
-        if (j->bias && j->bias->grad && hi > lo) {   /* x += bias  =>  d bias = dx */
-            float *gb = j->bias->grad + (tg_attn_bias_row(g, b, h, i) - g->bias);
-            for (int c = lo; c < hi; c++) gb[c] += gr[c];
+    transpose_pad(t, dO, ldo, Tq, dv, w->dOT, ld);
+    if (g->softcap > 0) transpose_pad(t, Q, ldq, Tq, d, w->QT, ld);
+    float *dQ = j->q->grad ? j->q->grad + oq : NULL;
+    for (int q = 0, next = 0; q < r->nblk; q++) {
+        const attn_blk *bk = &r->blk[q];
+        const int a0 = bk->i0, nq = bk->i1 - a0, nk = bk->k1 - bk->k0;
+        if (q == next) {
+            const tile_pair tp = pair_at(r, q);
+            centre += pair_ds(j, b, h, &tp, w, PTh, &dsink);
+            next += tp.nt;
         }
-        if (g->softcap > 0) {   /* x = cap·tanh(y/cap)  =>  dy = dx ⊙ (1 − (x/cap)²) */
-            const float *sc = X + (int64_t)i * Tk;
-            for (int c = lo; c < hi; c++) gr[c] *= tg_attn_cap_grad(g, g->softcap * tanhf(sc[c] * s / g->softcap));
-        } else if (j->want_hs && hi > lo) {   /* want_hs implies need_G */
-            double rs = 0, m = 0;
-            int top = lo;
-            for (int c = lo; c < hi; c++) {
-                rs += gr[c];
-                if (p[c] > p[top]) top = c;
+        /* y = s · Q Kᵀ  =>  dQ = s · dy K,  ds = Σ dy ⊙ Q Kᵀ = Σ Q ⊙ (dy K): G = dy K
+         * serves both (the head-scale grad never divides by s) */
+        const float *A = w->DS + (int64_t)bk->k0 * ld + a0, *Kk = K + (int64_t)bk->k0 * ldk;
+        if (j->want_hs) {
+            float *G = w->G + (int64_t)a0 * d;
+            t->gemm(nq, d, nk, 1.0f, A, 1, ld, Kk, ldk, G, d, 0);
+            for (int i = 0; i < nq; i++) {
+                const float *gi = G + (int64_t)i * d, *qi = Q + (int64_t)(a0 + i) * ldq;
+                float *dq = dQ ? dQ + (int64_t)(a0 + i) * ldq : NULL;
+                for (int c = 0; dq && c < d; c++) dq[c] = j->q_first ? s * gi[c] : dq[c] + s * gi[c];
+                for (int c = 0; c < d; c++) dhs += (double)qi[c] * gi[c];
             }
-            const float *qi = Q + (int64_t)i * ldq, *kt = K + (int64_t)top * ldk;
-            for (int c = 0; c < d; c++) m += (double)qi[c] * kt[c];
-            centre += m * (rs - (ps ? (double)fdot * ps[i] : 0.0));
+        } else if (dQ) {
+            t->gemm(nq, d, nk, s, A, 1, ld, Kk, ldk, dQ + (int64_t)a0 * ldq, ldq, !j->q_first);
         }
     }
     j->dsink[b * g->H + h] = dsink;
-    /* y = s · Q Kᵀ  =>  dQ = s · dy K,  ds = Σ dy ⊙ Q Kᵀ = Σ Q ⊙ (dy K).
-     * G = dy K serves both, so the head-scale grad never divides by s. */
-    if (j->need_G) {
-        for (int q = 0; q < nb; q++)
-            tg_gemm_run(&pl[q].G, dL + (int64_t)bk[q].i0 * Tk + bk[q].k0, K + (int64_t)bk[q].k0 * ldk,
-                        G + (int64_t)bk[q].i0 * d);
-        float *dQ = j->q->grad ? j->q->grad + oq : NULL;
-        for (int i = 0; i < Tq; i++) {
-            const float *gi = G + (int64_t)i * d, *qi = Q + (int64_t)i * ldq;
-            float *dq = dQ ? dQ + (int64_t)i * ldq : NULL;
-            if (dq && j->q_first) {
-#pragma omp simd
-                for (int c = 0; c < d; c++) dq[c] = s * gi[c];
-            } else if (dq) {
-#pragma omp simd
-                for (int c = 0; c < d; c++) dq[c] += s * gi[c];
-            }
-            if (j->want_hs)
-                for (int c = 0; c < d; c++) dhs += (double)qi[c] * gi[c];
-        }
-    }
-    /* y = s · Q Kᵀ  =>  dK += (s · dy)ᵀ Q */
+    /* y = s · Q Kᵀ  =>  dK = s · dyᵀ Q, a key tile at a time */
     if (j->k->grad) {
-#pragma omp simd
-        for (int64_t i = 0; i < (int64_t)Tq * Tk; i++) dL[i] *= s;
         float *dK = j->k->grad + ok;
-        const int add = ready_slice(dK, first && j->k_first, nb, bk, Tk, d, ldk);
-        for (int q = 0; q < nb; q++)
-            tg_gemm_run(&pl[q].dK[add], dL + (int64_t)bk[q].i0 * Tk + bk[q].k0, Q + (int64_t)bk[q].i0 * ldq,
-                        dK + (int64_t)bk[q].k0 * ldk);
+        for (int q = 0; q < r->nkb; q++) {
+            const key_blk *kb = &r->kb[q];
+            t->gemm(kb->k1 - kb->k0, d, kb->q1 - kb->q0, s, w->DS + (int64_t)kb->k0 * ld + kb->q0, ld, 1,
+                    Q + (int64_t)kb->q0 * ldq, ldq, dK + (int64_t)kb->k0 * ldk, ldk, !(first && j->k_first));
+        }
     }
     return dhs - centre;
 }
@@ -316,21 +330,15 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
 static void backward_item(void *arg, int item, int t) {
     const bwd_job *j = arg;
     const tg_attn_geom *g = &j->r->g;
-    const int Tq = g->Tq, Tk = g->Tk, nh = j->split.by_h ? g->Hkv : 1;
+    const int nh = j->split.by_h ? g->Hkv : 1;
     const int b0 = j->split.by_b ? item / nh : 0, b1 = j->split.by_b ? b0 + 1 : g->B;
     const int k0 = j->split.by_h ? item % nh : 0, k1 = j->split.by_h ? k0 + 1 : g->Hkv;
-    float *dL = j->dL + (int64_t)t * Tq * Tk, *G = j->G ? j->G + (int64_t)t * Tq * g->d : NULL;
-    float *Vt = j->Vt + (int64_t)t * g->dv * Tk, *Kt = j->Kt ? j->Kt + (int64_t)t * g->d * Tk : NULL;
-    float *X = j->X ? j->X + (int64_t)t * Tq * Tk : NULL;
     for (int b = b0; b < b1; b++)
-        for (int kh = k0; kh < k1; kh++) {
-            tg_transpose(j->v->data + off(b, Tk, g->Hkv, kh, g->dv), g->Hkv * g->dv, Tk, g->dv, Vt);
-            if (Kt) tg_transpose(j->k->data + off(b, Tk, g->Hkv, kh, g->d), g->Hkv * g->d, Tk, g->d, Kt);
+        for (int kh = k0; kh < k1; kh++)
             for (int a = 0; a < g->group; a++) {
                 const int h = kh * g->group + a;
-                j->dhs[b * g->H + h] = backward_head(j, b, h, a == 0, dL, G, Vt, Kt, X);
+                j->dhs[b * g->H + h] = backward_head(j, b, h, a == 0, &j->ws[t]);
             }
-        }
 }
 
 static void attention_backward(tg_ctx *ctx, const tg_node *n) {
@@ -338,45 +346,35 @@ static void attention_backward(tg_ctx *ctx, const tg_node *n) {
     const tg_attn_geom *g = &r->g;
     tg_tensor *q = n->in[TG_ATTN_IN_Q], *k = n->in[TG_ATTN_IN_K], *v = n->in[TG_ATTN_IN_V], *out = n->out;
     tg_tensor *hs = n->in[TG_ATTN_IN_HS], *bias = n->in[TG_ATTN_IN_BIAS], *sinks = n->in[TG_ATTN_IN_SINKS];
-    const int B = g->B, Tq = g->Tq, Tk = g->Tk, H = g->H, d = g->d, dv = g->dv;
-    const int ldq = H * d, ldk = g->Hkv * d, ldo = H * dv, ldv = g->Hkv * dv;
+    const int B = g->B, Tq = g->Tq, Tk = g->Tk, H = g->H, d = g->d, dv = g->dv, ld = r->ld;
     const int need_G = q->grad || (hs && hs->grad);
-    /* per-thread scratch; per-(b,h) head-scale and sink sums, added over b in order below */
     const int nt = tg_threads();
-    float *dL = tg_arena_alloc(ctx, (size_t)nt * Tq * Tk * sizeof(float));
-    float *G = need_G ? tg_arena_alloc(ctx, (size_t)nt * Tq * d * sizeof(float)) : NULL;
-    float *Vt = tg_arena_alloc(ctx, (size_t)nt * dv * Tk * sizeof(float));
-    const int need_X = g->dropout > 0 || g->softcap > 0;
-    float *X = need_X ? tg_arena_alloc(ctx, (size_t)nt * Tq * Tk * sizeof(float)) : NULL;
+    bwd_scratch *ws = tg_arena_alloc(ctx, (size_t)nt * sizeof *ws);
+    for (int t = 0; t < nt; t++) {
+        ws[t] = (bwd_scratch){0};
+        ws[t].dOT = tg_arena_alloc(ctx, (size_t)dv * ld * sizeof(float));
+        ws[t].DS = tg_arena_alloc(ctx, (size_t)Tk * ld * sizeof(float));
+        if (g->dropout > 0) ws[t].PD = tg_arena_alloc(ctx, (size_t)Tk * ld * sizeof(float));
+        if (g->softcap > 0) {
+            ws[t].SC = tg_arena_alloc(ctx, (size_t)Tk * ld * sizeof(float));
+            ws[t].QT = tg_arena_alloc(ctx, (size_t)d * ld * sizeof(float));
+        }
+        if (hs && hs->grad) ws[t].G = tg_arena_alloc(ctx, (size_t)Tq * d * sizeof(float));
+    }
     double *dhs = tg_arena_alloc(ctx, (size_t)B * H * sizeof(double));
     double *dsink = tg_arena_alloc(ctx, (size_t)B * H * sizeof(double));
-    blk_plans *pl = tg_arena_alloc(ctx, (size_t)r->nblk * sizeof *pl);
-    for (int q = 0; q < r->nblk; q++) {
-        const int nq = r->blk[q].i1 - r->blk[q].i0, kn = r->blk[q].k1 - r->blk[q].k0;
-        for (int add = 0; add < 2; add++) {
-            if (v->grad) tg_gemm_call_init(&pl[q].dV[add], 1, 0, kn, dv, nq, 1.0f, Tk, ldo, add ? 1.0f : 0.0f, ldv);
-            if (k->grad) tg_gemm_call_init(&pl[q].dK[add], 1, 0, kn, d, nq, 1.0f, Tk, ldq, add ? 1.0f : 0.0f, ldk);
-        }
-        tg_gemm_call_init(&pl[q].dP, 0, 0, nq, kn, dv, 1.0f, ldo, Tk, 0.0f, Tk);
-        if (g->softcap > 0)   /* the forward's S = Q Kᵀ, for the softcap's derivative */
-            tg_gemm_call_init(&pl[q].S, 0, 0, nq, kn, d, 1.0f, ldq, Tk, 0.0f, Tk);
-        tg_gemm_call_init(&pl[q].G, 0, 0, nq, d, kn, 1.0f, Tk, ldk, 0.0f, d);
-    }
-    float *Kt = g->softcap > 0 ? tg_arena_alloc(ctx, (size_t)nt * d * Tk * sizeof(float)) : NULL;
     /* grads nothing wrote yet are written (beta 0), not zeroed and added to. The
      * flags are taken in the order a thread writes (dV, dQ, dK): when q, k, v are
      * one tensor only the first write may overwrite. */
-    bwd_job job = {r, pl, q, k, v, hs, bias, sinks, out, need_G, hs && hs->grad, 0, 0, 0,
-                   tg_attn_bwd_split(g, bias && bias->grad), dL, G, Vt, Kt, X, dhs, dsink};
+    bwd_job job = {r, tg_tile_ops_for(0), q, k, v, hs, bias, sinks, out, need_G, hs && hs->grad, 0, 0, 0,
+                   tg_attn_bwd_split(g, bias && bias->grad), ws, dhs, dsink};
     job.v_first = v->grad && tg_grad_first(v);
     job.q_first = q->grad && tg_grad_first(q);
     job.k_first = k->grad && tg_grad_first(k);
     if (hs && hs->grad) tg_grad_acc(hs);
     if (bias && bias->grad) tg_grad_acc(bias);
     if (sinks && sinks->grad) tg_grad_acc(sinks);
-    int blas = tg_blas_serial_begin();
     tg_parallel_for(job.split.items, (int64_t)B * H * Tq * Tk * (2 * d + 2 * dv), backward_item, &job);
-    tg_blas_serial_end(blas);
     /* s = scale · head_scale[h]  =>  d head_scale[h] = scale · ds; the sinks' sums, over b in order */
     for (int h = 0; h < H; h++) {
         double sum = 0, sk = 0;
@@ -386,66 +384,113 @@ static void attention_backward(tg_ctx *ctx, const tg_node *n) {
     }
 }
 
+/* ---- forward -------------------------------------------------------------------------- */
+
 typedef struct {
     const attn_rec *r;
-    const blk_plans *pl;   /* [nblk]: S = Q Kᵀ, O = P V */
+    const tg_tile_ops *tile;
     const tg_tensor *q, *k, *v, *hs, *out;
     int want_stats;
     tg_attn_part *parts;   /* per (b, h) */
-    const float *Kt;       /* Kᵀ per (b, kv head) (tg_attn_kt) */
-    float *Pd;             /* dropout: per-thread P̃ [Tq, Tk] */
+    float *QT, *X;         /* per-thread scratch: the head's Qᵀ [d, ld]; dropout: a tile's P̃ [Tk, 16] */
 } fwd_job;
 
-TG_VEC_CLONES static void forward_item(void *arg, int bh, int thread) {
+/* A tile's logits in place, when a cap, bias or ALiBi makes them (tg_attn_logit,
+ * as backward): lane a is row a0 + a, invisible keys −inf. */
+static void tile_logits(const tg_attn_geom *g, int b, int h, int a0, int nq, int k0, int nk, const int *lo,
+                        const int *hi, float s, float *S, int ld) {
+    for (int a = 0; a < TG_TILE_Q; a++) {
+        const float *brow = a < nq ? tg_attn_bias_row(g, b, h, a0 + a) : NULL;
+        for (int j = 0; j < nk; j++) {
+            float *x = S + (int64_t)j * ld + a;
+            *x = k0 + j >= lo[a] && k0 + j < hi[a] ? tg_attn_logit(g, brow, h, a0 + a, k0 + j, *x * s) : -INFINITY;
+        }
+    }
+}
+
+/* A tile's rows' stats (tg_attn_stats): entropy, largest logit, saturation */
+static void tile_stats(const float *S, int ld, int k0, int nq, const int *lo, const int *hi, const float *top,
+                       tg_attn_part *part) {
+    for (int a = 0; a < nq; a++) {
+        if (top[a] == -INFINITY) continue;   /* rows that see a key (with a finite logit) */
+        part->max_logit = top[a] > part->max_logit ? top[a] : part->max_logit;
+        float pmax = 0;
+        for (int c = lo[a]; c < hi[a]; c++) {
+            const float p = S[(int64_t)(c - k0) * ld + a];
+            if (p > 0) part->entropy -= (double)p * log((double)p);   /* 0 ln 0 = 0 */
+            pmax = p > pmax ? p : pmax;
+        }
+        part->saturated += pmax > 0.99f;
+        part->rows++;
+    }
+}
+
+/* A query tile of a pair: its rows' softmax on the pair's keys (the scores
+ * already in PT), then O = P̃ V on its own keys. */
+static void forward_tile(const fwd_job *j, int b, int h, const tile_pair *tp, int u, float *X, tg_attn_part *part) {
+    const attn_rec *r = j->r;
+    const tg_attn_geom *g = &r->g;
+    const tg_tile_ops *t = j->tile;
+    const attn_blk *bk = tp->t[u];
+    const int Tq = g->Tq, Tk = g->Tk, H = g->H, dv = g->dv, kh = h / g->group, ld = r->ld;
+    const int a0 = bk->i0, nq = bk->i1 - bk->i0, k0 = tp->k0, nk = tp->k1 - tp->k0, bh = b * H + h;
+    const int ldv = g->Hkv * dv, ldo = H * dv;
+    const float s = head_mult(r, j->hs, h), sink = g->sinks ? g->sinks[h] : -INFINITY;
+    float *S = r->PT + (int64_t)bh * Tk * ld + (int64_t)k0 * ld + a0, top[TG_TILE_Q], psink[TG_TILE_Q];
+    int lo[TG_TILE_Q], hi[TG_TILE_Q];
+    for (int a = 0; a < TG_TILE_Q; a++) {
+        lo[a] = hi[a] = 0;   /* lanes past the rows (past Tq): no key, weights 0 */
+        if (a < nq) tg_attn_span(g, b, a0 + a, &lo[a], &hi[a]);
+    }
+    if (g->extras) tile_logits(g, b, h, a0, nq, k0, nk, lo, hi, s, S, ld);
+    t->softmax(S, ld, nk, k0, lo, hi, !g->extras, s, sink, top, psink);
+    if (r->psink)
+        for (int a = 0; a < nq; a++) r->psink[(int64_t)bh * Tq + a0 + a] = psink[a];
+    if (j->want_stats) tile_stats(S, ld, k0, nq, lo, hi, top, part);
+    /* O = P̃ V on the tile's own keys: A(i, c) = P̃ᵀ[c][i] (a row with no visible key is all 0, and so is its output) */
+    const float *A = S + (int64_t)(bk->k0 - k0) * ld;
+    int64_t acs = ld;
+    if (g->dropout > 0) {   /* P̃ = P ⊙ keep/(1 − p) in X; PT keeps the weights before dropout */
+        for (int c = bk->k0; c < bk->k1; c++)
+            for (int a = 0; a < TG_TILE_Q; a++) {
+                const float p = S[(int64_t)(c - k0) * ld + a];
+                X[(c - bk->k0) * TG_TILE_Q + a] = a < nq && tg_attn_keep(g, b, h, a0 + a, c) ? p * g->drop_scale : 0.0f;
+            }
+        A = X, acs = TG_TILE_Q;
+    }
+    t->gemm(nq, dv, bk->k1 - bk->k0, 1.0f, A, 1, acs, j->v->data + off(b, Tk, g->Hkv, kh, dv) + (int64_t)bk->k0 * ldv,
+            ldv, j->out->data + off(b, Tq, H, h, dv) + (int64_t)a0 * ldo, ldo, 0);
+}
+
+/* A pair of query tiles of head h: the scores key-major into PT (Sᵀ = K Qᵀ, a
+ * lane per query) on the pair's keys, 0 on the others, then each tile. */
+static void forward_pair(const fwd_job *j, int b, int h, const tile_pair *tp, const float *QT, float *X,
+                         tg_attn_part *part) {
+    const attn_rec *r = j->r;
+    const tg_attn_geom *g = &r->g;
+    const int Tk = g->Tk, d = g->d, ld = r->ld;
+    float *PTh = r->PT + ((int64_t)b * g->H + h) * Tk * ld;
+    zero_keys(PTh, ld, tp, Tk);
+    const int ldk = g->Hkv * d;
+    j->tile->gemm(tp->k1 - tp->k0, tp->nt * TG_TILE_Q, d, 1.0f,
+                  j->k->data + off(b, Tk, g->Hkv, h / g->group, d) + (int64_t)tp->k0 * ldk, ldk, 1, QT + tp->a0, ld,
+                  PTh + (int64_t)tp->k0 * ld + tp->a0, ld, 0);
+    for (int u = 0; u < tp->nt; u++) forward_tile(j, b, h, tp, u, X, part);
+}
+
+static void forward_item(void *arg, int bh, int thread) {
     const fwd_job *j = arg;
     const attn_rec *r = j->r;
     const tg_attn_geom *g = &r->g;
-    const int Tq = g->Tq, Tk = g->Tk, H = g->H, d = g->d, dv = g->dv, b = bh / H, h = bh % H, kh = h / g->group;
-    const float s = head_mult(r, j->hs, h);
+    const int Tq = g->Tq, H = g->H, d = g->d, b = bh / H, h = bh % H;
     tg_attn_part part = {0, -INFINITY, 0, 0};
-    const float *Q = j->q->data + off(b, Tq, H, h, d);
-    const float *V = j->v->data + off(b, Tk, g->Hkv, kh, dv);
-    float *P = r->P + (int64_t)bh * Tq * Tk, *O = j->out->data + off(b, Tq, H, h, dv);
-    float *ps = r->psink ? r->psink + (int64_t)bh * Tq : NULL;
-
-    /* scores Q Kᵀ of each block's keys, then logits on each row's visible span (softmax_row
-     * reads within the block's keys: the rest of the row is written 0, never read) */
-    const attn_blk *bk = r->blk;
-    const int ldq = H * d, ldo = H * dv, ldv = g->Hkv * dv;
-    const float *Kt = j->Kt + ((int64_t)b * g->Hkv + kh) * d * Tk;
-    for (int q = 0; q < r->nblk; q++)
-        tg_gemm_run(&j->pl[q].S, Q + (int64_t)bk[q].i0 * ldq, Kt + bk[q].k0,
-                    P + (int64_t)bk[q].i0 * Tk + bk[q].k0);
-    for (int i = 0; i < Tq; i++) {
-        float *p = P + (int64_t)i * Tk, psink;
-        int lo, hi;
-        tg_attn_span(g, b, i, &lo, &hi);
-        float m = softmax_row(p, lo, hi, Tk, s, g, b, h, i, &psink);
-        if (ps) ps[i] = psink;
-        if (!j->want_stats || m == -INFINITY) continue;   /* rows that see a key (with a finite logit) */
-        part.max_logit = m > part.max_logit ? m : part.max_logit;
-        float pmax = 0;
-        for (int c = lo; c < hi; c++) {
-            if (p[c] > 0) part.entropy -= (double)p[c] * log((double)p[c]);   /* 0 ln 0 = 0 */
-            pmax = p[c] > pmax ? p[c] : pmax;
-        }
-        part.saturated += pmax > 0.99f;
-        part.rows++;
+    float *QT = j->QT + (int64_t)thread * d * r->ld, *X = j->X ? j->X + (int64_t)thread * g->Tk * TG_TILE_Q : NULL;
+    transpose_pad(j->tile, j->q->data + off(b, Tq, H, h, d), H * d, Tq, d, QT, r->ld);
+    for (int q = 0; q < r->nblk;) {
+        const tile_pair tp = pair_at(r, q);
+        forward_pair(j, b, h, &tp, QT, X, &part);
+        q += tp.nt;
     }
-    /* O = P̃ V (a row with no visible key is all 0, and so is its output) */
-    const float *Pd = P;
-    if (g->dropout > 0) {
-        float *x = j->Pd + (int64_t)thread * Tq * Tk;
-        for (int i = 0; i < Tq; i++) {
-            int lo, hi;
-            tg_attn_span(g, b, i, &lo, &hi);
-            dropped_row(g, b, h, i, P + (int64_t)i * Tk, x + (int64_t)i * Tk, lo, hi);
-        }
-        Pd = x;
-    }
-    for (int q = 0; q < r->nblk; q++)
-        tg_gemm_run(&j->pl[q].O, Pd + (int64_t)bk[q].i0 * Tk + bk[q].k0, V + (int64_t)bk[q].k0 * ldv,
-                    O + (int64_t)bk[q].i0 * ldo);
     j->parts[bh] = part;
 }
 
@@ -455,24 +500,23 @@ tg_tensor *tg_attend(tg_ctx *ctx, const tg_attn_args *args) {
     tg_attn_read(ctx, "tg_attention", args, &a, &r.g);
     const tg_attn_geom *g = &r.g;
     const int B = g->B, Tq = g->Tq, Tk = g->Tk, H = g->H, d = g->d, dv = g->dv;
-    /* P is the forward's scratch for the logits and what backward needs: always made */
-    r.P = tg_arena_alloc(ctx, (size_t)B * H * Tq * Tk * sizeof(float));
+    /* an odd number of 64-byte lines a row: a tile's keys, rows ld apart, then fall in
+     * every set of the L1 (at ld 256 only four: the tile missed L1 on every pass) */
+    r.ld = (Tq + TG_TILE_Q - 1) / TG_TILE_Q * TG_TILE_Q;
+    if ((r.ld / TG_TILE_Q) % 2 == 0) r.ld += TG_TILE_Q;
+    /* PT is what backward needs: always made */
+    r.PT = tg_arena_alloc(ctx, (size_t)B * H * Tk * r.ld * sizeof(float));
+    r.P = NULL;
     r.psink = g->sinks ? tg_arena_alloc(ctx, (size_t)B * H * Tq * sizeof(float)) : NULL;
     tg_tensor *out = tg_new(ctx, 4, (int[]){B, Tq, H, dv});
     tg_attn_part *parts = tg_arena_alloc(ctx, (size_t)B * H * sizeof *parts);
     r.nblk = query_blocks(ctx, g, &r.blk);
-    blk_plans *pl = tg_arena_alloc(ctx, (size_t)r.nblk * sizeof *pl);
-    for (int q = 0; q < r.nblk; q++) {
-        const int nq = r.blk[q].i1 - r.blk[q].i0, kn = r.blk[q].k1 - r.blk[q].k0;
-        tg_gemm_call_init(&pl[q].S, 0, 0, nq, kn, d, 1.0f, H * d, Tk, 0.0f, Tk);
-        tg_gemm_call_init(&pl[q].O, 0, 0, nq, dv, kn, 1.0f, Tk, g->Hkv * dv, 0.0f, H * dv);
-    }
-    const float *Kt = tg_attn_kt(ctx, g, a.k->data);
-    float *Pd = g->dropout > 0 ? tg_arena_alloc(ctx, (size_t)tg_threads() * Tq * Tk * sizeof(float)) : NULL;
-    fwd_job job = {&r, pl, a.q, a.k, a.v, a.head_scale, out, a.stats != NULL, parts, Kt, Pd};
-    int blas = tg_blas_serial_begin();
+    r.nkb = key_blocks(ctx, g, &r.kb);
+    const int nt = tg_threads();
+    float *QT = tg_arena_alloc(ctx, (size_t)nt * d * r.ld * sizeof(float));
+    float *X = g->dropout > 0 ? tg_arena_alloc(ctx, (size_t)nt * Tk * TG_TILE_Q * sizeof(float)) : NULL;
+    fwd_job job = {&r, tg_tile_ops_for(0), a.q, a.k, a.v, a.head_scale, out, a.stats != NULL, parts, QT, X};
     tg_parallel_for(B * H, (int64_t)B * H * Tq * Tk * (d + dv), forward_item, &job);
-    tg_blas_serial_end(blas);
     tg_attn_stats_fill(a.stats, parts, B, H);
 
     tg_tensor *in[TG_ATTN_N_IN] = {a.q, a.k, a.v, a.head_scale, a.bias, a.sinks};
@@ -480,12 +524,12 @@ tg_tensor *tg_attend(tg_ctx *ctx, const tg_attn_args *args) {
     if (n) {
         *(attn_rec *)n->saved = r;
         n->own_grads = 1;
-        /* S = QKᵀ, O = PV; back: dV = PᵀdO, dP = dO Vᵀ, dQ = G K, dK = Gᵀ Q; over the
-         * pairs the blocks' products run (not the T² the row loops span) */
-        double pairs = 2.0 * B * H * (double)blk_pairs(&r);
+        /* S = QKᵀ, O = PV, back dP = dO Vᵀ, dQ = dS K over the query tiles' pairs;
+         * dV = PᵀdO, dK = dSᵀ Q over the key tiles' (not the T² a mask hides) */
+        const double qp = 2.0 * B * H * (double)blk_pairs(&r), kp = 2.0 * B * H * (double)kb_pairs(&r);
         int dS = a.q->requires_grad || a.k->requires_grad || (a.head_scale && a.head_scale->requires_grad);
-        n->flops[0] = pairs * (d + dv);
-        n->flops[1] = pairs * (dv * (a.v->requires_grad + dS) + d * (a.q->requires_grad + a.k->requires_grad));
+        n->flops[0] = qp * (d + dv);
+        n->flops[1] = qp * (dv * dS + d * a.q->requires_grad) + kp * (dv * a.v->requires_grad + d * a.k->requires_grad);
     }
     return out;
 }
@@ -497,10 +541,21 @@ tg_tensor *tg_attention(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, t
     return tg_attend(ctx, &a);
 }
 
-const float *tg_attention_probs(const tg_ctx *ctx, const tg_tensor *out) {
+const float *tg_attention_probs(tg_ctx *ctx, const tg_tensor *out) {
     for (int i = ctx->n_nodes - 1; i >= 0; i--) {
-        const tg_node *n = &ctx->nodes[i];
-        if (n->out == out && n->backward == attention_backward) return ((const attn_rec *)n->saved)->P;
+        tg_node *n = &ctx->nodes[i];
+        if (n->out != out || n->backward != attention_backward) continue;
+        attn_rec *r = n->saved;
+        if (!r->P) {   /* row-major from PT, once */
+            const tg_attn_geom *g = &r->g;
+            const int64_t heads = (int64_t)g->B * g->H;
+            float *P = tg_arena_alloc(ctx, (size_t)heads * g->Tq * g->Tk * sizeof(float));
+            for (int64_t bh = 0; bh < heads; bh++)
+                tg_tile_ops_for(0)->transpose(r->PT + bh * g->Tk * r->ld, r->ld, g->Tk, g->Tq,
+                                              P + bh * g->Tq * g->Tk, g->Tk);
+            r->P = P;
+        }
+        return r->P;
     }
     return NULL;
 }

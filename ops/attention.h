@@ -272,7 +272,10 @@ extern const tg_attn_kernel tg_attn_kernel_composed, tg_attn_kernel_fused;
 
 /* The weights P [B, H, Tq, Tk] (invisible entries 0) that the tg_attend call
  * which made `out` saved on ctx's tape; NULL when that call recorded no node
- * (no input needed a gradient, or grad was disabled). Valid until the reset. */
-const float *tg_attention_probs(const tg_ctx *ctx, const tg_tensor *out);
+ * (no input needed a gradient, or grad was disabled). Valid until the reset.
+ * The op keeps them key-major (a key's row holds its queries: the softmax runs
+ * across queries); this row-major copy is made on ctx's arena at the first
+ * call for `out` (hence ctx not const since 0.19), later calls return it. */
+const float *tg_attention_probs(tg_ctx *ctx, const tg_tensor *out);
 
 #endif

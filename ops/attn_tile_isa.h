@@ -1,0 +1,233 @@
+/* One ISA's copy of the attention tiles (attn_tile.h), included by
+ * attn_tile.c once per ISA with its vector macros defined: TT(name) (the
+ * copy's names), TT_TARGET, TT_W (floats a vector), TT_NVMAX (vectors of C
+ * a block at most) and TT_MR(nv) (rows of C a block), V (the vector type) and
+ * the V_* / M_* operations. No include guard: that is the point. */
+
+#define TT_U (TG_TILE_Q / TT_W)   /* vectors across a tile's 16 queries */
+
+/* C[0..MR) × [0..NV vectors) (+)= α Σ_k A[r·ars + k·acs] B[k·ldb + ·]: the accumulators
+ * stay in registers over k (MR·NV of them; GCC scalarises the array once the
+ * loops are unrolled at constant bounds). The last vector masked when masked. */
+TT_TARGET __attribute__((always_inline)) static inline void TT(blk)(const int MR, const int NV, const int masked, int K,
+                                                                   float alpha, const float *A, int64_t ars,
+                                                                   int64_t acs, const float *B, int64_t ldb, float *C,
+                                                                   int64_t ldc, int add, M_T tail) {
+    V acc[16][4];
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) acc[r][v] = V_ZERO();
+    for (int k = 0; k < K; k++) {
+        const float *b = B + k * ldb, *a = A + k * acs;
+        V bv[4];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) bv[v] = masked && v == NV - 1 ? V_LOADM(b + v * TT_W, tail) : V_LOAD(b + v * TT_W);
+#pragma GCC unroll 16
+        for (int r = 0; r < MR; r++) {
+            const V ar = V_SET1(a[r * ars]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) acc[r][v] = V_FMA(ar, bv[v], acc[r][v]);
+        }
+    }
+    const V al = V_SET1(alpha);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+            float *c = C + r * ldc + v * TT_W;
+            const int m = masked && v == NV - 1;
+            V x = alpha != 1.0f ? V_MUL(acc[r][v], al) : acc[r][v];
+            if (add) x = V_ADD(m ? V_LOADM(c, tail) : V_LOAD(c), x);
+            if (m) V_STOREM(c, tail, x);
+            else V_STORE(c, x);
+        }
+}
+
+/* All M rows of one column block of NV vectors: blocks of TT_MR(NV) rows, then 4, then 1. */
+TT_TARGET __attribute__((always_inline)) static inline void TT(rows)(const int NV, const int masked, int M, int K,
+                                                                    float alpha, const float *A, int64_t ars,
+                                                                    int64_t acs, const float *B, int64_t ldb,
+                                                                    float *C, int64_t ldc, int add, M_T tail) {
+    int m = 0;
+    for (; m + TT_MR(NV) <= M; m += TT_MR(NV))
+        TT(blk)(TT_MR(NV), NV, masked, K, alpha, A + m * ars, ars, acs, B, ldb, C + m * ldc, ldc, add, tail);
+    for (; m + 4 <= M; m += 4) TT(blk)(4, NV, masked, K, alpha, A + m * ars, ars, acs, B, ldb, C + m * ldc, ldc, add, tail);
+    for (; m < M; m++) TT(blk)(1, NV, masked, K, alpha, A + m * ars, ars, acs, B, ldb, C + m * ldc, ldc, add, tail);
+}
+
+TT_TARGET static void TT(gemm)(int M, int N, int K, float alpha, const float *A, int64_t ars, int64_t acs,
+                               const float *B, int64_t ldb, float *C, int64_t ldc, int add) {
+    for (int n0 = 0; n0 < N; n0 += TT_NVMAX * TT_W) {
+        const int left = N - n0, nv = left >= TT_NVMAX * TT_W ? TT_NVMAX : (left + TT_W - 1) / TT_W;
+        const int rem = left - (nv - 1) * TT_W, masked = rem < TT_W;
+        const M_T tail = M_FIRST(masked ? rem : TT_W);
+        const float *b = B + n0;
+        float *c = C + n0;
+        switch (nv * 2 + masked) {
+#define TT_CASE(NV)                                                                        \
+    case NV * 2: TT(rows)(NV, 0, M, K, alpha, A, ars, acs, b, ldb, c, ldc, add, tail); break; \
+    case NV * 2 + 1: TT(rows)(NV, 1, M, K, alpha, A, ars, acs, b, ldb, c, ldc, add, tail); break;
+            TT_CASE(1)
+            TT_CASE(2)
+#if TT_NVMAX > 2
+            TT_CASE(3)
+            TT_CASE(4)
+#endif
+#undef TT_CASE
+        }
+    }
+}
+
+/* tg_exp_neg (vmath.h), operation for operation */
+TT_TARGET __attribute__((always_inline)) static inline V TT(exp_neg)(V x) {
+    const V shift = V_SET1(12582912.0f);
+    const M_T below = V_LT(x, V_SET1(-87.0f)), nan = V_NAN(x);
+    const V xc = V_SEL(M_OR(below, nan), V_SET1(-87.0f), x);
+    const V n = V_SUB(V_ADD(V_MUL(xc, V_SET1(1.44269504f)), shift), shift);
+    const V r = V_SUB(V_SUB(xc, V_MUL(n, V_SET1(0.693359375f))), V_MUL(n, V_SET1(-2.12194440e-4f)));
+    V p = V_SET1(1.0f / 5040);
+    p = V_ADD(V_MUL(p, r), V_SET1(1.0f / 720));
+    p = V_ADD(V_MUL(p, r), V_SET1(1.0f / 120));
+    p = V_ADD(V_MUL(p, r), V_SET1(1.0f / 24));
+    p = V_ADD(V_MUL(p, r), V_SET1(1.0f / 6));
+    p = V_ADD(V_MUL(p, r), V_SET1(0.5f));
+    p = V_ADD(V_MUL(p, r), V_SET1(1.0f));
+    p = V_ADD(V_MUL(p, r), V_SET1(1.0f));
+    V y = V_MUL(p, V_POW2(n));
+    y = V_SEL(below, V_ZERO(), y);
+    return V_SEL(nan, x, y);
+}
+
+/* Three passes over the tile, each a vector per key and TT_U per row of keys:
+ * the logits and their max, e^{x − m} and its sum (in double: keys 0, 2, 4, …
+ * and 1, 3, 5, … apart, then the two added, as in attn_tile.c's plain copy),
+ * the weights. Between them the lanes' scalars, in vectors too. */
+TT_TARGET static void TT(softmax)(float *S, int64_t lds, int nk, int k0, const int *lo, const int *hi, int raw, float s,
+                                  float sink, float *top, float *psink) {
+    V mx[TT_U], m[TT_U];
+#pragma GCC unroll 4
+    for (int u = 0; u < TT_U; u++) mx[u] = V_SET1(-INFINITY);
+    const V sv = V_SET1(s), ninf = V_SET1(-INFINITY), sinkv = V_SET1(sink);
+    for (int j = 0; j < nk; j++) {
+        const VI jv = VI_SET1(k0 + j);
+#pragma GCC unroll 4
+        for (int u = 0; u < TT_U; u++) {
+            float *x = S + j * lds + u * TT_W;
+            V v = V_LOAD(x);
+            if (raw) {
+                v = V_SEL(VI_IN(VI_LOAD(lo + u * TT_W), VI_LOAD(hi + u * TT_W), jv), V_MUL(v, sv), ninf);
+                V_STORE(x, v);
+            }
+            mx[u] = V_MAX(v, mx[u]);   /* a NaN in v: mx kept (the max skips NaN, as tg_row_max) */
+        }
+    }
+    M_T empty[TT_U];   /* no finite logit and no sink: e^{−inf − 0} = 0 */
+#pragma GCC unroll 4
+    for (int u = 0; u < TT_U; u++) {
+        const V t = V_MAX(mx[u], sinkv);
+        empty[u] = V_EQ(t, ninf);
+        m[u] = V_SEL(empty[u], V_ZERO(), t);
+    }
+    VD sum[TT_U][2][2];
+#pragma GCC unroll 4
+    for (int u = 0; u < TT_U; u++) sum[u][0][0] = sum[u][0][1] = sum[u][1][0] = sum[u][1][1] = VD_ZERO();
+    int j = 0;
+    for (; j + 2 <= nk; j += 2)
+#pragma GCC unroll 2
+        for (int e = 0; e < 2; e++)
+#pragma GCC unroll 4
+            for (int u = 0; u < TT_U; u++) {
+                float *x = S + (j + e) * lds + u * TT_W;
+                const V y = TT(exp_neg)(V_SUB(V_LOAD(x), m[u]));
+                V_STORE(x, y);
+                sum[u][e][0] = VD_ADD(sum[u][e][0], VD_LO(y));
+                sum[u][e][1] = VD_ADD(sum[u][e][1], VD_HI(y));
+            }
+    if (j < nk)
+#pragma GCC unroll 4
+        for (int u = 0; u < TT_U; u++) {
+            float *x = S + j * lds + u * TT_W;
+            const V y = TT(exp_neg)(V_SUB(V_LOAD(x), m[u]));
+            V_STORE(x, y);
+            sum[u][0][0] = VD_ADD(sum[u][0][0], VD_LO(y));
+            sum[u][0][1] = VD_ADD(sum[u][0][1], VD_HI(y));
+        }
+    V inv[TT_U];
+#pragma GCC unroll 4
+    for (int u = 0; u < TT_U; u++) {
+        VD z0 = VD_ADD(sum[u][0][0], sum[u][1][0]), z1 = VD_ADD(sum[u][0][1], sum[u][1][1]);
+        V es = V_ZERO();
+        if (sink > -INFINITY) {
+            es = TT(exp_neg)(V_SUB(sinkv, m[u]));
+            z0 = VD_ADD(z0, VD_LO(es));
+            z1 = VD_ADD(z1, VD_HI(es));
+        }
+        const VD one = VD_SET1(1.0);
+        const V r = VD_TO_V(VD_DIV(one, z0), VD_DIV(one, z1));
+        const M_T nan = V_NAN(r);
+        inv[u] = V_SEL(M_ANDN(nan, empty[u]), V_ZERO(), r);   /* empty: 0, or NaN where a logit is NaN */
+        V_STORE(top + u * TT_W, V_SEL(M_AND(nan, empty[u]), r, mx[u]));
+        if (psink) {
+            const V p = VD_TO_V(VD_DIV(VD_LO(es), z0), VD_DIV(VD_HI(es), z1));
+            V_STORE(psink + u * TT_W, V_SEL(empty[u], V_ZERO(), p));
+        }
+    }
+    for (int jj = 0; jj < nk; jj++)
+#pragma GCC unroll 4
+        for (int u = 0; u < TT_U; u++) {
+            float *x = S + jj * lds + u * TT_W;
+            V_STORE(x, V_MUL(V_LOAD(x), inv[u]));
+        }
+}
+
+/* Y[c·ldy + r] = X[r·ldx + c], r < rows, c < cols: TT_W × TT_W blocks transposed in registers, the edges plain */
+TT_TARGET static void TT(transpose)(const float *X, int64_t ldx, int rows, int cols, float *Y, int64_t ldy) {
+    int r0 = 0;
+    for (; r0 + TT_W <= rows; r0 += TT_W) {
+        int c0 = 0;
+        for (; c0 + TT_W <= cols; c0 += TT_W) {
+            V r[TT_W];
+#pragma GCC unroll 16
+            for (int t = 0; t < TT_W; t++) r[t] = V_LOAD(X + (r0 + t) * ldx + c0);
+            V_TRANSPOSE(r);
+#pragma GCC unroll 16
+            for (int t = 0; t < TT_W; t++) V_STORE(Y + (c0 + t) * ldy + r0, r[t]);
+        }
+        for (int c = c0; c < cols; c++)
+            for (int t = 0; t < TT_W; t++) Y[c * ldy + r0 + t] = X[(r0 + t) * ldx + c];
+    }
+    for (int r = r0; r < rows; r++)
+        for (int c = 0; c < cols; c++) Y[c * ldy + r] = X[r * ldx + c];
+}
+
+/* The softmax's backward on a key-major tile: per lane D = Σ_j P·dP (double, in key
+ * order), then dS = P ⊙ (dP − D) in place of dP; D[a] out. */
+TT_TARGET static void TT(dsoftmax)(float *G, const float *P, int64_t ld, int nk, float *D) {
+    VD sum[TT_U][2][2];   /* even and odd keys apart, as the softmax's sum */
+#pragma GCC unroll 4
+    for (int u = 0; u < TT_U; u++) sum[u][0][0] = sum[u][0][1] = sum[u][1][0] = sum[u][1][1] = VD_ZERO();
+    for (int j = 0; j < nk; j++)
+#pragma GCC unroll 4
+        for (int u = 0; u < TT_U; u++) {
+            const V p = V_LOAD(P + j * ld + u * TT_W), g = V_LOAD(G + j * ld + u * TT_W);
+            sum[u][j & 1][0] = VD_ADD(sum[u][j & 1][0], VD_MUL(VD_LO(p), VD_LO(g)));
+            sum[u][j & 1][1] = VD_ADD(sum[u][j & 1][1], VD_MUL(VD_HI(p), VD_HI(g)));
+        }
+    V dv[TT_U];
+#pragma GCC unroll 4
+    for (int u = 0; u < TT_U; u++) {
+        dv[u] = VD_TO_V(VD_ADD(sum[u][0][0], sum[u][1][0]), VD_ADD(sum[u][0][1], sum[u][1][1]));
+        V_STORE(D + u * TT_W, dv[u]);
+    }
+    for (int j = 0; j < nk; j++)
+#pragma GCC unroll 4
+        for (int u = 0; u < TT_U; u++) {
+            float *g = G + j * ld + u * TT_W;
+            V_STORE(g, V_MUL(V_LOAD(P + j * ld + u * TT_W), V_SUB(V_LOAD(g), dv[u])));
+        }
+}
+
+static const tg_tile_ops TT(ops) = {TT_NAME, TT(gemm), TT(softmax), TT(dsoftmax), TT(transpose)};
+
+#undef TT_U
