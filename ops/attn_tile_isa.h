@@ -13,7 +13,7 @@ TT_TARGET __attribute__((always_inline)) static inline void TT(blk)(const int MR
                                                                    float alpha, const float *A, int64_t ars,
                                                                    int64_t acs, const float *B, int64_t ldb, float *C,
                                                                    int64_t ldc, int add, M_T tail) {
-    V acc[16][4];
+    V acc[16][TT_NVMAX];
 #pragma GCC unroll 16
     for (int r = 0; r < MR; r++)
 #pragma GCC unroll 4
@@ -56,23 +56,44 @@ TT_TARGET __attribute__((always_inline)) static inline void TT(rows)(const int N
     for (; m < M; m++) TT(blk)(1, NV, masked, K, alpha, A + m * ars, ars, acs, B, ldb, C + m * ldc, ldc, add, tail);
 }
 
+/* Each column-block width and mask its own function: inlined into one, the
+ * blocks' loops shared GCC's register allocation, which then kept a B vector
+ * on the stack in the 8×3 loop (reloaded for 8 of its 24 FMAs). */
+#define TT_ROWS(NV, MSK)                                                                                            \
+    TT_TARGET __attribute__((noinline)) static void TT(rows_##NV##_##MSK)(                                          \
+        int M, int K, float alpha, const float *A, int64_t ars, int64_t acs, const float *B, int64_t ldb, float *C, \
+        int64_t ldc, int add, M_T tail) {                                                                           \
+        TT(rows)(NV, MSK, M, K, alpha, A, ars, acs, B, ldb, C, ldc, add, tail);                                     \
+    }
+TT_ROWS(1, 0)
+TT_ROWS(1, 1)
+TT_ROWS(2, 0)
+TT_ROWS(2, 1)
+#if TT_NVMAX > 2
+TT_ROWS(3, 0)
+TT_ROWS(3, 1)
+#endif
+#undef TT_ROWS
+
 TT_TARGET static void TT(gemm)(int M, int N, int K, float alpha, const float *A, int64_t ars, int64_t acs,
                                const float *B, int64_t ldb, float *C, int64_t ldc, int add) {
-    for (int n0 = 0; n0 < N; n0 += TT_NVMAX * TT_W) {
-        const int left = N - n0, nv = left >= TT_NVMAX * TT_W ? TT_NVMAX : (left + TT_W - 1) / TT_W;
+    for (int n0 = 0, nv; n0 < N; n0 += nv * TT_W) {
+        /* vectors left, in blocks of at most TT_NVMAX; never a block of one
+         * behind others (4 vectors as 2 + 2, not 3 + 1) */
+        const int left = N - n0, vl = (left + TT_W - 1) / TT_W;
+        nv = vl <= TT_NVMAX ? vl : vl == TT_NVMAX + 1 ? (vl + 1) / 2 : TT_NVMAX;
         const int rem = left - (nv - 1) * TT_W, masked = rem < TT_W;
         const M_T tail = M_FIRST(masked ? rem : TT_W);
         const float *b = B + n0;
         float *c = C + n0;
         switch (nv * 2 + masked) {
-#define TT_CASE(NV)                                                                        \
-    case NV * 2: TT(rows)(NV, 0, M, K, alpha, A, ars, acs, b, ldb, c, ldc, add, tail); break; \
-    case NV * 2 + 1: TT(rows)(NV, 1, M, K, alpha, A, ars, acs, b, ldb, c, ldc, add, tail); break;
+#define TT_CASE(NV)                                                                           \
+    case NV * 2: TT(rows_##NV##_0)(M, K, alpha, A, ars, acs, b, ldb, c, ldc, add, tail); break; \
+    case NV * 2 + 1: TT(rows_##NV##_1)(M, K, alpha, A, ars, acs, b, ldb, c, ldc, add, tail); break;
             TT_CASE(1)
             TT_CASE(2)
 #if TT_NVMAX > 2
             TT_CASE(3)
-            TT_CASE(4)
 #endif
 #undef TT_CASE
         }
