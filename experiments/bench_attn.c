@@ -129,7 +129,7 @@ int main(int argc, char **argv) {
     tg_blas_info_get(&bi);
     const double fma = tg_timing_fma_gflops(bi.xsmm_bits, threads, 5);   /* the limit, at the products' width */
     printf(" fma_bits=%d fma_gflops=%.1f of_fma=%.0f%%", bi.xsmm_bits, fma, fma > 0 ? 100 * gflop / (best / 1e3) / fma : NAN);
-    printf(" blas_core=%s libxsmm=%s\n", bi.core, bi.xsmm);
+    printf(" blas_core=%s libxsmm=%s tiles=%s\n", bi.core, bi.xsmm, tg_attn_tiles());
     free(dout);
     tg_ctx_free(&ctx);
     tg_params_free(&P);

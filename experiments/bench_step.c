@@ -236,12 +236,14 @@ int main(int argc, char **argv) {
     printf(" fma_bits=%d fma_gflops=%.1f of_fma=%.3f", bi.xsmm_bits, fma, fma > 0 ? gflop / (med / 1e3) / fma : NAN);
     char plan_blas[256];
     char plan[TG_PLAN_NAME_BUF];
-    printf(" loss=%.4f blas_core=%s libxsmm=%s plan=%s\n", loss, bi.core, bi.xsmm, tg_gemm_plan_name(plan));
+    printf(" loss=%.4f blas_core=%s libxsmm=%s tiles=%s plan=%s\n", loss, bi.core, bi.xsmm, tg_attn_tiles(),
+           tg_gemm_plan_name(plan));
     if (profile) {   /* after the timed steps, so that they are timed as without it */
         char head[1600], what[1200];
-        snprintf(head, sizeof head, "# bench_step --profile: size=%s threads=%d attn=%s T=%d; plan %s; blas=%s\n",
+        snprintf(head, sizeof head,
+                 "# bench_step --profile: size=%s threads=%d attn=%s T=%d; plan %s; blas=%s; attention tiles=%s\n",
                  size_names[size], threads, tg_attn_names[attn], T, tg_gemm_plan_describe(what, sizeof what),
-                 tg_blas_info_str(&bi, plan_blas, sizeof plan_blas));
+                 tg_blas_info_str(&bi, plan_blas, sizeof plan_blas), tg_attn_tiles());
         profile_steps(&m, &opt, &ctx, tokens, targets, B, steps, fma, head);
     }
     free(ms);

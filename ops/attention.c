@@ -559,3 +559,5 @@ const float *tg_attention_probs(tg_ctx *ctx, const tg_tensor *out) {
     }
     return NULL;
 }
+
+const char *tg_attn_tiles(void) { return tg_tile_ops_for(0)->name; }

@@ -278,4 +278,9 @@ extern const tg_attn_kernel tg_attn_kernel_composed, tg_attn_kernel_fused;
  * call for `out` (hence ctx not const since 0.19), later calls return it. */
 const float *tg_attention_probs(tg_ctx *ctx, const tg_tensor *out);
 
+/* The code tg_attend's tiles run on here: "avx512", "avx2" (picked at run time
+ * by what the CPU runs; AVX2 on any machine in a -DTG_AVX512_CLONES=OFF build)
+ * or "c". All three give the same bits (tests/test_attn_tile.c). Since 0.19. */
+const char *tg_attn_tiles(void);
+
 #endif
