@@ -5,7 +5,7 @@
  *   with A read both ways, α ≠ 1 and adding into C.
  * - softmax: a plain softmax per lane in double within float rounding, and
  *   every copy equal to the bit; masks, sinks, rows with no key, −inf and NaN.
- * - exp: the vector exp equals tg_exp_neg on every 256th float of [−100, 0]
+ * - exp: the vector exp equals tg_exp_neg on every 1024th float of [−100, 0]
  *   and the specials (through the softmax of one key and a sink).
  * - transpose: exact, every edge of the register blocks, nothing outside written.
  * - dsoftmax: D and dS against plain loops, to the bit, other lanes untouched. */
@@ -180,10 +180,10 @@ static void test_exp_matches_scalar(void **st) {
     for (int a = 0; a < TG_TILE_Q; a++) hi[a] = NK + 1;
     int64_t checked = 0;
     for (int o = 0; o < n_ops; o++)
-        for (uint32_t bits = 0x80000000u; bits <= 0xc2c80000u; bits += 256 * TG_TILE_Q * NK) {
+        for (uint32_t bits = 0x80000000u; bits <= 0xc2c80000u; bits += 1024 * TG_TILE_Q * NK) {
             float xs[NK * TG_TILE_Q];
             for (int i = 0; i < NK * TG_TILE_Q; i++) {
-                uint32_t b = bits + (uint32_t)i * 256;
+                uint32_t b = bits + (uint32_t)i * 1024;
                 memcpy(&xs[i], &b, sizeof b);
             }
             for (int a = 0; a < TG_TILE_Q; a++) S[a] = 0.0f;   /* key 0: logit 0, the max */
