@@ -7,16 +7,17 @@
 #include "attn_tile.h"
 #include "parallel.h"
 
-/* The weights are kept key-major, PT [B, H, Tk, ld] (ld: Tq rounded up to an
- * odd multiple of 16; the lanes of the last tile past Tq 0, the rest unused): a row of PT is a key, its lanes the queries, so the
- * softmax of a tile of 16 queries runs across them a vector per key
- * (attn_tile.h), and both passes read PT in place. A tile's products run on
- * the register-blocked gemm of attn_tile.h, on the tile's keys only:
- *   forward, per 16 query rows:  Sᵀ = K Qᵀ (into PT), softmax, O = P̃ V;
- *   backward, per 16 query rows: dPᵀ = V dOᵀ, dSᵀ = Pᵀ ⊙ (dPᵀ − D), dQ = s·dS K;
+/* The weights are kept key-major, PT [B, H, Tk, ld]: a row of PT is a key, its
+ * lanes the queries (ld: Tq rounded up to an odd multiple of 16; the lanes of the
+ * last tile past Tq hold 0, the rest are never touched), so the softmax of a tile
+ * of 16 queries runs across them, a vector per key (attn_tile.h), and both passes
+ * read PT in place. Every product runs on attn_tile.h's register-blocked gemm,
+ * on a tile's keys only:
+ *   forward, per query tile (or pair):  Sᵀ = K Qᵀ into PT, softmax, O = P̃ V;
+ *   backward, per query tile (or pair): dPᵀ = V dOᵀ, dSᵀ = Pᵀ ⊙ (dPᵀ − D), dQ = s·dS K;
  *   per 16 keys, over the query rows that see them: dV = P̃ᵀ dO, dK = s·dSᵀ Q.
- * No product is called per block of a library: the 16×nk tiles are too small
- * for a call to pay (docs/speed.md). */
+ * No library is called per tile: a 16×nk product is too small for a call to pay
+ * (docs/speed.md#the-attention-tiles). */
 
 /* Query rows [i0, i1) (at most TG_TILE_Q) and the keys [k0, k1) any of them may
  * see (whole 16-float vectors within Tk, as vec_span). */
@@ -113,12 +114,12 @@ static int64_t kb_pairs(const attn_rec *r) {
 }
 
 /* Two query tiles at a time, over the keys either sees: the products Sᵀ = K Qᵀ
- * and dPᵀ = V dOᵀ then have 32 columns, not 16, and load a float of K or V
- * for two FMAs, not one (the gemm's N = 16 kernel ran at 52-65% of the FMA peak
- * on a Zen 5, hot in L1, 32 at 76-88%: one load per FMA is the limit there).
- * A tile's keys past its own are masked to weight 0 by its spans; they are
- * computed, not counted (blk_pairs), and pair tiles only when they are at most
- * a quarter of the own (at T 32, causal, 16 of 48: the tiles run apart). */
+ * and dPᵀ = V dOᵀ then have 32 columns, not 16, and load a float of K or V for
+ * two FMAs, not one (experiments/bench_blocks on a Zen 5: 8×2 vectors at 98% of
+ * the FMA peak, 16×1 at 77-91%). A tile's keys past its own are masked to weight 0
+ * by its spans; they are computed, not counted (blk_pairs), and tiles pair only
+ * when those are at most a quarter of their own (at T 32, causal, 16 of 48: the
+ * two tiles run apart). */
 typedef struct { int a0, nt, k0, k1; const attn_blk *t[2]; } tile_pair;
 static tile_pair pair_at(const attn_rec *r, int q) {
     tile_pair p = {r->blk[q].i0, 1, r->blk[q].k0, r->blk[q].k1, {&r->blk[q], NULL}};
@@ -269,7 +270,7 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
         const float *Pd = PTh;
         if (g->dropout > 0) {
             for (int k = 0; k < Tk; k++)
-                for (int i = 0; i < ld; i++) {
+                for (int i = 0; i < Tq; i++) {   /* the key tiles read lanes below Tq */
                     const float p = PTh[(int64_t)k * ld + i];
                     w->PD[(int64_t)k * ld + i] = p != 0 && tg_attn_keep(g, b, h, i, k) ? p * g->drop_scale : 0.0f;
                 }

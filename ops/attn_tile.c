@@ -77,10 +77,12 @@ static const tg_tile_ops c_ops = {"c", c_gemm, c_softmax, c_dsoftmax, c_transpos
 #define TT_NAME "avx512"
 #define TT_TARGET __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma,avx2")))
 #define TT_W 16
-/* Blocks of C measured on a Zen 5 (AVX-512, hot in L1, K 64, two runs): 8×3 vectors
- * 93-98% of the FMA peak, 8×2 92-98%, 6×4 92-96%, 12×2 93-97%, 4×4 68-75%, 4×3
- * 65-71%, 16×1 61-63%, 8×1 57-59%: a block wants 16-24 accumulators and at most
- * ~0.6 loads an FMA (a row of 16 columns, one vector, loads a float of A per FMA) */
+/* Blocks of C as experiments/bench_blocks times them (AMD EPYC Zen 5, hot in L1, K
+ * 64, two runs): 8×3 vectors 99-102% of the FMA peak (measured beside them), 8×2 98%,
+ * 6×4 99-101%, 12×2 98-99%, 4×4 77-78%, 4×3 70%, 16×1 77-87%, 8×1 74-77%: a block
+ * wants 16-24 accumulators and few loads an FMA (a block one vector wide loads a
+ * float of A per FMA). 6×4 would serve N 64
+ * as well, but 16 rows (a tile) are 8 + 8, and 6 + 6 + 4 ends in a 4×4. */
 #define TT_NVMAX 3
 #define TT_MR(nv) ((nv) == 1 ? 16 : 8)
 #define V __m512
@@ -197,8 +199,8 @@ static const tg_tile_ops c_ops = {"c", c_gemm, c_softmax, c_dsoftmax, c_transpos
 #define TT_NAME "avx2"
 #define TT_TARGET __attribute__((target("avx2,fma")))
 #define TT_W 8
-/* Measured as the AVX-512 blocks, of the AVX2 peak (same Zen 5, ymm): 4×3 91-92%,
- * 6×2 88-89%, 12×1 80%, 5×2 79-81%, 3×3 74-77%, 8×1 70%, 4×2 64-65% */
+/* The same for AVX2 (same machine, of the 256-bit peak): 4×3 100-101%, 6×2 98-101%,
+ * 12×1 91-93%, 3×3 87%, 8×1 87-89%, 4×2 78-82% */
 #define TT_NVMAX 3
 #define TT_MR(nv) ((nv) == 1 ? 12 : (nv) == 2 ? 6 : 4)   /* ≤ 12 accumulators of the 16 registers */
 #define V __m256

@@ -3,7 +3,8 @@
 # quiet machine; each output names the date, the load average, the CPU and the
 # kernels). Then scripts/docs.sh updates the page.
 #   scripts/bench_docs.sh            all of them (about 20 minutes on 2 cores)
-#   scripts/bench_docs.sh step1 attn  only those (fma step2 step2p step1 attn window shapes gemm profile kernel)
+#   scripts/bench_docs.sh step1 attn  only those (fma step2 step2p step1 attn window shapes gemm profile kernel
+#                                     blocks tiles)
 #   ISA=avx2 scripts/bench_docs.sh   the AVX2 code on this AVX-512 machine (build-avx2/, made here
 #                                    with -DTG_AVX512_CLONES=OFF; LIBXSMM_TARGET=hsw,
 #                                    OPENBLAS_CORETYPE=Haswell) -> docs/data/bench/avx2/ (no kernel)
@@ -18,6 +19,9 @@
 # gemm:   bench_gemm --size S --threads 1          -> gemm-small.txt, gemm-seed.txt, gemm-large.txt
 # profile: bench_step --size seed --threads 1 --profile -> profile-seed.txt
 # kernel: OMP_WAIT_POLICY=passive ROUNDS=7 scripts/bench_kernel.sh -> kernel.txt
+# blocks: bench_blocks (the tiles' register blocks, 1 thread) -> blocks.txt
+# tiles:  scripts/bench_tiles.sh (the composed op's share in the step, 1 thread; BUILDS="OLD build ..."
+#         to put other builds beside this one) -> tiles.txt
 # Every benchmark runs tapegrad as a user runs it (OPENBLAS_CORETYPE unset).
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -57,7 +61,9 @@ for w in "${what[@]}"; do
         profile) save profile-seed.txt "${gemm_env[@]}" "${gemm_bin%/bench_gemm}/bench_step" --size seed --threads 1 --steps 20 --sgemm 0 --profile ;;
         kernel) [ "$isa" = native ] || { echo "bench_docs.sh: kernel is for ISA=native" >&2; exit 2; }
                 save kernel.txt env -u OPENBLAS_CORETYPE OMP_WAIT_POLICY=passive ROUNDS=7 "$top/scripts/bench_kernel.sh" ;;
-        *) echo "bench_docs.sh: unknown benchmark '$w' (fma step2 step2p step1 attn window shapes gemm profile kernel)" >&2; exit 2 ;;
+        blocks) save blocks.txt "${gemm_bin%/bench_gemm}/bench_blocks" ;;
+        tiles) save tiles.txt env BUILDS="${BUILDS:-build}" ROUNDS=11 "$top/scripts/bench_tiles.sh" ;;
+        *) echo "bench_docs.sh: unknown benchmark '$w' (fma step2 step2p step1 attn window shapes gemm profile kernel blocks tiles)" >&2; exit 2 ;;
     esac
 done
 echo "bench_docs.sh: wrote docs/data/bench/; now run scripts/docs.sh" >&2
