@@ -1,16 +1,17 @@
 /* Internal to the attention ops (not installed, not exported): register-blocked
  * tiles, one copy per ISA (AVX-512, AVX2, plain C), picked at run time.
  *
- * - gemm: C (+)= α·A B for the small products of a head, A read by strides
- *   (row-major A: ars = lda, acs = 1; Aᵀ of a row-major matrix: ars = 1,
- *   acs = lda), B and C row-major. MR rows of C × NV vectors of columns stay
- *   in registers while k runs; each k broadcasts one float of A per row and
- *   loads NV vectors of B: no packing, no call per block. Every C entry is
- *   one chain of FMAs in k order, so the three copies agree to the bit.
- * - softmax: a key-major tile S [nk][16] (row j: key k0 + j, lane a: query
- *   a; rows lds apart) becomes the weights of its 16 query rows in place. The row work (mask,
- *   max, exp, sum, 1/sum) runs across the 16 queries at once, a vector per
- *   key, with no reduction inside a vector.
+ * - gemm: C = α·A B (add: C += α·A B; α multiplies the finished sum) for the
+ *   small products of a head, A read by strides (row-major A: ars = lda,
+ *   acs = 1; Aᵀ of a row-major matrix: ars = 1, acs = lda), B and C
+ *   row-major. MR rows of C × NV vectors of columns stay in registers while k
+ *   runs; each k broadcasts one float of A per row and loads NV vectors of B:
+ *   no packing, no call per block. Every C entry is one chain of FMAs in k
+ *   order, so the three copies agree to the bit.
+ * - softmax: a key-major tile S [nk][16] (row j: key k0 + j, lane a: query a;
+ *   rows lds apart) becomes the weights of its 16 query rows in place. The
+ *   row work (mask, max, exp, sum, 1/sum) runs across the 16 queries at once,
+ *   a vector per key, with no reduction inside a vector.
  * - dsoftmax: the softmax's backward on such a tile, across the lanes too.
  * - transpose: by TT_W × TT_W blocks in registers.
  *
