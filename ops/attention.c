@@ -77,25 +77,27 @@ static int query_blocks(tg_ctx *ctx, const tg_attn_geom *g, attn_blk **out) {
 }
 
 /* The key tiles: for each TG_TILE_Q keys, the query rows whose spans meet them
- * (none: q0 = q1, the product writes 0). */
+ * (none: q0 = q1, the product writes 0). Without padding both ends of a span
+ * rise with the row, so the rows with hi > k0 and lo < k1 are one run, found
+ * by two cursors in one pass (a row in it whose span is empty has weight 0). */
 static int key_blocks(tg_ctx *ctx, const tg_attn_geom *g, key_blk **out) {
     const int Tq = g->Tq, Tk = g->Tk, n = (Tk + TG_TILE_Q - 1) / TG_TILE_Q;
     key_blk *kb = tg_arena_alloc(ctx, (size_t)n * sizeof *kb);
     tg_attn_geom g0 = *g;
     g0.kv_len = NULL;
+    int a = 0, b = 0, lo, hi;
     for (int q = 0; q < n; q++) {
         key_blk *k = &kb[q];
         k->k0 = q * TG_TILE_Q, k->k1 = k->k0 + TG_TILE_Q < Tk ? k->k0 + TG_TILE_Q : Tk;
-        k->q0 = Tq, k->q1 = 0;
-        for (int i = 0; i < Tq; i++) {
-            int lo, hi;
-            tg_attn_span(&g0, 0, i, &lo, &hi);
-            if (lo < k->k1 && hi > k->k0 && hi > lo) {
-                k->q0 = i < k->q0 ? i : k->q0;
-                k->q1 = i + 1;
-            }
+        for (; a < Tq; a++) {   /* the first row whose span ends past k0 */
+            tg_attn_span(&g0, 0, a, &lo, &hi);
+            if (hi > k->k0) break;
         }
-        if (k->q1 <= k->q0) k->q0 = k->q1 = 0;
+        for (; b < Tq; b++) {   /* past the last row whose span starts before k1 */
+            tg_attn_span(&g0, 0, b, &lo, &hi);
+            if (lo >= k->k1) break;
+        }
+        k->q0 = b > a ? a : 0, k->q1 = b > a ? b : 0;
     }
     *out = kb;
     return n;

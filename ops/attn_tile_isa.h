@@ -6,7 +6,7 @@
 
 #define TT_U (TG_TILE_Q / TT_W)   /* vectors across a tile's 16 queries */
 
-/* C[0..MR) × [0..NV vectors) (+)= α Σ_k A[r·ars + k·acs] B[k·ldb + ·]: the accumulators
+/* C[0..MR) × [0..NV vectors) = α Σ_k A[r·ars + k·acs] B[k·ldb + ·] (add: +=): the accumulators
  * stay in registers over k (MR·NV of them; GCC scalarises the array once the
  * loops are unrolled at constant bounds). The last vector masked when masked. */
 TT_TARGET __attribute__((always_inline)) static inline void TT(blk)(const int MR, const int NV, const int masked, int K,
@@ -20,7 +20,7 @@ TT_TARGET __attribute__((always_inline)) static inline void TT(blk)(const int MR
         for (int v = 0; v < NV; v++) acc[r][v] = V_ZERO();
     for (int k = 0; k < K; k++) {
         const float *b = B + k * ldb, *a = A + k * acs;
-        V bv[4];
+        V bv[TT_NVMAX];
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) bv[v] = masked && v == NV - 1 ? V_LOADM(b + v * TT_W, tail) : V_LOAD(b + v * TT_W);
 #pragma GCC unroll 16
@@ -120,6 +120,14 @@ TT_TARGET __attribute__((always_inline)) static inline V TT(exp_neg)(V x) {
     return V_SEL(nan, x, y);
 }
 
+/* x = e^{x − m} in place, added to the key parity's double sums s[0..2) */
+TT_TARGET __attribute__((always_inline)) static inline void TT(exp_sum)(float *x, V m, VD *s) {
+    const V y = TT(exp_neg)(V_SUB(V_LOAD(x), m));
+    V_STORE(x, y);
+    s[0] = VD_ADD(s[0], VD_LO(y));
+    s[1] = VD_ADD(s[1], VD_HI(y));
+}
+
 /* Three passes over the tile, each a vector per key and TT_U per row of keys:
  * the logits and their max, e^{x − m} and its sum (in double: keys 0, 2, 4, …
  * and 1, 3, 5, … apart, then the two added, as in attn_tile.c's plain copy),
@@ -154,26 +162,14 @@ TT_TARGET static void TT(softmax)(float *S, int64_t lds, int nk, int k0, const i
 #pragma GCC unroll 4
     for (int u = 0; u < TT_U; u++) sum[u][0][0] = sum[u][0][1] = sum[u][1][0] = sum[u][1][1] = VD_ZERO();
     int j = 0;
-    for (; j + 2 <= nk; j += 2)
+    for (; j + 2 <= nk; j += 2)   /* two keys a trip: the even/odd sums at constant indices, in registers */
 #pragma GCC unroll 2
         for (int e = 0; e < 2; e++)
 #pragma GCC unroll 4
-            for (int u = 0; u < TT_U; u++) {
-                float *x = S + (j + e) * lds + u * TT_W;
-                const V y = TT(exp_neg)(V_SUB(V_LOAD(x), m[u]));
-                V_STORE(x, y);
-                sum[u][e][0] = VD_ADD(sum[u][e][0], VD_LO(y));
-                sum[u][e][1] = VD_ADD(sum[u][e][1], VD_HI(y));
-            }
+            for (int u = 0; u < TT_U; u++) TT(exp_sum)(S + (j + e) * lds + u * TT_W, m[u], sum[u][e]);
     if (j < nk)
 #pragma GCC unroll 4
-        for (int u = 0; u < TT_U; u++) {
-            float *x = S + j * lds + u * TT_W;
-            const V y = TT(exp_neg)(V_SUB(V_LOAD(x), m[u]));
-            V_STORE(x, y);
-            sum[u][0][0] = VD_ADD(sum[u][0][0], VD_LO(y));
-            sum[u][0][1] = VD_ADD(sum[u][0][1], VD_HI(y));
-        }
+        for (int u = 0; u < TT_U; u++) TT(exp_sum)(S + j * lds + u * TT_W, m[u], sum[u][0]);
     V inv[TT_U];
 #pragma GCC unroll 4
     for (int u = 0; u < TT_U; u++) {
@@ -222,8 +218,8 @@ TT_TARGET static void TT(transpose)(const float *X, int64_t ldx, int rows, int c
         for (int c = 0; c < cols; c++) Y[c * ldy + r] = X[r * ldx + c];
 }
 
-/* The softmax's backward on a key-major tile: per lane D = Σ_j P·dP (double, in key
- * order), then dS = P ⊙ (dP − D) in place of dP; D[a] out. */
+/* The softmax's backward on a key-major tile: per lane D = Σ_j P·dP (double, even
+ * and odd keys apart, then added), then dS = P ⊙ (dP − D) in place of dP; D[a] out. */
 TT_TARGET static void TT(dsoftmax)(float *G, const float *P, int64_t ld, int nk, float *D) {
     VD sum[TT_U][2][2];   /* even and odd keys apart, as the softmax's sum */
 #pragma GCC unroll 4
