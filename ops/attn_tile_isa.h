@@ -18,17 +18,24 @@ TT_TARGET __attribute__((always_inline)) static inline void TT(blk)(const int MR
     for (int r = 0; r < MR; r++)
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) acc[r][v] = V_ZERO();
+    /* rows in groups of 4 from their own pointers, bumped along k: a row's float is
+     * then a pointer plus 0, 1, 2 or 3 strides (four registers, not sixteen offsets) */
+    const float *ag[4] = {A, MR > 4 ? A + 4 * ars : A, MR > 8 ? A + 8 * ars : A, MR > 12 ? A + 12 * ars : A};
+    const int64_t s2 = 2 * ars, s3 = 3 * ars;
     for (int k = 0; k < K; k++) {
-        const float *b = B + k * ldb, *a = A + k * acs;
+        const float *b = B + k * ldb;
         V bv[TT_NVMAX];
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) bv[v] = masked && v == NV - 1 ? V_LOADM(b + v * TT_W, tail) : V_LOAD(b + v * TT_W);
 #pragma GCC unroll 16
         for (int r = 0; r < MR; r++) {
-            const V ar = V_SET1(a[r * ars]);
+            const float *ap = ag[r / 4];
+            const V ar = V_SET1(r % 4 == 0 ? ap[0] : r % 4 == 1 ? ap[ars] : r % 4 == 2 ? ap[s2] : ap[s3]);
 #pragma GCC unroll 4
             for (int v = 0; v < NV; v++) acc[r][v] = V_FMA(ar, bv[v], acc[r][v]);
         }
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) ag[g] += acs;
     }
     const V al = V_SET1(alpha);
 #pragma GCC unroll 16
