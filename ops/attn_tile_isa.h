@@ -34,8 +34,9 @@ TT_TARGET __attribute__((always_inline)) static inline void TT(blk)(const int MR
 #pragma GCC unroll 4
             for (int v = 0; v < NV; v++) acc[r][v] = V_FMA(ar, bv[v], acc[r][v]);
         }
+        if (k + 1 < K)   /* not past A's last column */
 #pragma GCC unroll 4
-        for (int g = 0; g < 4; g++) ag[g] += acs;
+            for (int g = 0; g < 4; g++) ag[g] += acs;
     }
     const V al = V_SET1(alpha);
 #pragma GCC unroll 16
