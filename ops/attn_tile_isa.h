@@ -85,6 +85,12 @@ TT_ROWS(3, 1)
 
 TT_TARGET static void TT(gemm)(int M, int N, int K, float alpha, const float *A, int64_t ars, int64_t acs,
                                const float *B, int64_t ldb, float *C, int64_t ldc, int add) {
+#ifdef TG_TILE_FLOOR
+    /* a diagnostic build (-DTG_TILE_FLOOR, wrong results): every product cut to at
+     * most one k step, so a benchmark times what the op costs beside its FMAs
+     * (docs/speed.md#the-attention-tiles) */
+    K = K > 1 ? 1 : K;
+#endif
     for (int n0 = 0, nv; n0 < N; n0 += nv * TT_W) {
         /* vectors left, in blocks of at most TT_NVMAX; never a block of one
          * behind others (4 vectors as 2 + 2, not 3 + 1) */
@@ -253,6 +259,10 @@ TT_TARGET static void TT(dsoftmax)(float *G, const float *P, int64_t ld, int nk,
         }
 }
 
+#ifdef TG_TILE_FLOOR   /* every line a benchmark prints then says so */
+static const tg_tile_ops TT(ops) = {TT_NAME "-floor", TT(gemm), TT(softmax), TT(dsoftmax), TT(transpose)};
+#else
 static const tg_tile_ops TT(ops) = {TT_NAME, TT(gemm), TT(softmax), TT(dsoftmax), TT(transpose)};
+#endif
 
 #undef TT_U
