@@ -259,10 +259,12 @@ TT_TARGET static void TT(dsoftmax)(float *G, const float *P, int64_t ld, int nk,
         }
 }
 
-#ifdef TG_TILE_FLOOR   /* every line a benchmark prints then says so */
-static const tg_tile_ops TT(ops) = {TT_NAME "-floor", TT(gemm), TT(softmax), TT(dsoftmax), TT(transpose)};
+#ifdef TG_TILE_FLOOR
+#define TT_FLOOR "-floor"   /* every line a benchmark prints then says so */
 #else
-static const tg_tile_ops TT(ops) = {TT_NAME, TT(gemm), TT(softmax), TT(dsoftmax), TT(transpose)};
+#define TT_FLOOR ""
 #endif
+static const tg_tile_ops TT(ops) = {TT_NAME TT_FLOOR, TT(gemm), TT(softmax), TT(dsoftmax), TT(transpose)};
+#undef TT_FLOOR
 
 #undef TT_U

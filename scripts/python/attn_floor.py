@@ -24,7 +24,7 @@ def main(path):
         sys.exit(f"attn_floor.py: {path}: no attn= lines (bench_attn's output?)")
     print(f"{'T':>4} {'B':>3} {'H':>2} {'d_head':>6} {'op_ms':>7} {'floor_ms':>8} {'floor':>6} {'of_fma':>6} "
           f"{'if_free':>7} rounds")
-    for (T, B, H, dh, causal), d in sorted(by.items()):
+    for (T, B, H, dh, _causal), d in sorted(by.items()):
         if not d["op"] or not d["floor"]:
             sys.exit(f"attn_floor.py: {path}: T={T} B={B} d_head={dh} lacks an op or a floor line")
         op, fl, of = (statistics.median(d[k]) for k in ("op", "floor", "of_fma"))
