@@ -1,6 +1,6 @@
 /* bench_gelu: is GELU's exp the limit of tg_bias_gelu, and what would FMAs buy?
- * Times, per ISA, one thread, hot in L2, the rows of the small step's MLP
- * (--rows × --cols, bias added as tg_bias_gelu does):
+ * Times, per ISA, one thread, --rows × --cols (by default the small step's MLP,
+ * 512 KB an array), the bias added as tg_bias_gelu does:
  *   ops    the loops ops/bias_gelu.c runs: vmath.h's tg_gelu_f / tg_gelu_grad_f
  *          under omp simd (no FMA: ISO C does not contract, and GCC does not
  *          vectorise fmaf, so every clone gives the same bits);
@@ -11,8 +11,8 @@
  * forward y = gelu(x + b); backward dx = g · gelu'(x + b) (written, not added).
  * Prints "isa pass path ns_per_elem max_abs_err" lines (the error against the
  * tanh form in double; "-" for noexp, whose values are wrong)
- * and, per ISA and pass, ops/fma as a ratio: medians of --rounds alternating
- * rounds.
+ * and, per ISA and pass, the ratios ops/fma and ops/noexp: medians of --rounds
+ * alternating rounds.
  *   bench_gelu [--rows N] [--cols N] [--rounds N] */
 #include <math.h>
 #include <stdio.h>
@@ -45,36 +45,25 @@ static inline float gelu_grad_noexp(float v) {
     return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
 }
 
-/* The ops' loops (ops/bias_gelu.c) and their noexp twins, one copy per ISA */
-#define LOOPS(SFX, TGT)                                                                                            \
-    __attribute__((target(TGT), noinline)) static void ops_fwd_##SFX(const float *x, const float *b, float *y,    \
-                                                                       int rows, int D) {                          \
+/* The ops' loops (ops/bias_gelu.c) on element functions F (forward) and G (its
+ * derivative): the ops' own, or the noexp twins; one copy per ISA */
+#define LOOPS(PATH, SFX, TGT, F, G)                                                                                \
+    __attribute__((target(TGT), noinline)) static void PATH##_fwd_##SFX(const float *x, const float *b, float *y,  \
+                                                                          int rows, int D) {                       \
         for (int r = 0; r < rows; r++) {                                                                           \
-            _Pragma("omp simd") for (int c = 0; c < D; c++) y[r * D + c] = tg_gelu_f(x[r * D + c] + b[c]);      \
+            _Pragma("omp simd") for (int c = 0; c < D; c++) y[r * D + c] = F(x[r * D + c] + b[c]);                \
         }                                                                                                          \
     }                                                                                                              \
-    __attribute__((target(TGT), noinline)) static void ops_bwd_##SFX(const float *x, const float *b,              \
-                                                                       const float *g, float *dx, int rows, int D) { \
+    __attribute__((target(TGT), noinline)) static void PATH##_bwd_##SFX(const float *x, const float *b,           \
+                                                                          const float *g, float *dx, int rows, int D) { \
         for (int r = 0; r < rows; r++) {                                                                           \
-            _Pragma("omp simd") for (int c = 0; c < D; c++) dx[r * D + c] =                                       \
-                g[r * D + c] * tg_gelu_grad_f(x[r * D + c] + b[c]);                                                \
-        }                                                                                                          \
-    }                                                                                                              \
-    __attribute__((target(TGT), noinline)) static void noexp_fwd_##SFX(const float *x, const float *b, float *y,  \
-                                                                         int rows, int D) {                        \
-        for (int r = 0; r < rows; r++) {                                                                           \
-            _Pragma("omp simd") for (int c = 0; c < D; c++) y[r * D + c] = gelu_noexp(x[r * D + c] + b[c]);     \
-        }                                                                                                          \
-    }                                                                                                              \
-    __attribute__((target(TGT), noinline)) static void noexp_bwd_##SFX(const float *x, const float *b,            \
-                                                                         const float *g, float *dx, int rows, int D) { \
-        for (int r = 0; r < rows; r++) {                                                                           \
-            _Pragma("omp simd") for (int c = 0; c < D; c++) dx[r * D + c] =                                       \
-                g[r * D + c] * gelu_grad_noexp(x[r * D + c] + b[c]);                                               \
+            _Pragma("omp simd") for (int c = 0; c < D; c++) dx[r * D + c] = g[r * D + c] * G(x[r * D + c] + b[c]); \
         }                                                                                                          \
     }
-LOOPS(512, "arch=x86-64-v4")
-LOOPS(256, "avx2")
+LOOPS(ops, 512, "arch=x86-64-v4", tg_gelu_f, tg_gelu_grad_f)
+LOOPS(ops, 256, "avx2", tg_gelu_f, tg_gelu_grad_f)
+LOOPS(noexp, 512, "arch=x86-64-v4", gelu_noexp, gelu_grad_noexp)
+LOOPS(noexp, 256, "avx2", gelu_noexp, gelu_grad_noexp)
 
 /* The prototype, written once over the vector macros of each ISA */
 #define PROTO(SFX, TGT, V, W, SET1, LOAD, STORE, ADD, SUB, MUL, DIV, FMA, MIN, ABS, COPYSIGN, POW2)                \
