@@ -1,17 +1,15 @@
-/* bench_gelu: is GELU's exp the limit of tg_bias_gelu, and what would FMAs buy?
- * Times, per ISA, one thread, --rows × --cols (by default the small step's MLP,
- * 512 KB an array), the bias added as tg_bias_gelu does:
- *   ops    the loops ops/bias_gelu.c runs: vmath.h's tg_gelu_f / tg_gelu_grad_f
- *          under omp simd (no FMA: ISO C does not contract, and GCC does not
- *          vectorise fmaf, so every clone gives the same bits);
- *   noexp  the same loops with e^{−2|u|} replaced by −2|u| (wrong results):
- *          what the exp costs;
- *   fma    a prototype in intrinsics, not used by any op: u = C·v·(1 + K v²),
- *          e^x by FMAs (Horner's 7 steps as Estrin's 3), tanh = (1 − e)/(1 + e).
+/* bench_gelu: GELU's loops, 0.19.0's against the ops' (ops/gelu_vec.h), and
+ * what the exp costs. Times, per ISA, one thread, --rows × --cols (by default
+ * the small step's MLP, 512 KB an array), the bias added as tg_bias_gelu does:
+ *   0.19   the loops tg_bias_gelu ran in 0.19.0: tanh by 0.19.0's vmath.h
+ *          (tg_exp_neg, Horner's seven multiply-adds, no FMA) under omp simd;
+ *   noexp  the same with e^{−2|u|} replaced by −2|u| (wrong results): what
+ *          the exp costs there;
+ *   ops    the ops' loops now: gelu_vec.h's copy for the ISA (FMAs, Estrin).
  * forward y = gelu(x + b); backward dx = g · gelu'(x + b) (written, not added).
  * Prints "isa pass path ns_per_elem max_abs_err" lines (the error against the
- * tanh form in double; "-" for noexp, whose values are wrong)
- * and, per ISA and pass, the ratios ops/fma and ops/noexp: medians of --rounds
+ * tanh form in double; "-" for noexp, whose values are wrong) and, per ISA
+ * and pass, the ratios 0.19/ops and 0.19/noexp: medians of --rounds
  * alternating rounds.
  *   bench_gelu [--rows N] [--cols N] [--rounds N] */
 #include <math.h>
@@ -19,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gelu_vec.h"
 #include "tg_cli.h"
 #include "tg_profile.h"
 #include "vmath.h"
@@ -26,27 +25,31 @@
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
 
-/* tg_tanh_f without its exp: the noexp row */
-static inline float tanh_noexp(float u) {
+#define GELU_C 0.7978845608028654f   /* √(2/π) */
+#define GELU_K 0.044715f
+
+/* 0.19.0's tanh (vmath.h's tg_tanh_f); without its exp for noexp */
+static inline float tanh_019(float u, int with_exp) {
     float a = fabsf(u);
     int32_t ab;
     memcpy(&ab, &a, sizeof ab);
-    ab = ab < 0x41a00000 ? ab : 0x41a00000;
+    ab = ab < 0x41a00000 ? ab : 0x41a00000;   /* 20.0f */
     memcpy(&a, &ab, sizeof a);
-    const float e = -2.0f * a;
+    const float e = with_exp ? tg_exp_neg(-2.0f * a) : -2.0f * a;
     return copysignf((1.0f - e) / (1.0f + e), u);
 }
-static inline float gelu_noexp(float v) {
-    return 0.5f * v * (1.0f + tanh_noexp(TG_GELU_C * (v + TG_GELU_K * v * v * v)));
-}
-static inline float gelu_grad_noexp(float v) {
-    const float t = tanh_noexp(TG_GELU_C * (v + TG_GELU_K * v * v * v));
-    const float du = TG_GELU_C * (1.0f + 3.0f * TG_GELU_K * v * v);
+static inline float gelu_019(float v) { return 0.5f * v * (1.0f + tanh_019(GELU_C * (v + GELU_K * v * v * v), 1)); }
+static inline float gelu_noexp(float v) { return 0.5f * v * (1.0f + tanh_019(GELU_C * (v + GELU_K * v * v * v), 0)); }
+static inline float grad_019(float v, int with_exp) {
+    const float t = tanh_019(GELU_C * (v + GELU_K * v * v * v), with_exp);
+    const float du = GELU_C * (1.0f + 3.0f * GELU_K * v * v);
     return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
 }
+static inline float gelu_grad_019(float v) { return grad_019(v, 1); }
+static inline float gelu_grad_noexp(float v) { return grad_019(v, 0); }
 
-/* The ops' loops (ops/bias_gelu.c) on element functions F (forward) and G (its
- * derivative): the ops' own, or the noexp twins; one copy per ISA */
+/* 0.19.0's loops (ops/bias_gelu.c) on element functions F (forward) and G (its
+ * derivative): 0.19.0's own, or the noexp twins; one copy per ISA */
 #define LOOPS(PATH, SFX, TGT, F, G)                                                                                \
     __attribute__((target(TGT), noinline)) static void PATH##_fwd_##SFX(const float *x, const float *b, float *y,  \
                                                                           int rows, int D) {                       \
@@ -60,62 +63,35 @@ static inline float gelu_grad_noexp(float v) {
             _Pragma("omp simd") for (int c = 0; c < D; c++) dx[r * D + c] = g[r * D + c] * G(x[r * D + c] + b[c]); \
         }                                                                                                          \
     }
-LOOPS(ops, 512, "arch=x86-64-v4", tg_gelu_f, tg_gelu_grad_f)
-LOOPS(ops, 256, "avx2", tg_gelu_f, tg_gelu_grad_f)
+LOOPS(v019, 512, "arch=x86-64-v4", gelu_019, gelu_grad_019)
+LOOPS(v019, 256, "avx2", gelu_019, gelu_grad_019)
 LOOPS(noexp, 512, "arch=x86-64-v4", gelu_noexp, gelu_grad_noexp)
 LOOPS(noexp, 256, "avx2", gelu_noexp, gelu_grad_noexp)
 
-/* The prototype, written once over the vector macros of each ISA */
-#define PROTO(SFX, TGT, V, W, SET1, LOAD, STORE, ADD, SUB, MUL, DIV, FMA, MIN, ABS, COPYSIGN, POW2)                \
-    __attribute__((target(TGT), always_inline)) static inline V tanh_##SFX(V u) {                                 \
-        const V x = MUL(MIN(ABS(u), SET1(20.0f)), SET1(-2.0f)); /* e^x, x in [−40, 0]: no clamp */               \
-        const V sh = SET1(12582912.0f), n = SUB(FMA(x, SET1(1.44269504f), sh), sh);                              \
-        const V r = FMA(n, SET1(2.12194440e-4f), FMA(n, SET1(-0.693359375f), x)), r2 = MUL(r, r), r4 = MUL(r2, r2); \
-        const V b0 = FMA(FMA(r, SET1(1.0f / 6), SET1(0.5f)), r2, ADD(r, SET1(1.0f)));                             \
-        const V b1 = FMA(FMA(r, SET1(1.0f / 5040), SET1(1.0f / 720)), r2, FMA(r, SET1(1.0f / 120), SET1(1.0f / 24))); \
-        const V e = MUL(FMA(b1, r4, b0), POW2(n));                                                                 \
-        return COPYSIGN(DIV(SUB(SET1(1.0f), e), ADD(SET1(1.0f), e)), u);                                           \
-    }                                                                                                              \
-    __attribute__((target(TGT), noinline)) static void fma_fwd_##SFX(const float *x, const float *b, float *y,    \
-                                                                       int rows, int D) {                          \
-        for (int r = 0; r < rows; r++)                                                                             \
-            for (int c = 0; c < D; c += W) {                                                                       \
-                const V v = ADD(LOAD(x + r * D + c), LOAD(b + c));                                                 \
-                const V u = MUL(MUL(SET1(TG_GELU_C), v), FMA(MUL(v, v), SET1(TG_GELU_K), SET1(1.0f)));           \
-                STORE(y + r * D + c, MUL(MUL(SET1(0.5f), v), ADD(SET1(1.0f), tanh_##SFX(u))));                   \
-            }                                                                                                      \
-    }                                                                                                              \
-    __attribute__((target(TGT), noinline)) static void fma_bwd_##SFX(const float *x, const float *b,              \
-                                                                       const float *g, float *dx, int rows, int D) { \
-        for (int r = 0; r < rows; r++)                                                                             \
-            for (int c = 0; c < D; c += W) {                                                                       \
-                const V v = ADD(LOAD(x + r * D + c), LOAD(b + c)), v2 = MUL(v, v);                                 \
-                const V t = tanh_##SFX(MUL(MUL(SET1(TG_GELU_C), v), FMA(v2, SET1(TG_GELU_K), SET1(1.0f))));      \
-                const V du = MUL(SET1(TG_GELU_C), FMA(v2, SET1(3.0f * TG_GELU_K), SET1(1.0f)));                   \
-                const V hv = MUL(SET1(0.5f), v); /* ½(1 + t) + ½v (1 − t²) du */                                   \
-                const V d = FMA(MUL(hv, FMA(t, SUB(SET1(0.0f), t), SET1(1.0f))), du, FMA(SET1(0.5f), t, SET1(0.5f))); \
-                STORE(dx + r * D + c, MUL(LOAD(g + r * D + c), d));                                               \
-            }                                                                                                      \
-    }
-
-#define P512_COPYSIGN(a, s) \
-    _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(a), _mm512_castps_si512(s), _mm512_set1_epi32(INT32_MIN), 0xd8))
-#define P512_POW2(n) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23))
-PROTO(512, "arch=x86-64-v4", __m512, 16, _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps, _mm512_sub_ps,
-      _mm512_mul_ps, _mm512_div_ps, _mm512_fmadd_ps, _mm512_min_ps, _mm512_abs_ps, P512_COPYSIGN, P512_POW2)
-#define P256_ABS(a) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a)
-#define P256_COPYSIGN(a, s) _mm256_or_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), a), _mm256_and_ps(_mm256_set1_ps(-0.0f), s))
-#define P256_POW2(n) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23))
-PROTO(256, "avx2,fma", __m256, 8, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_add_ps, _mm256_sub_ps,
-      _mm256_mul_ps, _mm256_div_ps, _mm256_fmadd_ps, _mm256_min_ps, P256_ABS, P256_COPYSIGN, P256_POW2)
+/* The ops' loops: tg_bias_gelu's calls, a row at a time */
+static const tg_gelu_ops *isa_ops[2];   /* AVX-512, AVX2: set in main */
+static void ops_fwd(int k, const float *x, const float *b, float *y, int rows, int D) {
+    for (int r = 0; r < rows; r++) isa_ops[k]->fwd(x + (int64_t)r * D, b, y + (int64_t)r * D, D);
+}
+static void ops_bwd(int k, const float *x, const float *b, const float *g, float *dx, int rows, int D) {
+    for (int r = 0; r < rows; r++) isa_ops[k]->bwd(x + (int64_t)r * D, b, g + (int64_t)r * D, dx + (int64_t)r * D, NULL, D, 0);
+}
+static void ops_fwd_512(const float *x, const float *b, float *y, int rows, int D) { ops_fwd(0, x, b, y, rows, D); }
+static void ops_bwd_512(const float *x, const float *b, const float *g, float *dx, int rows, int D) {
+    ops_bwd(0, x, b, g, dx, rows, D);
+}
+static void ops_fwd_256(const float *x, const float *b, float *y, int rows, int D) { ops_fwd(1, x, b, y, rows, D); }
+static void ops_bwd_256(const float *x, const float *b, const float *g, float *dx, int rows, int D) {
+    ops_bwd(1, x, b, g, dx, rows, D);
+}
 
 typedef void (*fwd_fn)(const float *, const float *, float *, int, int);
 typedef void (*bwd_fn)(const float *, const float *, const float *, float *, int, int);
 typedef struct { const char *isa, *path; fwd_fn fwd; bwd_fn bwd; } variant;
 static const variant variants[] = {
-    {"avx512", "ops", ops_fwd_512, ops_bwd_512},   {"avx512", "noexp", noexp_fwd_512, noexp_bwd_512},
-    {"avx512", "fma", fma_fwd_512, fma_bwd_512},   {"avx2", "ops", ops_fwd_256, ops_bwd_256},
-    {"avx2", "noexp", noexp_fwd_256, noexp_bwd_256}, {"avx2", "fma", fma_fwd_256, fma_bwd_256},
+    {"avx512", "0.19", v019_fwd_512, v019_bwd_512}, {"avx512", "noexp", noexp_fwd_512, noexp_bwd_512},
+    {"avx512", "ops", ops_fwd_512, ops_bwd_512},     {"avx2", "0.19", v019_fwd_256, v019_bwd_256},
+    {"avx2", "noexp", noexp_fwd_256, noexp_bwd_256}, {"avx2", "ops", ops_fwd_256, ops_bwd_256},
 };
 enum { NV = sizeof variants / sizeof *variants };
 
@@ -141,7 +117,7 @@ int main(int argc, char **argv) {
     char err[256];
     const int rc = tg_cli_parse(opts, 3, argc, argv, err, sizeof err, NULL);
     if (rc == TG_CLI_HELP) {
-        tg_cli_usage(stdout, "bench_gelu", "Time GELU's loops: the ops', without the exp, and an FMA prototype.", opts, 3);
+        tg_cli_usage(stdout, "bench_gelu", "Time GELU's loops: 0.19.0's, the same without the exp, the ops'.", opts, 3);
         return 0;
     }
     if (rc != TG_CLI_OK) {
@@ -149,13 +125,15 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (cols % 16) {
-        fprintf(stderr, "bench_gelu: --cols %d is not a multiple of 16 (the prototype has no tail)\n", cols);
+        fprintf(stderr, "bench_gelu: --cols %d is not a multiple of 16 (0.19.0's loops are timed on whole vectors)\n", cols);
         return 2;
     }
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-    const int has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+    const int cpu512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
     const int has256 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    isa_ops[0] = tg_gelu_ops_for(1), isa_ops[1] = tg_gelu_ops_for(2);
+    const int has512 = cpu512 && isa_ops[0];   /* none in a -DTG_AVX512_CLONES=OFF build */
     const size_t n = (size_t)rows * cols;
     float *x = malloc(n * sizeof *x), *g = malloc(n * sizeof *g), *b = malloc((size_t)cols * sizeof *b);
     float *y = malloc(n * sizeof *y);
@@ -174,7 +152,7 @@ int main(int argc, char **argv) {
     for (int r = 0; r < rounds; r++)
         for (int v = 0; v < NV; v++) {
             const variant *w = &variants[v];
-            if (w->isa[4] == '5' ? !has512 : !has256) continue;
+            if (!strcmp(w->isa, "avx512") ? !has512 : !has256) continue;
             for (int pass = 0; pass < 2; pass++) {
                 const double t0 = tg_profile_clock();
                 for (int k = 0; k < calls; k++)
@@ -185,7 +163,7 @@ int main(int argc, char **argv) {
         }
     for (int v = 0; v < NV; v++) {
         const variant *w = &variants[v];
-        if (w->isa[4] == '5' ? !has512 : !has256) continue;
+        if (!strcmp(w->isa, "avx512") ? !has512 : !has256) continue;
         for (int pass = 0; pass < 2; pass++) {
             memcpy(t, times[v][pass], (size_t)rounds * sizeof *t);
             qsort(t, (size_t)rounds, sizeof *t, cmp_double);
@@ -204,7 +182,7 @@ int main(int argc, char **argv) {
     }
     for (int v = 0; v + 2 < NV; v += 3)
         if (med[v][0] > 0)
-            printf("# %s: ops/fma %.2f forward, %.2f backward; ops/noexp %.2f forward, %.2f backward\n", variants[v].isa,
+            printf("# %s: 0.19/ops %.2f forward, %.2f backward; 0.19/noexp %.2f forward, %.2f backward\n", variants[v].isa,
                    med[v][0] / med[v + 2][0], med[v][1] / med[v + 2][1], med[v][0] / med[v + 1][0],
                    med[v][1] / med[v + 1][1]);
     printf("# isa pass path ns_per_elem max_abs_err: medians of %d alternating rounds, %d×%d, 1 thread\n", rounds, rows,

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "isa.h"
 #include "vmath.h"
 
 /* ---- plain C: the reference every copy matches to the bit ---------------------------- */
@@ -264,18 +265,12 @@ static const tg_tile_ops c_ops = {"c", c_gemm, c_softmax, c_dsoftmax, c_transpos
 #endif
 
 const tg_tile_ops *tg_tile_ops_for(int isa) {
+    switch (tg_isa_pick(isa)) {
 #ifdef TG_TILE_X86
-#ifdef TG_NO_AVX512_CLONES   /* -DTG_AVX512_CLONES=OFF: the AVX2 code on any machine (docs/speed.md) */
-    const int avx512 = 0;
-#else
-    const int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+    case 1: return &avx512_ops;
+    case 2: return &avx2_ops;
 #endif
-    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (isa == 1 || (isa == 0 && avx512)) return avx512 ? &avx512_ops : NULL;
-    if (isa == 2 || (isa == 0 && avx2)) return avx2 ? &avx2_ops : NULL;
-#else
-    if (isa == 1 || isa == 2) return NULL;
-#endif
-    return isa == 0 || isa == 3 ? &c_ops : NULL;
+    case 3: return &c_ops;
+    default: return NULL;
+    }
 }

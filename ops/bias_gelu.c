@@ -2,13 +2,14 @@
 
 #include <string.h>
 
+#include "gelu_vec.h"
 #include "parallel.h"
-#include "vmath.h"
 
 /* Parts of whole rows, as tg_add splits a bias add (TG_PART elements or a
  * row), so db sums the rows in the same order as tg_add would: the same bits
  * as tg_gelu(tg_add(x, b)). Backward recomputes u = x + b. */
 typedef struct {
+    const tg_gelu_ops *v;
     const float *x, *b, *g;
     float *y, *dx, *db_parts;   /* db_parts: one D-long partial sum a part */
     int64_t rows, rows_per_part;
@@ -20,53 +21,30 @@ static void rows_of(const bg_job *j, int part, int64_t *lo, int64_t *hi) {
     *hi = *lo + j->rows_per_part < j->rows ? *lo + j->rows_per_part : j->rows;
 }
 
-TG_VEC_CLONES static void forward_part(void *arg, int part, int thread) {
+static void forward_part(void *arg, int part, int thread) {
     (void)thread;
     const bg_job *j = arg;
     int64_t lo, hi;
     rows_of(j, part, &lo, &hi);
-    const int D = j->D;
-    const float *b = j->b;
-    for (int64_t r = lo; r < hi; r++) {
-        const float *x = j->x + r * D;
-        float *y = j->y + r * D;
-#pragma omp simd
-        for (int c = 0; c < D; c++) y[c] = tg_gelu_f(x[c] + b[c]);
-    }
+    for (int64_t r = lo; r < hi; r++) j->v->fwd(j->x + r * j->D, j->b, j->y + r * j->D, j->D);
 }
 
-TG_VEC_CLONES static void backward_part(void *arg, int part, int thread) {
+/* du = g ⊙ gelu'(x + b) into dx (written when nothing wrote it yet, else added)
+ * and added to the part's db, a row at a time in row order */
+static void backward_part(void *arg, int part, int thread) {
     (void)thread;
     const bg_job *j = arg;
     int64_t lo, hi;
     rows_of(j, part, &lo, &hi);
     const int D = j->D;
-    const float *b = j->b;
     float *db = j->db_parts ? j->db_parts + (int64_t)part * D : NULL;
     if (db) memset(db, 0, (size_t)D * sizeof(float));
-    for (int64_t r = lo; r < hi; r++) {
-        const float *x = j->x + r * D, *g = j->g + r * D;
-        float *dx = j->dx ? j->dx + r * D : NULL;
-        if (dx && j->dx_first) {   /* nothing wrote dx yet: write it */
-#pragma omp simd
-            for (int c = 0; c < D; c++) dx[c] = g[c] * tg_gelu_grad_f(x[c] + b[c]);
-        } else if (dx) {
-#pragma omp simd
-            for (int c = 0; c < D; c++) dx[c] += g[c] * tg_gelu_grad_f(x[c] + b[c]);
-        }
-        if (!db) continue;
-        if (dx && j->dx_first) {   /* dx holds exactly this row's du */
-#pragma omp simd
-            for (int c = 0; c < D; c++) db[c] += dx[c];
-        } else {
-#pragma omp simd
-            for (int c = 0; c < D; c++) db[c] += g[c] * tg_gelu_grad_f(x[c] + b[c]);
-        }
-    }
+    for (int64_t r = lo; r < hi; r++)
+        j->v->bwd(j->x + r * D, j->b, j->g + r * D, j->dx ? j->dx + r * D : NULL, db, D, !j->dx_first);
 }
 
 static bg_job make_job(const tg_tensor *x) {
-    bg_job j = { .D = x->shape[x->ndim - 1] };
+    bg_job j = { .v = tg_gelu_ops_for(0), .D = x->shape[x->ndim - 1] };
     j.rows = x->numel / j.D;
     j.rows_per_part = (TG_PART + j.D - 1) / j.D;
     return j;

@@ -52,33 +52,6 @@ static inline float tg_exp_neg(float x) {
     return y;
 }
 
-/* tanh u = sign(u) (1 − e)/(1 + e), e = e^{−2|u|}; |u| is capped at 20, where
- * tanh is 1 in float, so e never underflows. Absolute error ~1e-7, which is
- * what GELU needs: gelu = x/2 · (1 + tanh). */
-static inline float tg_tanh_f(float u) {
-    /* the cap compares the bits of |u| (ordered like the values for floats
-     * >= 0): a float compare would keep a branch, as it may raise a flag */
-    float a = fabsf(u);
-    int32_t ab;
-    memcpy(&ab, &a, sizeof ab);
-    ab = ab < 0x41a00000 ? ab : 0x41a00000;   /* 20.0f */
-    memcpy(&a, &ab, sizeof a);
-    float e = tg_exp_neg(-2.0f * a);
-    return copysignf((1.0f - e) / (1.0f + e), u);
-}
-
-/* GELU, the tanh form (ops/gelu.h), and its exact derivative */
-#define TG_GELU_C 0.7978845608028654f   /* √(2/π) */
-#define TG_GELU_K 0.044715f
-static inline float tg_gelu_f(float v) {
-    return 0.5f * v * (1.0f + tg_tanh_f(TG_GELU_C * (v + TG_GELU_K * v * v * v)));
-}
-static inline float tg_gelu_grad_f(float v) {
-    float t = tg_tanh_f(TG_GELU_C * (v + TG_GELU_K * v * v * v));
-    float du = TG_GELU_C * (1.0f + 3.0f * TG_GELU_K * v * v);
-    return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
-}
-
 /* Reductions of a row, in 16 lanes (GCC's vector extension, as 32-byte
  * vectors: one register each on AVX2 and AVX-512; 64-byte ones went through
  * the stack in the AVX2 clone) halved in a fixed order at the end. GCC ends an
