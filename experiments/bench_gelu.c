@@ -68,31 +68,25 @@ LOOPS(v019, 256, "avx2", gelu_019, gelu_grad_019)
 LOOPS(noexp, 512, "arch=x86-64-v4", gelu_noexp, gelu_grad_noexp)
 LOOPS(noexp, 256, "avx2", gelu_noexp, gelu_grad_noexp)
 
-/* The ops' loops: tg_bias_gelu's calls, a row at a time */
-static const tg_gelu_ops *isa_ops[2];   /* AVX-512, AVX2: set in main */
-static void ops_fwd(int k, const float *x, const float *b, float *y, int rows, int D) {
-    for (int r = 0; r < rows; r++) isa_ops[k]->fwd(x + (int64_t)r * D, b, y + (int64_t)r * D, D);
-}
-static void ops_bwd(int k, const float *x, const float *b, const float *g, float *dx, int rows, int D) {
-    for (int r = 0; r < rows; r++) isa_ops[k]->bwd(x + (int64_t)r * D, b, g + (int64_t)r * D, dx + (int64_t)r * D, NULL, D, 0);
-}
-static void ops_fwd_512(const float *x, const float *b, float *y, int rows, int D) { ops_fwd(0, x, b, y, rows, D); }
-static void ops_bwd_512(const float *x, const float *b, const float *g, float *dx, int rows, int D) {
-    ops_bwd(0, x, b, g, dx, rows, D);
-}
-static void ops_fwd_256(const float *x, const float *b, float *y, int rows, int D) { ops_fwd(1, x, b, y, rows, D); }
-static void ops_bwd_256(const float *x, const float *b, const float *g, float *dx, int rows, int D) {
-    ops_bwd(1, x, b, g, dx, rows, D);
-}
-
 typedef void (*fwd_fn)(const float *, const float *, float *, int, int);
 typedef void (*bwd_fn)(const float *, const float *, const float *, float *, int, int);
-typedef struct { const char *isa, *path; fwd_fn fwd; bwd_fn bwd; } variant;
+/* a 0.19.0 or noexp loop (fwd, bwd), or the ops' copy for isa (fwd NULL) */
+typedef struct { const char *isa, *path; fwd_fn fwd; bwd_fn bwd; int copy; } variant;
 static const variant variants[] = {
-    {"avx512", "0.19", v019_fwd_512, v019_bwd_512}, {"avx512", "noexp", noexp_fwd_512, noexp_bwd_512},
-    {"avx512", "ops", ops_fwd_512, ops_bwd_512},     {"avx2", "0.19", v019_fwd_256, v019_bwd_256},
-    {"avx2", "noexp", noexp_fwd_256, noexp_bwd_256}, {"avx2", "ops", ops_fwd_256, ops_bwd_256},
+    {"avx512", "0.19", v019_fwd_512, v019_bwd_512, 1}, {"avx512", "noexp", noexp_fwd_512, noexp_bwd_512, 1},
+    {"avx512", "ops", NULL, NULL, 1},                   {"avx2", "0.19", v019_fwd_256, v019_bwd_256, 2},
+    {"avx2", "noexp", noexp_fwd_256, noexp_bwd_256, 2}, {"avx2", "ops", NULL, NULL, 2},
 };
+/* one pass over the rows: the ops' copies as tg_bias_gelu calls them, a row at a time */
+static void run(const variant *w, int pass, const float *x, const float *b, const float *g, float *y, int rows, int D) {
+    const tg_gelu_ops *k = tg_gelu_ops_for(w->copy);
+    if (w->fwd && pass == 0) w->fwd(x, b, y, rows, D);
+    else if (w->fwd) w->bwd(x, b, g, y, rows, D);
+    else if (pass == 0)
+        for (int r = 0; r < rows; r++) k->fwd(x + (int64_t)r * D, b, y + (int64_t)r * D, D);
+    else
+        for (int r = 0; r < rows; r++) k->bwd(x + (int64_t)r * D, b, g + (int64_t)r * D, y + (int64_t)r * D, NULL, D, 0);
+}
 enum { NV = sizeof variants / sizeof *variants };
 
 static int cmp_double(const void *a, const void *b) {
@@ -129,11 +123,6 @@ int main(int argc, char **argv) {
         return 2;
     }
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-    const int cpu512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
-    const int has256 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    isa_ops[0] = tg_gelu_ops_for(1), isa_ops[1] = tg_gelu_ops_for(2);
-    const int has512 = cpu512 && isa_ops[0];   /* none in a -DTG_AVX512_CLONES=OFF build */
     const size_t n = (size_t)rows * cols;
     float *x = malloc(n * sizeof *x), *g = malloc(n * sizeof *g), *b = malloc((size_t)cols * sizeof *b);
     float *y = malloc(n * sizeof *y);
@@ -152,24 +141,21 @@ int main(int argc, char **argv) {
     for (int r = 0; r < rounds; r++)
         for (int v = 0; v < NV; v++) {
             const variant *w = &variants[v];
-            if (!strcmp(w->isa, "avx512") ? !has512 : !has256) continue;
+            if (!tg_gelu_ops_for(w->copy)) continue;   /* this CPU or build lacks the ISA */
             for (int pass = 0; pass < 2; pass++) {
                 const double t0 = tg_profile_clock();
-                for (int k = 0; k < calls; k++)
-                    if (pass == 0) w->fwd(x, b, y, rows, cols);
-                    else w->bwd(x, b, g, y, rows, cols);
+                for (int k = 0; k < calls; k++) run(w, pass, x, b, g, y, rows, cols);
                 times[v][pass][r] = (tg_profile_clock() - t0) / ((double)calls * n) * 1e9;
             }
         }
     for (int v = 0; v < NV; v++) {
         const variant *w = &variants[v];
-        if (!strcmp(w->isa, "avx512") ? !has512 : !has256) continue;
+        if (!tg_gelu_ops_for(w->copy)) continue;
         for (int pass = 0; pass < 2; pass++) {
             memcpy(t, times[v][pass], (size_t)rounds * sizeof *t);
             qsort(t, (size_t)rounds, sizeof *t, cmp_double);
             med[v][pass] = t[rounds / 2];
-            if (pass == 0) w->fwd(x, b, y, rows, cols);
-            else w->bwd(x, b, g, y, rows, cols);
+            run(w, pass, x, b, g, y, rows, cols);
             double e = 0;
             for (size_t i = 0; i < n; i++) {
                 const double want = ref_gelu((double)(x[i] + b[i % cols]), pass) * (pass ? g[i] : 1.0f);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "isa.h"
+
 #define GV_C 0.7978845608028654f   /* √(2/π) */
 #define GV_K 0.044715f
 
