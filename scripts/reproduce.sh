@@ -76,7 +76,8 @@ echo "trained and plotted in ${secs}s"
 
 if [ -n "$docs" ]; then   # what the docs' generated blocks read, and their figures
     data="$top/docs/data"
-    rm -rf "$data/reproduce"; mkdir -p "$data/reproduce"
+    # only what this script writes there: run-avx2.txt and other machines' records stay
+    mkdir -p "$data/reproduce"; rm -f "$data/reproduce"/{none,sqrt,dk,qknorm}_s*.tsv
     cp "${all[@]}" "$data/reproduce/"
     cp "$out/dhead128.png" "$out/dhead128-entropy.png" "$out/dhead128-heatmap-none_s$first.png" \
        "$out/dhead128-heatmap-sqrt_s$first.png" "$out"/{dot_variance,softmax_saturation,softmax_sigma}.png "$top/docs/"
