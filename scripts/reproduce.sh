@@ -34,8 +34,9 @@ mkdir -p "$out"
 
 start=$(date +%s); load0=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "training: scale none, sqrt, dk, qknorm x seeds $seeds at d_head 128 (attn_scale defaults), $jobs at a time" >&2
+modes="none sqrt dk qknorm"
 list=()
-for mode in none sqrt dk qknorm; do
+for mode in $modes; do
     for s in $seeds; do list+=("$mode $s"); done
 done
 # one OpenBLAS thread per run, runs side by side: the small per-head GEMMs gain
@@ -58,10 +59,10 @@ done
 
 first=${seeds%% *}
 logs=()
-for mode in none sqrt dk qknorm; do logs+=("$out/${mode}_s$first.tsv"); done
+for mode in $modes; do logs+=("$out/${mode}_s$first.tsv"); done
 "$top/scripts/plot.sh" "${logs[@]}" -o "$out/dhead128.png" --title "d_head = 128, seed $first" >/dev/null
 all=()
-for mode in none sqrt dk qknorm; do for s in $seeds; do all+=("$out/${mode}_s$s.tsv"); done; done
+for mode in $modes; do for s in $seeds; do all+=("$out/${mode}_s$s.tsv"); done; done
 
 if [ -x "$top/scripts/seed_figures.sh" ]; then
     "$top/scripts/seed_figures.sh" "$top/build" "$out" >/dev/null
@@ -77,7 +78,8 @@ echo "trained and plotted in ${secs}s"
 if [ -n "$docs" ]; then   # what the docs' generated blocks read, and their figures
     data="$top/docs/data"
     # only what this script writes there: run-avx2.txt and other machines' records stay
-    mkdir -p "$data/reproduce"; rm -f "$data/reproduce"/{none,sqrt,dk,qknorm}_s*.tsv
+    mkdir -p "$data/reproduce"
+    for mode in $modes; do rm -f "$data/reproduce/${mode}"_s*.tsv; done
     cp "${all[@]}" "$data/reproduce/"
     cp "$out/dhead128.png" "$out/dhead128-entropy.png" "$out/dhead128-heatmap-none_s$first.png" \
        "$out/dhead128-heatmap-sqrt_s$first.png" "$out"/{dot_variance,softmax_saturation,softmax_sigma}.png "$top/docs/"
