@@ -1,7 +1,9 @@
+#define _POSIX_C_SOURCE 200809L   /* sysconf */
 #include "attention.h"
 
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attn_geom.h"
 #include "attn_tile.h"
@@ -17,7 +19,9 @@
  *   backward, per query tile (or pair): dPᵀ = V dOᵀ, dSᵀ = Pᵀ ⊙ (dPᵀ − D), dQ = s·dS K;
  *   per 16 keys, over the query rows that see them: dV = P̃ᵀ dO, dK = s·dSᵀ Q.
  * No library is called per tile: a 16×nk product is too small for a call to pay
- * (docs/speed.md#the-attention-tiles). */
+ * (docs/speed.md#the-attention-tiles). When a pass's operands outgrow the cache
+ * (big_pass), each head asks for the next head's rows a few at a time between
+ * its products (pf_list): the same arithmetic, so the same bits. */
 
 /* Query rows [i0, i1) (at most TG_TILE_Q) and the keys [k0, k1) any of them may
  * see (whole 16-float vectors within Tk, as vec_span). */
@@ -34,6 +38,7 @@ typedef struct {
     int nblk, nkb;
     attn_blk *blk;   /* [nblk] query tiles (arena) */
     key_blk *kb;     /* [nkb] key tiles (arena) */
+    int pf_fwd, pf_bwd;   /* 1: each head asks for the next one's rows (big_pass) */
 } attn_rec;
 
 /* The logit multiplier of head h: the op's scale times the head's own. */
@@ -156,6 +161,39 @@ static void transpose_pad(const tg_tile_ops *t, const float *X, int64_t ldx, int
     t->transpose(X, ldx, T, cols, Y, ld);
 }
 
+/* The next head's rows, asked for into the cache a few lines at a time while
+ * this head computes (all at once, they evict what this head is using) */
+typedef struct {
+    const float *p[8];
+    int64_t ld[8];
+    int rows[8], width[8], write[8], n;
+    int e, row;   /* the cursor: entry, row */
+} pf_list;
+
+static void pf_add(pf_list *l, const float *p, int rows, int64_t ld, int width, int write) {
+    l->p[l->n] = p, l->rows[l->n] = rows, l->ld[l->n] = ld, l->width[l->n] = width, l->write[l->n] = write;
+    l->n++;
+}
+
+static int64_t pf_lines(const pf_list *l) {
+    int64_t n = 0;
+    for (int e = 0; e < l->n; e++) n += (int64_t)l->rows[e] * ((l->width[e] + 15) / 16);
+    return n;
+}
+
+static void pf_some(pf_list *l, int64_t lines) {
+    while (lines > 0 && l->e < l->n) {   /* a row at a time */
+        const int e = l->e, w = l->width[e];
+        const float *x = l->p[e] + l->row * l->ld[e];
+        if (l->write[e])
+            for (int c = 0; c < w; c += 16) __builtin_prefetch(x + c, 1, 2);
+        else
+            for (int c = 0; c < w; c += 16) __builtin_prefetch(x + c, 0, 2);
+        lines -= (w + 15) / 16;
+        if (++l->row == l->rows[e]) l->row = 0, l->e++;
+    }
+}
+
 /* ---- backward ------------------------------------------------------------------------- */
 
 /* Per-thread scratch: dOᵀ [dv, ld]; dSᵀ [Tk, ld]; with dropout P̃ᵀ [Tk, ld];
@@ -262,7 +300,8 @@ static double pair_ds(const bwd_job *j, int b, int h, const tile_pair *tp, const
  * arithmetic, as flash_attention.c does. centre = Σ_i m_i · (Σ_j dx_ij − its
  * exact value), which a sink makes D_i·P_sink,i; a softcap multiplies dx by
  * its derivative, after which no row sum is known: no centring then. */
-TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int first, const bwd_scratch *w) {
+TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int first, const bwd_scratch *w,
+                                          pf_list *pf, int64_t step) {
     const attn_rec *r = j->r;
     const tg_attn_geom *g = &r->g;
     const tg_tile_ops *t = j->tile;
@@ -289,6 +328,7 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
         float *dV = j->v->grad + off(b, Tk, g->Hkv, kh, dv);
         for (int q = 0; q < r->nkb; q++) {
             const key_blk *kb = &r->kb[q];
+            pf_some(pf, step);
             t->gemm(kb->k1 - kb->k0, dv, kb->q1 - kb->q0, 1.0f, Pd + (int64_t)kb->k0 * ld + kb->q0, ld, 1,
                     dO + (int64_t)kb->q0 * ldo, ldo, dV + (int64_t)kb->k0 * ldv, ldv, !(first && j->v_first));
         }
@@ -301,6 +341,7 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
     for (int q = 0, next = 0; q < r->nblk; q++) {
         const attn_blk *bk = &r->blk[q];
         const int a0 = bk->i0, nq = bk->i1 - a0, nk = bk->k1 - bk->k0;
+        pf_some(pf, step);
         if (q == next) {
             const tile_pair tp = pair_at(r, q);
             centre += pair_ds(j, b, h, &tp, w, PTh, &dsink);
@@ -328,10 +369,12 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
         float *dK = j->k->grad + ok;
         for (int q = 0; q < r->nkb; q++) {
             const key_blk *kb = &r->kb[q];
+            pf_some(pf, step);
             t->gemm(kb->k1 - kb->k0, d, kb->q1 - kb->q0, s, w->DS + (int64_t)kb->k0 * ld + kb->q0, ld, 1,
                     Q + (int64_t)kb->q0 * ldq, ldq, dK + (int64_t)kb->k0 * ldk, ldk, !(first && j->k_first));
         }
     }
+    pf_some(pf, pf_lines(pf));   /* what is left */
     return dhs - centre;
 }
 
@@ -347,8 +390,22 @@ static void backward_item(void *arg, int item, int t) {
     for (int b = b0; b < b1; b++)
         for (int kh = k0; kh < k1; kh++)
             for (int a = 0; a < g->group; a++) {
-                const int h = kh * g->group + a;
-                j->dhs[b * g->H + h] = backward_head(j, b, h, a == 0, &j->ws[t]);
+                const int h = kh * g->group + a, bh = b * g->H + h + 1;
+                pf_list pf = {.n = 0};
+                if (j->r->pf_bwd && bh < g->B * g->H) {   /* the next head's rows */
+                    const int nb = bh / g->H, nh = bh % g->H, nk = nh / g->group, Tq = g->Tq, Tk = g->Tk;
+                    const int d = g->d, dv = g->dv, H = g->H, Hkv = g->Hkv;
+                    pf_add(&pf, j->out->grad + off(nb, Tq, H, nh, dv), Tq, H * dv, dv, 0);
+                    pf_add(&pf, j->q->data + off(nb, Tq, H, nh, d), Tq, H * d, d, 0);
+                    pf_add(&pf, j->k->data + off(nb, Tk, Hkv, nk, d), Tk, Hkv * d, d, 0);
+                    pf_add(&pf, j->v->data + off(nb, Tk, Hkv, nk, dv), Tk, Hkv * dv, dv, 0);
+                    pf_add(&pf, j->r->PT + (int64_t)bh * Tk * j->r->ld, Tk, j->r->ld, Tq, 0);
+                    if (j->v->grad) pf_add(&pf, j->v->grad + off(nb, Tk, Hkv, nk, dv), Tk, Hkv * dv, dv, 1);
+                    if (j->q->grad) pf_add(&pf, j->q->grad + off(nb, Tq, H, nh, d), Tq, H * d, d, 1);
+                    if (j->k->grad) pf_add(&pf, j->k->grad + off(nb, Tk, Hkv, nk, d), Tk, Hkv * d, d, 1);
+                }
+                const int64_t step = pf_lines(&pf) / (2 * j->r->nkb + j->r->nblk) + 1;
+                j->dhs[b * g->H + h] = backward_head(j, b, h, a == 0, &j->ws[t], &pf, step);
             }
 }
 
@@ -476,7 +533,7 @@ static void forward_tile(const fwd_job *j, int b, int h, const tile_pair *tp, in
 /* A pair of query tiles of head h: the scores key-major into PT (Sᵀ = K Qᵀ, a
  * lane per query) on the pair's keys, 0 on the others, then each tile. */
 static void forward_pair(const fwd_job *j, int b, int h, const tile_pair *tp, const float *QT, float *X,
-                         tg_attn_part *part) {
+                         tg_attn_part *part, pf_list *pf, int64_t step) {
     const attn_rec *r = j->r;
     const tg_attn_geom *g = &r->g;
     const int Tk = g->Tk, d = g->d, ld = r->ld;
@@ -486,7 +543,10 @@ static void forward_pair(const fwd_job *j, int b, int h, const tile_pair *tp, co
     j->tile->gemm(tp->k1 - tp->k0, tp->nt * TG_TILE_Q, d, 1.0f,
                   j->k->data + off(b, Tk, g->Hkv, h / g->group, d) + (int64_t)tp->k0 * ldk, ldk, 1, QT + tp->a0, ld,
                   PTh + (int64_t)tp->k0 * ld + tp->a0, ld, 0);
-    for (int u = 0; u < tp->nt; u++) forward_tile(j, b, h, tp, u, X, part);
+    for (int u = 0; u < tp->nt; u++) {
+        pf_some(pf, step);
+        forward_tile(j, b, h, tp, u, X, part);
+    }
 }
 
 static void forward_item(void *arg, int bh, int thread) {
@@ -496,13 +556,35 @@ static void forward_item(void *arg, int bh, int thread) {
     const int Tq = g->Tq, H = g->H, d = g->d, b = bh / H, h = bh % H;
     tg_attn_part part = {0, -INFINITY, 0, 0};
     float *QT = j->QT + (int64_t)thread * d * r->ld, *X = j->X ? j->X + (int64_t)thread * g->Tk * TG_TILE_Q : NULL;
+    pf_list pf = {.n = 0};
+    if (r->pf_fwd && bh + 1 < g->B * H) {   /* the next head's rows */
+        const int nb = (bh + 1) / H, nh = (bh + 1) % H, nk = nh / g->group, Tk = g->Tk, dv = g->dv;
+        pf_add(&pf, j->q->data + off(nb, Tq, H, nh, d), Tq, H * d, d, 0);
+        pf_add(&pf, j->k->data + off(nb, Tk, g->Hkv, nk, d), Tk, g->Hkv * d, d, 0);
+        pf_add(&pf, j->v->data + off(nb, Tk, g->Hkv, nk, dv), Tk, g->Hkv * dv, dv, 0);
+        pf_add(&pf, j->out->data + off(nb, Tq, H, nh, dv), Tq, H * dv, dv, 1);
+        pf_add(&pf, r->PT + (int64_t)(bh + 1) * Tk * r->ld, Tk, r->ld, r->ld, 1);
+    }
+    const int64_t step = pf_lines(&pf) / (r->nblk + 1) + 1;
+    pf_some(&pf, step);
     transpose_pad(j->tile, j->q->data + off(b, Tq, H, h, d), H * d, Tq, d, QT, r->ld);
     for (int q = 0; q < r->nblk;) {
         const tile_pair tp = pair_at(r, q);
-        forward_pair(j, b, h, &tp, QT, X, &part);
+        forward_pair(j, b, h, &tp, QT, X, &part, &pf, step);
         q += tp.nt;
     }
+    pf_some(&pf, pf_lines(&pf));
     j->parts[bh] = part;
+}
+
+/* Whether a pass over this many bytes should prefetch: above twice the L2 its
+ * operands come from L3 or memory, and a head waited for its rows (at seed's
+ * shape the op took twice as long a head at B 32 as at B 4); at or below it
+ * the previous op left them in cache and the prefetches only cost (small's op
+ * 1.3x slower with them). Measured on an AMD EPYC Zen 4, docs/speed.md. */
+static int big_pass(int64_t bytes) {
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return bytes > 2 * (l2 > 0 ? (int64_t)l2 : (int64_t)1 << 20);
 }
 
 tg_tensor *tg_attend(tg_ctx *ctx, const tg_attn_args *args) {
@@ -521,6 +603,11 @@ tg_tensor *tg_attend(tg_ctx *ctx, const tg_attn_args *args) {
     r.psink = g->sinks ? tg_arena_alloc(ctx, (size_t)B * H * Tq * sizeof(float)) : NULL;
     tg_tensor *out = tg_new(ctx, 4, (int[]){B, Tq, H, dv});
     tg_attn_part *parts = tg_arena_alloc(ctx, (size_t)B * H * sizeof *parts);
+    {   /* the forward reads q, k, v and writes out; the backward adds dO, PT and the grads */
+        const int64_t qo = (int64_t)B * Tq * H * (d + dv), kv = (int64_t)B * Tk * g->Hkv * (d + dv);
+        r.pf_fwd = big_pass(4 * (qo + kv));
+        r.pf_bwd = big_pass(4 * (2 * (qo + kv) + (int64_t)B * H * Tk * r.ld));
+    }
     r.nblk = query_blocks(ctx, g, &r.blk);
     r.nkb = key_blocks(ctx, g, &r.kb);
     const int nt = tg_threads();
