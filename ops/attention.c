@@ -38,7 +38,7 @@ typedef struct {
     int nblk, nkb;
     attn_blk *blk;   /* [nblk] query tiles (arena) */
     key_blk *kb;     /* [nkb] key tiles (arena) */
-    int pf_fwd, pf_bwd;   /* 1: each head asks for the next one's rows (big_pass) */
+    int pf_fwd, pf_bwd;   /* 1: each head asks for the next one's rows (a pass over big_pass bytes) */
 } attn_rec;
 
 /* The logit multiplier of head h: the op's scale times the head's own. */
@@ -173,6 +173,13 @@ typedef struct {
 static void pf_add(pf_list *l, const float *p, int rows, int64_t ld, int width, int write) {
     l->p[l->n] = p, l->rows[l->n] = rows, l->ld[l->n] = ld, l->width[l->n] = width, l->write[l->n] = write;
     l->n++;
+}
+
+/* Head bh's rows of x [B, T, heads of width]: of the query heads (kv 0, H of them)
+ * or of the key/value head it reads (kv 1, Hkv) */
+static void pf_head(pf_list *l, const tg_attn_geom *g, const float *x, int bh, int kv, int width, int write) {
+    const int b = bh / g->H, h = bh % g->H, T = kv ? g->Tk : g->Tq, heads = kv ? g->Hkv : g->H;
+    pf_add(l, x + off(b, T, heads, kv ? h / g->group : h, width), T, (int64_t)heads * width, width, write);
 }
 
 static int64_t pf_lines(const pf_list *l) {
@@ -374,7 +381,7 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
                     Q + (int64_t)kb->q0 * ldq, ldq, dK + (int64_t)kb->k0 * ldk, ldk, !(first && j->k_first));
         }
     }
-    pf_some(pf, pf_lines(pf));   /* what is left */
+    pf_some(pf, INT64_MAX);   /* what is left */
     return dhs - centre;
 }
 
@@ -390,19 +397,17 @@ static void backward_item(void *arg, int item, int t) {
     for (int b = b0; b < b1; b++)
         for (int kh = k0; kh < k1; kh++)
             for (int a = 0; a < g->group; a++) {
-                const int h = kh * g->group + a, bh = b * g->H + h + 1;
+                const int h = kh * g->group + a, nx = b * g->H + h + 1;
                 pf_list pf = {.n = 0};
-                if (j->r->pf_bwd && bh < g->B * g->H) {   /* the next head's rows */
-                    const int nb = bh / g->H, nh = bh % g->H, nk = nh / g->group, Tq = g->Tq, Tk = g->Tk;
-                    const int d = g->d, dv = g->dv, H = g->H, Hkv = g->Hkv;
-                    pf_add(&pf, j->out->grad + off(nb, Tq, H, nh, dv), Tq, H * dv, dv, 0);
-                    pf_add(&pf, j->q->data + off(nb, Tq, H, nh, d), Tq, H * d, d, 0);
-                    pf_add(&pf, j->k->data + off(nb, Tk, Hkv, nk, d), Tk, Hkv * d, d, 0);
-                    pf_add(&pf, j->v->data + off(nb, Tk, Hkv, nk, dv), Tk, Hkv * dv, dv, 0);
-                    pf_add(&pf, j->r->PT + (int64_t)bh * Tk * j->r->ld, Tk, j->r->ld, Tq, 0);
-                    if (j->v->grad) pf_add(&pf, j->v->grad + off(nb, Tk, Hkv, nk, dv), Tk, Hkv * dv, dv, 1);
-                    if (j->q->grad) pf_add(&pf, j->q->grad + off(nb, Tq, H, nh, d), Tq, H * d, d, 1);
-                    if (j->k->grad) pf_add(&pf, j->k->grad + off(nb, Tk, Hkv, nk, d), Tk, Hkv * d, d, 1);
+                if (j->r->pf_bwd && nx < g->B * g->H) {   /* the next head's rows, in the order they are used */
+                    pf_head(&pf, g, j->out->grad, nx, 0, g->dv, 0);
+                    pf_head(&pf, g, j->q->data, nx, 0, g->d, 0);
+                    pf_head(&pf, g, j->k->data, nx, 1, g->d, 0);
+                    pf_head(&pf, g, j->v->data, nx, 1, g->dv, 0);
+                    pf_add(&pf, j->r->PT + (int64_t)nx * g->Tk * j->r->ld, g->Tk, j->r->ld, g->Tq, 0);
+                    if (j->v->grad) pf_head(&pf, g, j->v->grad, nx, 1, g->dv, 1);
+                    if (j->q->grad) pf_head(&pf, g, j->q->grad, nx, 0, g->d, 1);
+                    if (j->k->grad) pf_head(&pf, g, j->k->grad, nx, 1, g->d, 1);
                 }
                 const int64_t step = pf_lines(&pf) / (2 * j->r->nkb + j->r->nblk) + 1;
                 j->dhs[b * g->H + h] = backward_head(j, b, h, a == 0, &j->ws[t], &pf, step);
@@ -558,12 +563,11 @@ static void forward_item(void *arg, int bh, int thread) {
     float *QT = j->QT + (int64_t)thread * d * r->ld, *X = j->X ? j->X + (int64_t)thread * g->Tk * TG_TILE_Q : NULL;
     pf_list pf = {.n = 0};
     if (r->pf_fwd && bh + 1 < g->B * H) {   /* the next head's rows */
-        const int nb = (bh + 1) / H, nh = (bh + 1) % H, nk = nh / g->group, Tk = g->Tk, dv = g->dv;
-        pf_add(&pf, j->q->data + off(nb, Tq, H, nh, d), Tq, H * d, d, 0);
-        pf_add(&pf, j->k->data + off(nb, Tk, g->Hkv, nk, d), Tk, g->Hkv * d, d, 0);
-        pf_add(&pf, j->v->data + off(nb, Tk, g->Hkv, nk, dv), Tk, g->Hkv * dv, dv, 0);
-        pf_add(&pf, j->out->data + off(nb, Tq, H, nh, dv), Tq, H * dv, dv, 1);
-        pf_add(&pf, r->PT + (int64_t)(bh + 1) * Tk * r->ld, Tk, r->ld, r->ld, 1);
+        pf_head(&pf, g, j->q->data, bh + 1, 0, d, 0);
+        pf_head(&pf, g, j->k->data, bh + 1, 1, d, 0);
+        pf_head(&pf, g, j->v->data, bh + 1, 1, g->dv, 0);
+        pf_head(&pf, g, j->out->data, bh + 1, 0, g->dv, 1);
+        pf_add(&pf, r->PT + (int64_t)(bh + 1) * g->Tk * r->ld, g->Tk, r->ld, r->ld, 1);
     }
     const int64_t step = pf_lines(&pf) / (r->nblk + 1) + 1;
     pf_some(&pf, step);
@@ -573,18 +577,18 @@ static void forward_item(void *arg, int bh, int thread) {
         forward_pair(j, b, h, &tp, QT, X, &part, &pf, step);
         q += tp.nt;
     }
-    pf_some(&pf, pf_lines(&pf));
+    pf_some(&pf, INT64_MAX);   /* what is left */
     j->parts[bh] = part;
 }
 
-/* Whether a pass over this many bytes should prefetch: above twice the L2 its
- * operands come from L3 or memory, and a head waited for its rows (at seed's
+/* The bytes above which a pass prefetches: twice the L2. Above it the
+ * operands come from L3 or memory and a head waited for its rows (at seed's
  * shape the op took twice as long a head at B 32 as at B 4); at or below it
  * the previous op left them in cache and the prefetches only cost (small's op
  * 1.3x slower with them). Measured on an AMD EPYC Zen 4, docs/speed.md. */
-static int big_pass(int64_t bytes) {
+static int64_t big_pass(void) {
     const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return bytes > 2 * (l2 > 0 ? (int64_t)l2 : (int64_t)1 << 20);
+    return 2 * (l2 > 0 ? (int64_t)l2 : (int64_t)1 << 20);
 }
 
 tg_tensor *tg_attend(tg_ctx *ctx, const tg_attn_args *args) {
@@ -605,8 +609,9 @@ tg_tensor *tg_attend(tg_ctx *ctx, const tg_attn_args *args) {
     tg_attn_part *parts = tg_arena_alloc(ctx, (size_t)B * H * sizeof *parts);
     {   /* the forward reads q, k, v and writes out; the backward adds dO, PT and the grads */
         const int64_t qo = (int64_t)B * Tq * H * (d + dv), kv = (int64_t)B * Tk * g->Hkv * (d + dv);
-        r.pf_fwd = big_pass(4 * (qo + kv));
-        r.pf_bwd = big_pass(4 * (2 * (qo + kv) + (int64_t)B * H * Tk * r.ld));
+        const int64_t big = big_pass();
+        r.pf_fwd = 4 * (qo + kv) > big;
+        r.pf_bwd = 4 * (2 * (qo + kv) + (int64_t)B * H * Tk * r.ld) > big;
     }
     r.nblk = query_blocks(ctx, g, &r.blk);
     r.nkb = key_blocks(ctx, g, &r.kb);
