@@ -1,6 +1,12 @@
 /* Whole training steps: the toy model of the experiments learns a tiny task,
- * and after its first step a training step makes no heap allocation. */
-#define _DEFAULT_SOURCE   /* mkdtemp */
+ * and after its first step a training step makes no heap allocation; a stop
+ * signal as a run takes or drops its lock files leaves none behind. */
+#define _DEFAULT_SOURCE   /* mkdtemp, unlinkat */
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/utsname.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -365,6 +371,103 @@ static void test_op_failure_ends_the_run(void **s) {
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* ---- a stop signal at the lock files' edges ----------------------------------------------------
+ * Interposed on the kit's calls: gethostname follows each lock taken (runlock.c) and unlink removes
+ * each lock file. At those moments tg_train's stop handler must hold SIGTERM (else its default death
+ * leaves the lock files behind, as a sweep met when it stopped a run that was starting or ending);
+ * the hook checks so, then sends SIGTERM there once. */
+enum { HOOK_OFF, HOOK_TAKE, HOOK_RELEASE };
+static int hook_mode, hook_raised, hook_unguarded;
+
+static void hook_at(int mode) {
+    if (hook_mode != mode || hook_raised) return;
+    struct sigaction now;
+    sigaction(SIGTERM, NULL, &now);
+    if (now.sa_handler == SIG_DFL) {
+        hook_unguarded++;   /* raising it now would kill this test */
+        return;
+    }
+    hook_raised = 1;
+    raise(SIGTERM);
+}
+
+int gethostname(char *name, size_t len) {
+    hook_at(HOOK_TAKE);
+    struct utsname u;
+    if (uname(&u)) return -1;
+    snprintf(name, len, "%s", u.nodename);
+    return 0;
+}
+
+int unlink(const char *path) {
+    const int rc = unlinkat(AT_FDCWD, path, 0);
+    const size_t n = strlen(path);
+    if (n > 5 && strcmp(path + n - 5, ".lock") == 0) hook_at(HOOK_RELEASE);
+    return rc;
+}
+
+static int lock_files_in(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        const size_t k = strlen(e->d_name);
+        n += k > 5 && strcmp(e->d_name + k - 5, ".lock") == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+static int term_is_default(void) {
+    struct sigaction now;
+    sigaction(SIGTERM, NULL, &now);
+    return now.sa_handler == SIG_DFL;
+}
+
+/* SIGTERM as the first lock is taken: a clean stop before step 0 (its checkpoint written), no lock
+ * file left. SIGTERM after the first lock file of a finished run is removed: moot (the run is done),
+ * the other lock files go too. Both times SIGTERM's default action is back afterwards. */
+static void test_stop_signal_leaves_no_lock_files(void **s) {
+    (void)s;
+    char dir[] = "/tmp/tg_train_test.XXXXXX", log[64], save[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(log, sizeof log, "%s/run.tsv", dir);
+    snprintf(save, sizeof save, "%s/run.st", dir);
+    tg_train_cfg c;
+    tg_train_defaults(&c, "test_train");
+    c.steps = 6, c.warmup = 2, c.log_every = 1, c.save_every = 3, c.lr = 3e-3f, c.progress = 0, c.data_seed = 4;
+    c.log = log, c.save = save;
+    own_run a;
+    tg_train_result res;
+    own_init(&a);
+    tg_train_model tm = {.P = &a.m.P, .user = &a, .batch = own_batch, .forward = own_forward};
+
+    hook_mode = HOOK_TAKE, hook_raised = hook_unguarded = 0;
+    const int st = tg_train(&c, &tm, &res);
+    hook_mode = HOOK_OFF;
+    assert_int_equal(hook_unguarded, 0);
+    assert_int_equal(hook_raised, 1);
+    assert_int_equal(st, TG_TRAIN_STOPPED);
+    assert_int_equal(res.signal, SIGTERM);
+    assert_int_equal(res.step, 0);
+    assert_int_equal(lock_files_in(dir), 0);
+    assert_true(term_is_default());
+
+    c.resume = save;   /* the rest of the run, from that checkpoint */
+    hook_mode = HOOK_RELEASE, hook_raised = hook_unguarded = 0;
+    assert_int_equal(tg_train(&c, &tm, &res), TG_TRAIN_OK);
+    hook_mode = HOOK_OFF;
+    assert_int_equal(hook_unguarded, 0);
+    assert_int_equal(hook_raised, 1);
+    assert_int_equal(res.step, c.steps);
+    assert_int_equal(lock_files_in(dir), 0);
+    assert_true(term_is_default());
+
+    own_free(&a);
+    unlink(log), unlink(save);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 /* tg_try: a tg_fail comes back as -1 with its message; the handler is restored either way. */
 static void try_fails(tg_ctx *ctx, void *u) {
     (void)u;
@@ -399,6 +502,7 @@ int main(void) {
         cmocka_unit_test(test_update_is_the_loop),
         cmocka_unit_test(test_op_failure_ends_the_run),
         cmocka_unit_test(test_try),
+        cmocka_unit_test(test_stop_signal_leaves_no_lock_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

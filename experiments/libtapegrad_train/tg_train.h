@@ -198,7 +198,9 @@ int tg_train_load_params(const tg_train_cfg *c, tg_params *P, char *err, size_t 
 
 /* Checks, locks, resumes, trains, logs and saves; returns a tg_train_status. Stopped by a signal
  * it returns TG_TRAIN_STOPPED with r->signal = n, the checkpoint written and the signal handlers
- * restored: a program ends then with tg_guard_reraise(n) (tg_guard.h). With on_nan =
+ * restored: a program ends then with tg_guard_reraise(n) (tg_guard.h). The handlers hold from
+ * before the first lock file is made until after the last is removed: a signal as the run starts
+ * stops it at its first step, one after its last step is dropped (the run is done). With on_nan =
  * TG_ONNAN_SKIP a run that skipped more than max_skipped of its updates, or ends on a non-finite
  * loss, did not train: TG_TRAIN_NONFINITE. */
 int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r);   /* a tg_train_status */

@@ -412,15 +412,17 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
         fprintf(stderr, "%s: %s\n", prog ? prog : "tg_train", err);
         return TG_TRAIN_USAGE;
     }
+    /* A stop signal is held from before the first lock file is made until after the last is removed:
+     * one arriving as the run starts waits for the loop's first check (a clean stop), one arriving as
+     * it ends is moot; the default death in between would leave lock files behind. */
+    tg_guard_install();
     tg_runlock locks[TG_TRAIN_MAX_FILES + 3];
     int nlocks = 0, status = take_locks(c, locks, &nlocks);
     if (status) {
         tg_runlock_release(locks, nlocks);
+        tg_guard_restore();
         return status;
     }
-    /* from here a stop signal is held until the loop's first check (a clean stop, the lock files
-     * removed), not the default death that would leave them behind */
-    tg_guard_install();
     tg_rng data_rng;
     tg_rng_seed(&data_rng, c->data_seed, 0xda7a);
     tg_adamw adam;
@@ -467,10 +469,10 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
         status = status ? status : TG_TRAIN_FAILED;
     }
 done:
-    tg_guard_restore();
     tg_ctx_free(&ctx);
     tg_runlog_close(&L);
     tg_runlock_release(locks, nlocks);
+    tg_guard_restore();
     free(hdr);
     tg_train_state_free_logged(&st);
     tg_train_optim_free(c, &adam, &sgd);
