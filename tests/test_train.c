@@ -320,6 +320,19 @@ static void last_line(const char *path, char *buf, size_t len) {
     fclose(f);
 }
 
+/* A run of `steps` steps logging to DIR/run.tsv and saving DIR/run.st every save_every, DIR a
+ * new folder (dir: its mkdtemp template); c.log and c.save left to the test. */
+static tg_train_cfg run_in(char *dir, char *log, char *save, size_t len, int steps, int save_every) {
+    assert_non_null(mkdtemp(dir));
+    snprintf(log, len, "%s/run.tsv", dir);
+    snprintf(save, len, "%s/run.st", dir);
+    tg_train_cfg c;
+    tg_train_defaults(&c, "test_train");
+    c.steps = steps, c.warmup = 2, c.log_every = 1, c.save_every = save_every, c.lr = 3e-3f, c.progress = 0;
+    c.data_seed = 4;
+    return c;
+}
+
 /* An op that fails in a step (tg_fail: an exec kernel that died) ends the run cleanly: its own status
  * and exit status, the log's last line names the step and the message, the checkpoint before it is
  * intact (resuming from it gives the parameters of a run that never failed); failing in the planning
@@ -327,12 +340,7 @@ static void last_line(const char *path, char *buf, size_t len) {
 static void test_op_failure_ends_the_run(void **s) {
     (void)s;
     char dir[] = "/tmp/tg_train_test.XXXXXX", log[64], save[64], line[1024];
-    assert_non_null(mkdtemp(dir));
-    snprintf(log, sizeof log, "%s/run.tsv", dir);
-    snprintf(save, sizeof save, "%s/run.st", dir);
-    tg_train_cfg c;
-    tg_train_defaults(&c, "test_train");
-    c.steps = 12, c.warmup = 2, c.log_every = 1, c.save_every = 5, c.lr = 3e-3f, c.progress = 0, c.data_seed = 4;
+    tg_train_cfg c = run_in(dir, log, save, sizeof log, 12, 5);
     own_run straight, a, b;
     tg_train_result res;
     own_init(&straight);
@@ -430,12 +438,7 @@ static int term_is_default(void) {
 static void test_stop_signal_leaves_no_lock_files(void **s) {
     (void)s;
     char dir[] = "/tmp/tg_train_test.XXXXXX", log[64], save[64];
-    assert_non_null(mkdtemp(dir));
-    snprintf(log, sizeof log, "%s/run.tsv", dir);
-    snprintf(save, sizeof save, "%s/run.st", dir);
-    tg_train_cfg c;
-    tg_train_defaults(&c, "test_train");
-    c.steps = 6, c.warmup = 2, c.log_every = 1, c.save_every = 3, c.lr = 3e-3f, c.progress = 0, c.data_seed = 4;
+    tg_train_cfg c = run_in(dir, log, save, sizeof log, 6, 3);
     c.log = log, c.save = save;
     own_run a;
     tg_train_result res;
