@@ -387,11 +387,15 @@ static void test_op_failure_ends_the_run(void **s) {
 enum { HOOK_OFF, HOOK_TAKE, HOOK_RELEASE };
 static int hook_mode, hook_raised, hook_unguarded;
 
-static void hook_at(int mode) {
-    if (hook_mode != mode || hook_raised) return;
+static int term_is_default(void) {
     struct sigaction now;
     sigaction(SIGTERM, NULL, &now);
-    if (now.sa_handler == SIG_DFL) {
+    return now.sa_handler == SIG_DFL;
+}
+
+static void hook_at(int mode) {
+    if (hook_mode != mode || hook_raised) return;
+    if (term_is_default()) {
         hook_unguarded++;   /* raising it now would kill this test */
         return;
     }
@@ -424,12 +428,6 @@ static int lock_files_in(const char *dir) {
     }
     closedir(d);
     return n;
-}
-
-static int term_is_default(void) {
-    struct sigaction now;
-    sigaction(SIGTERM, NULL, &now);
-    return now.sa_handler == SIG_DFL;
 }
 
 /* SIGTERM as the first lock is taken: a clean stop before step 0 (its checkpoint written), no lock
