@@ -411,10 +411,14 @@ int gethostname(char *name, size_t len) {
     return 0;
 }
 
+static int is_lock_file(const char *name) {
+    const size_t n = strlen(name);
+    return n > 5 && strcmp(name + n - 5, ".lock") == 0;
+}
+
 int unlink(const char *path) {
     const int rc = unlinkat(AT_FDCWD, path, 0);
-    const size_t n = strlen(path);
-    if (n > 5 && strcmp(path + n - 5, ".lock") == 0) hook_at(HOOK_RELEASE);
+    if (is_lock_file(path)) hook_at(HOOK_RELEASE);
     return rc;
 }
 
@@ -422,10 +426,7 @@ static int lock_files_in(const char *dir) {
     DIR *d = opendir(dir);
     assert_non_null(d);
     int n = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        const size_t k = strlen(e->d_name);
-        n += k > 5 && strcmp(e->d_name + k - 5, ".lock") == 0;
-    }
+    for (struct dirent *e; (e = readdir(d));) n += is_lock_file(e->d_name);
     closedir(d);
     return n;
 }
