@@ -20,8 +20,9 @@
  *   per 16 keys, over the query rows that see them: dV = P̃ᵀ dO, dK = s·dSᵀ Q.
  * No library is called per tile: a 16×nk product is too small for a call to pay
  * (docs/speed.md#the-attention-tiles). When a pass's operands outgrow the cache
- * (big_pass), each head asks for the next head's rows a few at a time between
- * its products (pf_list): the same arithmetic, so the same bits. */
+ * (big_pass), each head asks for the next head's rows a few at a time, its
+ * products cut into chunks to let it (pf_gemm): the same arithmetic, so the
+ * same bits. */
 
 /* Query rows [i0, i1) (at most TG_TILE_Q) and the keys [k0, k1) any of them may
  * see (whole 16-float vectors within Tk, as vec_span). */
@@ -161,13 +162,20 @@ static void transpose_pad(const tg_tile_ops *t, const float *X, int64_t ldx, int
     t->transpose(X, ldx, T, cols, Y, ld);
 }
 
-/* The next head's rows, asked for into the cache a few lines at a time while
- * this head computes (all at once, they evict what this head is using) */
+/* The next head's rows, asked for into the cache while this head computes:
+ * all at once, they evict what this head is using. Each product is owed
+ * lines in proportion to its flops (rate) and runs in chunks of a tile's rows
+ * and three vectors of columns, each after its share of the lines: the misses
+ * then overlap the FMAs. (A few hundred lines between two whole products, as
+ * before, stalled the FMAs behind them: the op ran 8-12% slower at seed's
+ * shape, B 32; two lines a k step inside the tiles' kernel cost its branch
+ * 6-12% in cache. docs/speed.md, the attention tiles, "In chunks".) */
 typedef struct {
     const float *p[8];
     int64_t ld[8];
     int rows[8], width[8], write[8], n;
-    int e, row;   /* the cursor: entry, row */
+    int e, row;         /* the cursor: entry, row */
+    double rate, owed;  /* lines a flop of the products; lines owed (below 0: asked for ahead) */
 } pf_list;
 
 static void pf_add(pf_list *l, const float *p, int rows, int64_t ld, int width, int write) {
@@ -182,13 +190,16 @@ static void pf_head(pf_list *l, const tg_attn_geom *g, const float *x, int bh, i
     pf_add(l, x + off(b, T, heads, kv ? h / g->group : h, width), T, (int64_t)heads * width, width, write);
 }
 
-static int64_t pf_lines(const pf_list *l) {
+/* The list's lines, spread over `flops` of products */
+static void pf_spread(pf_list *l, double flops) {
     int64_t n = 0;
     for (int e = 0; e < l->n; e++) n += (int64_t)l->rows[e] * ((l->width[e] + 15) / 16);
-    return n;
+    l->rate = flops > 0 ? (double)n / flops : 0;
 }
 
-static void pf_some(pf_list *l, int64_t lines) {
+/* Returns the lines asked for: whole rows, so up to a row more than `lines` */
+static int64_t pf_some(pf_list *l, int64_t lines) {
+    int64_t done = 0;
     while (lines > 0 && l->e < l->n) {   /* a row at a time */
         const int e = l->e, w = l->width[e];
         const float *x = l->p[e] + l->row * l->ld[e];
@@ -196,9 +207,29 @@ static void pf_some(pf_list *l, int64_t lines) {
             for (int c = 0; c < w; c += 16) __builtin_prefetch(x + c, 1, 2);
         else
             for (int c = 0; c < w; c += 16) __builtin_prefetch(x + c, 0, 2);
-        lines -= (w + 15) / 16;
+        lines -= (w + 15) / 16, done += (w + 15) / 16;
         if (++l->row == l->rows[e]) l->row = 0, l->e++;
     }
+    return done;
+}
+
+/* C = α·A B (or +=) by the tiles' gemm; with lines left to ask for, in chunks,
+ * each after the lines its flops are owed. Every entry of C is the same chain
+ * of FMAs however the product is cut: the same bits. */
+static void pf_gemm(const tg_tile_ops *t, pf_list *l, int M, int N, int K, float alpha, const float *A, int64_t ars,
+                    int64_t acs, const float *B, int64_t ldb, float *C, int64_t ldc, int add) {
+    enum { MC = TG_TILE_Q, NC = 48 };
+    if (l->e >= l->n) {
+        t->gemm(M, N, K, alpha, A, ars, acs, B, ldb, C, ldc, add);
+        return;
+    }
+    for (int m0 = 0; m0 < M; m0 += MC)
+        for (int n0 = 0; n0 < N; n0 += NC) {
+            const int mc = M - m0 < MC ? M - m0 : MC, nc = N - n0 < NC ? N - n0 : NC;
+            l->owed += 2.0 * mc * nc * K * l->rate;
+            l->owed -= (double)pf_some(l, (int64_t)l->owed);
+            t->gemm(mc, nc, K, alpha, A + m0 * ars, ars, acs, B + n0, ldb, C + m0 * ldc + n0, ldc, add);
+        }
 }
 
 /* ---- backward ------------------------------------------------------------------------- */
@@ -263,7 +294,7 @@ static double tile_extras(const bwd_job *j, int b, int h, int a0, int nq, int k0
 /* dSᵀ of a pair's keys, in place of dPᵀ = V dOᵀ; their other keys 0. Returns
  * the centre of its rows (tile_extras). */
 static double pair_ds(const bwd_job *j, int b, int h, const tile_pair *tp, const bwd_scratch *w, const float *PTh,
-                      double *dsink) {
+                      double *dsink, pf_list *pf) {
     const attn_rec *r = j->r;
     const tg_attn_geom *g = &r->g;
     const tg_tile_ops *t = j->tile;
@@ -274,7 +305,7 @@ static double pair_ds(const bwd_job *j, int b, int h, const tile_pair *tp, const
     /* O = P̃ V  =>  dP = dO Vᵀ ⊙ keep/(1 − p) */
     const int kh = h / g->group;
     const float *V = j->v->data + off(b, Tk, g->Hkv, kh, g->dv) + (int64_t)k0 * g->Hkv * g->dv;
-    t->gemm(nk, tp->nt * TG_TILE_Q, g->dv, 1.0f, V, g->Hkv * g->dv, 1, w->dOT + tp->a0, ld, DSt, ld, 0);
+    pf_gemm(t, pf, nk, tp->nt * TG_TILE_Q, g->dv, 1.0f, V, g->Hkv * g->dv, 1, w->dOT + tp->a0, ld, DSt, ld, 0);
     const int nq = tp->t[tp->nt - 1]->i1 - tp->a0;
     if (g->dropout > 0)
         for (int c = 0; c < nk; c++)
@@ -283,8 +314,9 @@ static double pair_ds(const bwd_job *j, int b, int h, const tile_pair *tp, const
                 *x = tg_attn_keep(g, b, h, tp->a0 + a, k0 + c) ? *x * g->drop_scale : 0.0f;
             }
     if (g->softcap > 0)   /* the raw scores again, for the softcap's derivative */
-        t->gemm(nk, tp->nt * TG_TILE_Q, g->d, 1.0f, j->k->data + off(b, Tk, g->Hkv, kh, g->d) + (int64_t)k0 * g->Hkv * g->d,
-                g->Hkv * g->d, 1, w->QT + tp->a0, ld, w->SC + at, ld, 0);
+        pf_gemm(t, pf, nk, tp->nt * TG_TILE_Q, g->d, 1.0f,
+                j->k->data + off(b, Tk, g->Hkv, kh, g->d) + (int64_t)k0 * g->Hkv * g->d, g->Hkv * g->d, 1,
+                w->QT + tp->a0, ld, w->SC + at, ld, 0);
     double centre = 0;
     for (int u = 0; u < tp->nt; u++) {
         /* P = softmax(x)  =>  dx = P ⊙ (dP − D), D = <dP, P> per row (0 where invisible, as P is) */
@@ -308,7 +340,7 @@ static double pair_ds(const bwd_job *j, int b, int h, const tile_pair *tp, const
  * exact value), which a sink makes D_i·P_sink,i; a softcap multiplies dx by
  * its derivative, after which no row sum is known: no centring then. */
 TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int first, const bwd_scratch *w,
-                                          pf_list *pf, int64_t step) {
+                                          pf_list *pf) {
     const attn_rec *r = j->r;
     const tg_attn_geom *g = &r->g;
     const tg_tile_ops *t = j->tile;
@@ -335,8 +367,7 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
         float *dV = j->v->grad + off(b, Tk, g->Hkv, kh, dv);
         for (int q = 0; q < r->nkb; q++) {
             const key_blk *kb = &r->kb[q];
-            pf_some(pf, step);
-            t->gemm(kb->k1 - kb->k0, dv, kb->q1 - kb->q0, 1.0f, Pd + (int64_t)kb->k0 * ld + kb->q0, ld, 1,
+            pf_gemm(t, pf, kb->k1 - kb->k0, dv, kb->q1 - kb->q0, 1.0f, Pd + (int64_t)kb->k0 * ld + kb->q0, ld, 1,
                     dO + (int64_t)kb->q0 * ldo, ldo, dV + (int64_t)kb->k0 * ldv, ldv, !(first && j->v_first));
         }
     }
@@ -348,10 +379,9 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
     for (int q = 0, next = 0; q < r->nblk; q++) {
         const attn_blk *bk = &r->blk[q];
         const int a0 = bk->i0, nq = bk->i1 - a0, nk = bk->k1 - bk->k0;
-        pf_some(pf, step);
         if (q == next) {
             const tile_pair tp = pair_at(r, q);
-            centre += pair_ds(j, b, h, &tp, w, PTh, &dsink);
+            centre += pair_ds(j, b, h, &tp, w, PTh, &dsink, pf);
             next += tp.nt;
         }
         /* y = s · Q Kᵀ  =>  dQ = s · dy K,  ds = Σ dy ⊙ Q Kᵀ = Σ Q ⊙ (dy K): G = dy K
@@ -359,7 +389,7 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
         const float *A = w->DS + (int64_t)bk->k0 * ld + a0, *Kk = K + (int64_t)bk->k0 * ldk;
         if (j->want_hs) {
             float *G = w->G + (int64_t)a0 * d;
-            t->gemm(nq, d, nk, 1.0f, A, 1, ld, Kk, ldk, G, d, 0);
+            pf_gemm(t, pf, nq, d, nk, 1.0f, A, 1, ld, Kk, ldk, G, d, 0);
             for (int i = 0; i < nq; i++) {
                 const float *gi = G + (int64_t)i * d, *qi = Q + (int64_t)(a0 + i) * ldq;
                 float *dq = dQ ? dQ + (int64_t)(a0 + i) * ldq : NULL;
@@ -367,7 +397,7 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
                 for (int c = 0; c < d; c++) dhs += (double)qi[c] * gi[c];
             }
         } else if (dQ) {
-            t->gemm(nq, d, nk, s, A, 1, ld, Kk, ldk, dQ + (int64_t)a0 * ldq, ldq, !j->q_first);
+            pf_gemm(t, pf, nq, d, nk, s, A, 1, ld, Kk, ldk, dQ + (int64_t)a0 * ldq, ldq, !j->q_first);
         }
     }
     j->dsink[b * g->H + h] = dsink;
@@ -376,8 +406,7 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
         float *dK = j->k->grad + ok;
         for (int q = 0; q < r->nkb; q++) {
             const key_blk *kb = &r->kb[q];
-            pf_some(pf, step);
-            t->gemm(kb->k1 - kb->k0, d, kb->q1 - kb->q0, s, w->DS + (int64_t)kb->k0 * ld + kb->q0, ld, 1,
+            pf_gemm(t, pf, kb->k1 - kb->k0, d, kb->q1 - kb->q0, s, w->DS + (int64_t)kb->k0 * ld + kb->q0, ld, 1,
                     Q + (int64_t)kb->q0 * ldq, ldq, dK + (int64_t)kb->k0 * ldk, ldk, !(first && j->k_first));
         }
     }
@@ -409,8 +438,10 @@ static void backward_item(void *arg, int item, int t) {
                     if (j->q->grad) pf_head(&pf, g, j->q->grad, nx, 0, g->d, 1);
                     if (j->k->grad) pf_head(&pf, g, j->k->grad, nx, 1, g->d, 1);
                 }
-                const int64_t step = pf_lines(&pf) / (2 * j->r->nkb + j->r->nblk) + 1;
-                j->dhs[b * g->H + h] = backward_head(j, b, h, a == 0, &j->ws[t], &pf, step);
+                /* over the products backward_head runs */
+                pf_spread(&pf, 2.0 * blk_pairs(j->r) * (g->dv + (j->need_G ? g->d : 0)) +
+                                   2.0 * kb_pairs(j->r) * ((j->v->grad ? g->dv : 0) + (j->k->grad ? g->d : 0)));
+                j->dhs[b * g->H + h] = backward_head(j, b, h, a == 0, &j->ws[t], &pf);
             }
 }
 
@@ -500,7 +531,8 @@ static void tile_stats(const float *S, int ld, int k0, int nq, const int *lo, co
 
 /* A query tile of a pair: its rows' softmax on the pair's keys (the scores
  * already in PT), then O = P̃ V on its own keys. */
-static void forward_tile(const fwd_job *j, int b, int h, const tile_pair *tp, int u, float *X, tg_attn_part *part) {
+static void forward_tile(const fwd_job *j, int b, int h, const tile_pair *tp, int u, float *X, tg_attn_part *part,
+                         pf_list *pf) {
     const attn_rec *r = j->r;
     const tg_attn_geom *g = &r->g;
     const tg_tile_ops *t = j->tile;
@@ -531,27 +563,25 @@ static void forward_tile(const fwd_job *j, int b, int h, const tile_pair *tp, in
             }
         A = X, acs = TG_TILE_Q;
     }
-    t->gemm(nq, dv, bk->k1 - bk->k0, 1.0f, A, 1, acs, j->v->data + off(b, Tk, g->Hkv, kh, dv) + (int64_t)bk->k0 * ldv,
-            ldv, j->out->data + off(b, Tq, H, h, dv) + (int64_t)a0 * ldo, ldo, 0);
+    pf_gemm(t, pf, nq, dv, bk->k1 - bk->k0, 1.0f, A, 1, acs,
+            j->v->data + off(b, Tk, g->Hkv, kh, dv) + (int64_t)bk->k0 * ldv, ldv,
+            j->out->data + off(b, Tq, H, h, dv) + (int64_t)a0 * ldo, ldo, 0);
 }
 
 /* A pair of query tiles of head h: the scores key-major into PT (Sᵀ = K Qᵀ, a
  * lane per query) on the pair's keys, 0 on the others, then each tile. */
 static void forward_pair(const fwd_job *j, int b, int h, const tile_pair *tp, const float *QT, float *X,
-                         tg_attn_part *part, pf_list *pf, int64_t step) {
+                         tg_attn_part *part, pf_list *pf) {
     const attn_rec *r = j->r;
     const tg_attn_geom *g = &r->g;
     const int Tk = g->Tk, d = g->d, ld = r->ld;
     float *PTh = r->PT + ((int64_t)b * g->H + h) * Tk * ld;
     zero_keys(PTh, ld, tp, Tk);
     const int ldk = g->Hkv * d;
-    j->tile->gemm(tp->k1 - tp->k0, tp->nt * TG_TILE_Q, d, 1.0f,
-                  j->k->data + off(b, Tk, g->Hkv, h / g->group, d) + (int64_t)tp->k0 * ldk, ldk, 1, QT + tp->a0, ld,
-                  PTh + (int64_t)tp->k0 * ld + tp->a0, ld, 0);
-    for (int u = 0; u < tp->nt; u++) {
-        pf_some(pf, step);
-        forward_tile(j, b, h, tp, u, X, part);
-    }
+    pf_gemm(j->tile, pf, tp->k1 - tp->k0, tp->nt * TG_TILE_Q, d, 1.0f,
+            j->k->data + off(b, Tk, g->Hkv, h / g->group, d) + (int64_t)tp->k0 * ldk, ldk, 1, QT + tp->a0, ld,
+            PTh + (int64_t)tp->k0 * ld + tp->a0, ld, 0);
+    for (int u = 0; u < tp->nt; u++) forward_tile(j, b, h, tp, u, X, part, pf);
 }
 
 static void forward_item(void *arg, int bh, int thread) {
@@ -568,13 +598,12 @@ static void forward_item(void *arg, int bh, int thread) {
         pf_head(&pf, g, j->v->data, bh + 1, 1, g->dv, 0);
         pf_head(&pf, g, j->out->data, bh + 1, 0, g->dv, 1);
         pf_add(&pf, r->PT + (int64_t)(bh + 1) * g->Tk * r->ld, g->Tk, r->ld, r->ld, 1);
+        pf_spread(&pf, 2.0 * blk_pairs(r) * (d + g->dv));
     }
-    const int64_t step = pf_lines(&pf) / (r->nblk + 1) + 1;
-    pf_some(&pf, step);
     transpose_pad(j->tile, j->q->data + off(b, Tq, H, h, d), H * d, Tq, d, QT, r->ld);
     for (int q = 0; q < r->nblk;) {
         const tile_pair tp = pair_at(r, q);
-        forward_pair(j, b, h, &tp, QT, X, &part, &pf, step);
+        forward_pair(j, b, h, &tp, QT, X, &part, &pf);
         q += tp.nt;
     }
     pf_some(&pf, INT64_MAX);   /* what is left */

@@ -2,6 +2,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <math.h>
 #include <cmocka.h>
@@ -481,6 +482,70 @@ static void test_input_used_twice(void **s) {
     assert_int_equal(tg_test_used_twice_shape("attention", 4, (int[]){2, 5, 2, 3}, twice_op, NULL), 0);
 }
 
+/* A pass over more than twice the L2 asks for the next head's rows while a head
+ * computes and cuts its products into chunks to do so (ops/attention.c,
+ * pf_gemm); a batch row on its own fits the cache and does neither. Batch rows
+ * are independent, so each row's output and q, k, v grads must be the same
+ * bits both ways. (Not head_scale's grad: a sum over the batch rows.) */
+static void test_big_pass_same_bits(void **s) {
+    (void)s;
+    enum { BB = 12, TT = 64, HH = 4, DD = 128 };   /* q, k, v, out: 6 MB, above twice any L2 up to 3 MB */
+    for (int variant = 0; variant < 2; variant++) {
+        const int hkv = variant ? 2 : HH;   /* 1: grouped heads, a head scale, causal with a window */
+        const int64_t nq = (int64_t)TT * HH * DD, nk = (int64_t)TT * hkv * DD;
+        float *want = NULL;   /* per batch row: out, dq, dk, dv */
+        for (int whole = 1; whole >= 0; whole--)
+            for (int b0 = 0; b0 < (whole ? 1 : BB); b0++) {
+                const int nb = whole ? BB : 1;
+                tg_params P;
+                tg_params_init(&P);
+                tg_tensor *q = tg_param(&P, "q", 4, (int[]){nb, TT, HH, DD});
+                tg_tensor *k = tg_param(&P, "k", 4, (int[]){nb, TT, hkv, DD});
+                tg_tensor *v = tg_param(&P, "v", 4, (int[]){nb, TT, hkv, DD});
+                tg_tensor *hs = variant ? tg_param(&P, "head_scale", 1, (int[]){HH}) : NULL;
+                tg_params_alloc(&P);
+                tg_rng r;   /* row b's values the same whichever call holds it */
+                for (int b = 0; b < nb; b++) {
+                    tg_rng_seed(&r, 300 + variant, (uint64_t)(b0 + b));
+                    tg_fill_normal(&r, q->data + b * nq, nq, 0.0f, 1.0f);
+                    tg_fill_normal(&r, k->data + b * nk, nk, 0.0f, 1.0f);
+                    tg_fill_normal(&r, v->data + b * nk, nk, 0.0f, 1.0f);
+                }
+                if (hs)
+                    for (int h = 0; h < HH; h++) hs->data[h] = 0.5f + 0.25f * h;
+                tg_attn_args a = tg_attn_args_make(q, k, v, 0.09f);
+                a.head_scale = hs, a.causal = variant, a.window_left = variant ? 23 : -1;
+                tg_ctx ctx;
+                tg_ctx_init(&ctx, 0);
+                tg_tensor *out = tg_attend(&ctx, &a);
+                float *R = malloc((size_t)out->numel * sizeof *R);
+                for (int b = 0; b < nb; b++) {
+                    tg_rng_seed(&r, 400 + variant, (uint64_t)(b0 + b));
+                    tg_fill_normal(&r, R + b * nq, nq, 0.0f, 1.0f);
+                }
+                tg_params_zero_grad(&P);
+                tg_backward_seed(&ctx, out, R);
+                const int64_t row = 2 * nq + 2 * nk;
+                for (int b = 0; b < nb; b++) {
+                    const float *part[4] = {out->data + b * nq, q->grad + b * nq, k->grad + b * nk, v->grad + b * nk};
+                    const int64_t len[4] = {nq, nq, nk, nk};
+                    if (whole && !want) want = malloc((size_t)(BB * row) * sizeof *want);
+                    float *w = want + (b0 + b) * row;
+                    for (int i = 0; i < 4; w += len[i], i++) {
+                        if (whole) memcpy(w, part[i], (size_t)len[i] * sizeof *w);
+                        else if (memcmp(w, part[i], (size_t)len[i] * sizeof *w))
+                            fail_msg("variant %d, batch row %d: %s differs between B %d and B 1", variant, b0 + b,
+                                     (const char *[]){"out", "dq", "dk", "dv"}[i], BB);
+                    }
+                }
+                free(R);
+                tg_ctx_free(&ctx);
+                tg_params_free(&P);
+            }
+        free(want);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_input_used_twice),
@@ -495,6 +560,7 @@ int main(void) {
         cmocka_unit_test(test_stats_saturated),
         cmocka_unit_test(test_no_heap_after_first_step),
         cmocka_unit_test(test_misuse),
+        cmocka_unit_test(test_big_pass_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
