@@ -167,7 +167,7 @@ static void transpose_pad(const tg_tile_ops *t, const float *X, int64_t ldx, int
  * lines in proportion to its flops (rate) and runs in chunks of a tile's rows
  * and three vectors of columns, each after its share of the lines: the misses
  * then overlap the FMAs. (A few hundred lines between two whole products, as
- * before, stalled the FMAs behind them: the op ran 8-12% slower at seed's
+ * before, stalled the FMAs behind them: the op ran 12-20% slower at seed's
  * shape, B 32; two lines a k step inside the tiles' kernel cost its branch
  * 6-12% in cache. docs/speed.md, the attention tiles, "In chunks".) */
 typedef struct {
