@@ -39,6 +39,7 @@ typedef struct {
     int nblk, nkb;
     attn_blk *blk;   /* [nblk] query tiles (arena) */
     key_blk *kb;     /* [nkb] key tiles (arena) */
+    int64_t qpairs, kpairs;   /* the pairs a head's products run: blk_pairs, kb_pairs */
     int pf_fwd, pf_bwd;   /* 1: each head asks for the next one's rows (a pass over big_pass bytes) */
 } attn_rec;
 
@@ -437,10 +438,10 @@ static void backward_item(void *arg, int item, int t) {
                     if (j->v->grad) pf_head(&pf, g, j->v->grad, nx, 1, g->dv, 1);
                     if (j->q->grad) pf_head(&pf, g, j->q->grad, nx, 0, g->d, 1);
                     if (j->k->grad) pf_head(&pf, g, j->k->grad, nx, 1, g->d, 1);
+                    /* over the products backward_head runs */
+                    pf_spread(&pf, 2.0 * j->r->qpairs * (g->dv + (j->need_G ? g->d : 0)) +
+                                       2.0 * j->r->kpairs * ((j->v->grad ? g->dv : 0) + (j->k->grad ? g->d : 0)));
                 }
-                /* over the products backward_head runs */
-                pf_spread(&pf, 2.0 * blk_pairs(j->r) * (g->dv + (j->need_G ? g->d : 0)) +
-                                   2.0 * kb_pairs(j->r) * ((j->v->grad ? g->dv : 0) + (j->k->grad ? g->d : 0)));
                 j->dhs[b * g->H + h] = backward_head(j, b, h, a == 0, &j->ws[t], &pf);
             }
 }
@@ -598,7 +599,7 @@ static void forward_item(void *arg, int bh, int thread) {
         pf_head(&pf, g, j->v->data, bh + 1, 1, g->dv, 0);
         pf_head(&pf, g, j->out->data, bh + 1, 0, g->dv, 1);
         pf_add(&pf, r->PT + (int64_t)(bh + 1) * g->Tk * r->ld, g->Tk, r->ld, r->ld, 1);
-        pf_spread(&pf, 2.0 * blk_pairs(r) * (d + g->dv));
+        pf_spread(&pf, 2.0 * r->qpairs * (d + g->dv));
     }
     transpose_pad(j->tile, j->q->data + off(b, Tq, H, h, d), H * d, Tq, d, QT, r->ld);
     for (int q = 0; q < r->nblk;) {
@@ -644,6 +645,7 @@ tg_tensor *tg_attend(tg_ctx *ctx, const tg_attn_args *args) {
     }
     r.nblk = query_blocks(ctx, g, &r.blk);
     r.nkb = key_blocks(ctx, g, &r.kb);
+    r.qpairs = blk_pairs(&r), r.kpairs = kb_pairs(&r);
     const int nt = tg_threads();
     float *QT = tg_arena_alloc(ctx, (size_t)nt * d * r.ld * sizeof(float));
     float *X = g->dropout > 0 ? tg_arena_alloc(ctx, (size_t)nt * Tk * TG_TILE_Q * sizeof(float)) : NULL;
@@ -658,7 +660,7 @@ tg_tensor *tg_attend(tg_ctx *ctx, const tg_attn_args *args) {
         n->own_grads = 1;
         /* S = QKᵀ, O = PV, back dP = dO Vᵀ, dQ = dS K over the query tiles' pairs;
          * dV = PᵀdO, dK = dSᵀ Q over the key tiles' (not the T² a mask hides) */
-        const double qp = 2.0 * B * H * (double)blk_pairs(&r), kp = 2.0 * B * H * (double)kb_pairs(&r);
+        const double qp = 2.0 * B * H * (double)r.qpairs, kp = 2.0 * B * H * (double)r.kpairs;
         int dS = a.q->requires_grad || a.k->requires_grad || (a.head_scale && a.head_scale->requires_grad);
         n->flops[0] = qp * (d + dv);
         n->flops[1] = qp * (dv * dS + d * a.q->requires_grad) + kp * (dv * a.v->requires_grad + d * a.k->requires_grad);
