@@ -308,6 +308,18 @@ def raw_wrong_shape():
         tx.write_frame(sys.stdout.buffer, reply)
 
 
+def close_input_after_hello():
+    """Closes its stdin, then greets and exits 3 a moment later: the next request's write
+    finds no reader (EPIPE), whatever the timing."""
+    tx.read_frame(sys.stdin.buffer)
+    os.close(0)
+    tx.write_frame(sys.stdout.buffer, tx.encode({"protocol": "1", "type": "hello", "name": "closer",
+                                                 "features": ""}, {}))
+    import time
+    time.sleep(0.2)
+    os._exit(3)
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--serve":
         sys.argv = [x for x in sys.argv if not x.startswith("--tag=")]   # a caller's marker, for pgrep
@@ -319,6 +331,8 @@ if __name__ == "__main__":
         mode = sys.argv[2] if len(sys.argv) > 2 else ""
         if mode == "--raw-wrong-shape":
             sys.exit(raw_wrong_shape())
+        if mode == "--close-input-after-hello":
+            close_input_after_hello()
         if mode == "--noscale":   # the seed's bug: the scale passed is ignored (softmax(q·k))
             fwd = lambda q, k, v, **a: attention(q, k, v, **dict(a, scale=1.0))
             bwd = lambda saved, dout, needs: attention_backward(saved, dout, needs)

@@ -131,6 +131,7 @@ static void expect_failure(const char *command, double timeout, const char *open
     tg_test_catch_errors(&ctx, &c);
     tg_attn_args a = tg_attn_args_make(t.q, t.k, t.v, 0.5f);
     EXPECT_TG_ERROR(&c, tg_attn_kernel_call(&ctx, &x.kernel, &a), call_msg);
+    fprintf(stderr, "DBG %s\n", c.msg);
     assert_non_null(strstr(c.msg, "exec kernel "));
     assert_non_null(strstr(c.msg, "forward 1 (q [1,4,1,2]"));
     if (!refused) {
@@ -148,7 +149,13 @@ static void expect_failure(const char *command, double timeout, const char *open
 
 static void test_failures(void **s) {
     (void)s;
-    expect_failure("exit 3", 5, "exited with status 3", NULL, 0);
+    expect_failure("exit 3", 5, "exited with status 3 before answering", NULL, 0);
+    /* the two ways of noticing it, forced: the request read, then no answer (EOF), and the
+     * request written into a pipe nobody reads (EPIPE); one message, as callers match on it */
+    expect_failure("head -c 1 >/dev/null; exit 3", 5, "exited with status 3 before answering", NULL, 0);
+    char closer[2100];   /* exec: sh, the kernel's parent otherwise, would hold the pipe open */
+    snprintf(closer, sizeof closer, "exec %s", kernel_cmd("--close-input-after-hello"));
+    expect_failure(closer, 5, NULL, "exited with status 3 before answering", 0);
     expect_failure("echo stray output; sleep 5", 5, "outside 1..2^30 (not the protocol: stray output", NULL, 0);
     expect_failure(kernel_cmd("--die-on-forward"), 5, NULL, "exited with status 4 before answering", 0);
     expect_failure(kernel_cmd("--hang-on-forward"), 1, NULL, "no answer in 1 s", 0);

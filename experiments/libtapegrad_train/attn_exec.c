@@ -140,8 +140,14 @@ static int send_all(tg_attn_exec *x, const char *call, const void *p, size_t n, 
             }
             char said[900];
             drain_stderr(x);
-            broke(x, "%s: the kernel %s (writing to it: %s)%s", call, how_it_ended(x, how, sizeof how), strerror(e),
-                  last_words(x, said, sizeof said));
+            /* EPIPE: it closed its input before it answered; whether this write or the read of
+             * its answer notices first is timing, and the message must not depend on it. */
+            if (e == EPIPE)
+                broke(x, "%s: the kernel %s before answering%s", call, how_it_ended(x, how, sizeof how),
+                      last_words(x, said, sizeof said));
+            else
+                broke(x, "%s: the kernel %s (writing to it: %s)%s", call, how_it_ended(x, how, sizeof how),
+                      strerror(e), last_words(x, said, sizeof said));
             rc = -1;
             break;
         }
