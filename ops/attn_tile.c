@@ -23,7 +23,8 @@ static void c_gemm(int M, int N, int K, float alpha, const float *A, int64_t ars
         }
 }
 
-/* sums in double, keys 0, 2, 4, … and 1, 3, 5, … apart, then added: the vector copies' order */
+/* the sum by blocks of 8 keys: in float within a block, keys 0, 2, 4, … and 1, 3, 5, … apart,
+ * each block's two sums then added in double; the two added at the end: the vector copies' order */
 static void c_softmax(float *S, int64_t lds, int nk, int k0, const int *lo, const int *hi, int raw, float s, float sink,
                       float *top, float *psink) {
     for (int a = 0; a < TG_TILE_Q; a++) {
@@ -35,12 +36,14 @@ static void c_softmax(float *S, int64_t lds, int nk, int k0, const int *lo, cons
         }
         const float t = mx > sink ? mx : sink, m = t == -INFINITY ? 0.0f : t;
         double l[2] = {0, 0};
+        float f[2] = {0, 0};
         for (int j = 0; j < nk; j++) {
             float *x = S + j * lds + a;
-            *x = tg_exp_neg(*x - m);
-            l[j & 1] += *x;
+            *x = tg_exp_neg_fma(*x - m);
+            f[j & 1] += *x;
+            if (j % 8 == 7 || j == nk - 1) l[0] += f[0], l[1] += f[1], f[0] = f[1] = 0;
         }
-        const float es = sink > -INFINITY ? tg_exp_neg(sink - m) : 0.0f;
+        const float es = sink > -INFINITY ? tg_exp_neg_fma(sink - m) : 0.0f;
         const double z = l[0] + l[1] + es;
         float inv = (float)(1.0 / z);
         top[a] = mx;
@@ -55,8 +58,12 @@ static void c_softmax(float *S, int64_t lds, int nk, int k0, const int *lo, cons
 
 static void c_dsoftmax(float *G, const float *P, int64_t ld, int nk, float *D) {
     for (int a = 0; a < TG_TILE_Q; a++) {
-        double l[2] = {0, 0};
-        for (int j = 0; j < nk; j++) l[j & 1] += (double)P[j * ld + a] * G[j * ld + a];
+        double l[2] = {0, 0};   /* blocks of 8 keys, as the softmax's sum */
+        float f[2] = {0, 0};
+        for (int j = 0; j < nk; j++) {
+            f[j & 1] = fmaf(P[j * ld + a], G[j * ld + a], f[j & 1]);
+            if (j % 8 == 7 || j == nk - 1) l[0] += f[0], l[1] += f[1], f[0] = f[1] = 0;
+        }
         D[a] = (float)(l[0] + l[1]);
         for (int j = 0; j < nk; j++) G[j * ld + a] = P[j * ld + a] * (G[j * ld + a] - D[a]);
     }
@@ -97,6 +104,9 @@ static const tg_tile_ops c_ops = {"c", c_gemm, c_softmax, c_dsoftmax, c_transpos
 #define V_STORE(p, x) _mm512_storeu_ps(p, x)
 #define V_STOREM(p, m, x) _mm512_mask_storeu_ps(p, m, x)
 #define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define V_FNMA(a, b, c) _mm512_fnmadd_ps(a, b, c)   /* c − a·b, one rounding */
+/* p·2ⁿ for n a whole number in [−126, 0]: one instruction, rounded as the product by 2ⁿ built in the exponent bits */
+#define V_SCALE(p, n) _mm512_scalef_ps(p, n)
 #define V_MUL(a, b) _mm512_mul_ps(a, b)
 #define V_ADD(a, b) _mm512_add_ps(a, b)
 #define V_SUB(a, b) _mm512_sub_ps(a, b)
@@ -106,7 +116,6 @@ static const tg_tile_ops c_ops = {"c", c_gemm, c_softmax, c_dsoftmax, c_transpos
 #define V_SEL(m, a, b) _mm512_mask_blend_ps(m, b, a)   /* m ? a : b */
 #define V_POW2(n) \
     _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23))
-#define M_OR(a, b) ((__mmask16)((a) | (b)))
 #define M_FIRST(n) ((__mmask16)((1u << (n)) - 1))
 #define VI_SET1(x) _mm512_set1_epi32(x)
 #define VI_LOAD(p) _mm512_loadu_si512((const void *)(p))
@@ -168,6 +177,8 @@ static const tg_tile_ops c_ops = {"c", c_gemm, c_softmax, c_dsoftmax, c_transpos
 #undef V_STORE
 #undef V_STOREM
 #undef V_FMA
+#undef V_FNMA
+#undef V_SCALE
 #undef V_MUL
 #undef V_ADD
 #undef V_SUB
@@ -176,7 +187,6 @@ static const tg_tile_ops c_ops = {"c", c_gemm, c_softmax, c_dsoftmax, c_transpos
 #undef V_NAN
 #undef V_SEL
 #undef V_POW2
-#undef M_OR
 #undef M_FIRST
 #undef VI_SET1
 #undef VI_LOAD
@@ -215,6 +225,8 @@ static const tg_tile_ops c_ops = {"c", c_gemm, c_softmax, c_dsoftmax, c_transpos
 #define V_STORE(p, x) _mm256_storeu_ps(p, x)
 #define V_STOREM(p, m, x) _mm256_maskstore_ps(p, _mm256_castps_si256(m), x)
 #define V_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define V_FNMA(a, b, c) _mm256_fnmadd_ps(a, b, c)
+#define V_SCALE(p, n) V_MUL(p, V_POW2(n))
 #define V_MUL(a, b) _mm256_mul_ps(a, b)
 #define V_ADD(a, b) _mm256_add_ps(a, b)
 #define V_SUB(a, b) _mm256_sub_ps(a, b)
@@ -224,7 +236,6 @@ static const tg_tile_ops c_ops = {"c", c_gemm, c_softmax, c_dsoftmax, c_transpos
 #define V_SEL(m, a, b) _mm256_blendv_ps(b, a, m)   /* m ? a : b */
 #define V_POW2(n) \
     _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23))
-#define M_OR(a, b) _mm256_or_ps(a, b)
 #define M_FIRST(n) \
     _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)))
 #define VI_SET1(x) _mm256_set1_epi32(x)

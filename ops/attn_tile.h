@@ -15,10 +15,12 @@
  * - dsoftmax: the softmax's backward on such a tile, across the lanes too.
  * - transpose: by TT_W × TT_W blocks in registers.
  *
- * exp is tg_exp_neg (vmath.h) in vector form, the same operations in the
- * same order (no FMA): the same float for every input, so the same bound
- * (within 1.2 ulp on [−87, 0], 0 below, NaN for NaN; tests/test_attn_tile.c
- * checks every copy against tg_exp_neg). */
+ * exp is tg_exp_neg_fma (vmath.h) in vector form, the same operations in the
+ * same order: the same float for every input, so the same bound (within 0.94
+ * ulp on [−87, 0], 0 below, NaN for NaN; tests/test_attn_tile.c checks every
+ * copy against tg_exp_neg_fma, and it against exp). The softmax's sum and
+ * dsoftmax's D run by blocks of 8 keys, in float within a block and in double
+ * across blocks, in the same order in every copy. */
 #ifndef TG_OPS_ATTN_TILE_H
 #define TG_OPS_ATTN_TILE_H
 #include <stdint.h>

@@ -6,6 +6,7 @@
 
 #define TT_U (TG_TILE_Q / TT_W)   /* vectors across a tile's 16 queries */
 #define TT_EU (8 / TT_U)          /* keys a trip of the softmax's exponentials: 8 vectors */
+#define TT_SB 8                   /* keys a block of the softmax's and dsoftmax's float sums */
 
 /* C[0..MR) × [0..NV vectors) = α Σ_k A[r·ars + k·acs] B[k·ldb + ·] (add: +=): the accumulators
  * stay in registers over k (MR·NV of them; GCC scalarises the array once the
@@ -115,38 +116,49 @@ TT_TARGET static void TT(gemm)(int M, int N, int K, float alpha, const float *A,
     }
 }
 
-/* tg_exp_neg (vmath.h), operation for operation */
+/* tg_exp_neg_fma (vmath.h), operation for operation */
 TT_TARGET __attribute__((always_inline)) static inline V TT(exp_neg)(V x) {
     const V shift = V_SET1(12582912.0f);
     const M_T below = V_LT(x, V_SET1(-87.0f)), nan = V_NAN(x);
-    const V xc = V_SEL(M_OR(below, nan), V_SET1(-87.0f), x);
-    const V n = V_SUB(V_ADD(V_MUL(xc, V_SET1(1.44269504f)), shift), shift);
-    const V r = V_SUB(V_SUB(xc, V_MUL(n, V_SET1(0.693359375f))), V_MUL(n, V_SET1(-2.12194440e-4f)));
+    const V xc = V_MAX(x, V_SET1(-87.0f));   /* −87 for x below it and for NaN (max takes its second operand) */
+    const V n = V_SUB(V_FMA(xc, V_SET1(1.44269504f), shift), shift);
+    const V r = V_FNMA(n, V_SET1(-2.12194440e-4f), V_FNMA(n, V_SET1(0.693359375f), xc));
     V p = V_SET1(1.0f / 5040);
-    p = V_ADD(V_MUL(p, r), V_SET1(1.0f / 720));
-    p = V_ADD(V_MUL(p, r), V_SET1(1.0f / 120));
-    p = V_ADD(V_MUL(p, r), V_SET1(1.0f / 24));
-    p = V_ADD(V_MUL(p, r), V_SET1(1.0f / 6));
-    p = V_ADD(V_MUL(p, r), V_SET1(0.5f));
-    p = V_ADD(V_MUL(p, r), V_SET1(1.0f));
-    p = V_ADD(V_MUL(p, r), V_SET1(1.0f));
-    V y = V_MUL(p, V_POW2(n));
+    p = V_FMA(p, r, V_SET1(1.0f / 720));
+    p = V_FMA(p, r, V_SET1(1.0f / 120));
+    p = V_FMA(p, r, V_SET1(1.0f / 24));
+    p = V_FMA(p, r, V_SET1(1.0f / 6));
+    p = V_FMA(p, r, V_SET1(0.5f));
+    p = V_FMA(p, r, V_SET1(1.0f));
+    p = V_FMA(p, r, V_SET1(1.0f));
+    V y = V_SCALE(p, n);
     y = V_SEL(below, V_ZERO(), y);
     return V_SEL(nan, x, y);
 }
 
-/* x = e^{x − m} in place, added to the key parity's double sums s[0..2) */
-TT_TARGET __attribute__((always_inline)) static inline void TT(exp_sum)(float *x, V m, VD *s) {
+/* x = e^{x − m} in place, added to the key parity's float sum f */
+TT_TARGET __attribute__((always_inline)) static inline void TT(exp_sum)(float *x, V m, V *f) {
     const V y = TT(exp_neg)(V_SUB(V_LOAD(x), m));
     V_STORE(x, y);
-    s[0] = VD_ADD(s[0], VD_LO(y));
-    s[1] = VD_ADD(s[1], VD_HI(y));
+    *f = V_ADD(*f, y);
+}
+
+/* A block's float sums f[2] (even and odd keys) added to the double sums s[2][2] (low and high halves) */
+TT_TARGET __attribute__((always_inline)) static inline void TT(flush)(VD s[2][2], const V *f) {
+#pragma GCC unroll 2
+    for (int e = 0; e < 2; e++) {
+        s[e][0] = VD_ADD(s[e][0], VD_LO(f[e]));
+        s[e][1] = VD_ADD(s[e][1], VD_HI(f[e]));
+    }
 }
 
 /* Three passes over the tile, each a vector per key and TT_U per row of keys:
- * the logits and their max, e^{x − m} and its sum (in double: keys 0, 2, 4, …
- * and 1, 3, 5, … apart, then the two added, as in attn_tile.c's plain copy),
- * the weights. Between them the lanes' scalars, in vectors too. */
+ * the logits and their max, e^{x − m} and its sum, the weights. Between them
+ * the lanes' scalars, in vectors too. The sum runs by blocks of TT_SB keys: in
+ * float within a block, even and odd keys apart, each block's two sums then
+ * added in double (a float per key converted and added in double cost a
+ * quarter of the softmax's time, docs/speed.md); the plain copy in attn_tile.c
+ * keeps this order. */
 TT_TARGET static void TT(softmax)(float *S, int64_t lds, int nk, int k0, const int *lo, const int *hi, int raw, float s,
                                   float sink, float *top, float *psink) {
     V mx[TT_U], m[TT_U];
@@ -177,34 +189,47 @@ TT_TARGET static void TT(softmax)(float *S, int64_t lds, int nk, int k0, const i
 #pragma GCC unroll 4
     for (int u = 0; u < TT_U; u++) sum[u][0][0] = sum[u][0][1] = sum[u][1][0] = sum[u][1][1] = VD_ZERO();
     int j = 0;
-    /* TT_EU keys a trip, their exponentials first: eight vectors of independent
-     * chains (each ~25 dependent operations) in flight, where one key's chain
-     * then its sums, two keys a trip, kept too few (the op's forward at `small`
-     * 4% faster, docs/speed.md). The sums are then added in key order, even and
-     * odd apart, as before: the same bits. */
-    for (; j + TT_EU <= nk; j += TT_EU) {
-        V y[TT_EU][TT_U];
-#pragma GCC unroll 8
-        for (int e = 0; e < TT_EU; e++)
+    /* a block TT_EU keys a trip, their exponentials first: eight vectors of
+     * independent chains (each ~25 dependent operations) in flight, where one
+     * key's chain then its sum, two keys a trip, kept too few (docs/speed.md) */
+    for (; j + TT_SB <= nk; j += TT_SB) {
+        V f[TT_U][2];
 #pragma GCC unroll 4
-            for (int u = 0; u < TT_U; u++) y[e][u] = TT(exp_neg)(V_SUB(V_LOAD(S + (j + e) * lds + u * TT_W), m[u]));
-#pragma GCC unroll 8
-        for (int e = 0; e < TT_EU; e++)
-#pragma GCC unroll 4
-            for (int u = 0; u < TT_U; u++) {
-                V_STORE(S + (j + e) * lds + u * TT_W, y[e][u]);
-                sum[u][e & 1][0] = VD_ADD(sum[u][e & 1][0], VD_LO(y[e][u]));
-                sum[u][e & 1][1] = VD_ADD(sum[u][e & 1][1], VD_HI(y[e][u]));
-            }
-    }
-    for (; j + 2 <= nk; j += 2)   /* two keys a trip: the even/odd sums at constant indices, in registers */
+        for (int u = 0; u < TT_U; u++) f[u][0] = f[u][1] = V_ZERO();
 #pragma GCC unroll 2
-        for (int e = 0; e < 2; e++)
+        for (int h = 0; h < TT_SB; h += TT_EU) {
+            V y[TT_EU][TT_U];
+#pragma GCC unroll 8
+            for (int e = 0; e < TT_EU; e++)
 #pragma GCC unroll 4
-            for (int u = 0; u < TT_U; u++) TT(exp_sum)(S + (j + e) * lds + u * TT_W, m[u], sum[u][e]);
-    if (j < nk)
+                for (int u = 0; u < TT_U; u++)
+                    y[e][u] = TT(exp_neg)(V_SUB(V_LOAD(S + (j + h + e) * lds + u * TT_W), m[u]));
+#pragma GCC unroll 8
+            for (int e = 0; e < TT_EU; e++)
 #pragma GCC unroll 4
-        for (int u = 0; u < TT_U; u++) TT(exp_sum)(S + j * lds + u * TT_W, m[u], sum[u][0]);
+                for (int u = 0; u < TT_U; u++) {
+                    V_STORE(S + (j + h + e) * lds + u * TT_W, y[e][u]);
+                    f[u][e & 1] = V_ADD(f[u][e & 1], y[e][u]);
+                }
+        }
+#pragma GCC unroll 4
+        for (int u = 0; u < TT_U; u++) TT(flush)(sum[u], f[u]);
+    }
+    if (j < nk) {   /* the last block's keys, two a trip (the parities at constant indices, in registers) */
+        V f[TT_U][2];
+#pragma GCC unroll 4
+        for (int u = 0; u < TT_U; u++) f[u][0] = f[u][1] = V_ZERO();
+        for (; j + 2 <= nk; j += 2)
+#pragma GCC unroll 2
+            for (int e = 0; e < 2; e++)
+#pragma GCC unroll 4
+                for (int u = 0; u < TT_U; u++) TT(exp_sum)(S + (j + e) * lds + u * TT_W, m[u], &f[u][e]);
+        if (j < nk)   /* j is even */
+#pragma GCC unroll 4
+            for (int u = 0; u < TT_U; u++) TT(exp_sum)(S + j * lds + u * TT_W, m[u], &f[u][0]);
+#pragma GCC unroll 4
+        for (int u = 0; u < TT_U; u++) TT(flush)(sum[u], f[u]);
+    }
     V inv[TT_U];
 #pragma GCC unroll 4
     for (int u = 0; u < TT_U; u++) {
@@ -253,19 +278,32 @@ TT_TARGET static void TT(transpose)(const float *X, int64_t ldx, int rows, int c
         for (int c = 0; c < cols; c++) Y[c * ldy + r] = X[r * ldx + c];
 }
 
-/* The softmax's backward on a key-major tile: per lane D = Σ_j P·dP (double, even
- * and odd keys apart, then added), then dS = P ⊙ (dP − D) in place of dP; D[a] out. */
+/* The softmax's backward on a key-major tile: per lane D = Σ_j P·dP (by blocks of
+ * TT_SB keys, as the softmax's sum: FMAs in float within a block, even and odd
+ * keys apart, then the block's two sums added in double), then dS = P ⊙ (dP − D)
+ * in place of dP; D[a] out. */
 TT_TARGET static void TT(dsoftmax)(float *G, const float *P, int64_t ld, int nk, float *D) {
-    VD sum[TT_U][2][2];   /* even and odd keys apart, as the softmax's sum */
+    VD sum[TT_U][2][2];
 #pragma GCC unroll 4
     for (int u = 0; u < TT_U; u++) sum[u][0][0] = sum[u][0][1] = sum[u][1][0] = sum[u][1][1] = VD_ZERO();
-    for (int j = 0; j < nk; j++)
+    for (int j0 = 0; j0 < nk; j0 += TT_SB) {
+        const int j1 = j0 + TT_SB < nk ? j0 + TT_SB : nk;
+        V f[TT_U][2];
 #pragma GCC unroll 4
-        for (int u = 0; u < TT_U; u++) {
-            const V p = V_LOAD(P + j * ld + u * TT_W), g = V_LOAD(G + j * ld + u * TT_W);
-            sum[u][j & 1][0] = VD_ADD(sum[u][j & 1][0], VD_MUL(VD_LO(p), VD_LO(g)));
-            sum[u][j & 1][1] = VD_ADD(sum[u][j & 1][1], VD_MUL(VD_HI(p), VD_HI(g)));
-        }
+        for (int u = 0; u < TT_U; u++) f[u][0] = f[u][1] = V_ZERO();
+        int j = j0;
+        for (; j + 2 <= j1; j += 2)
+#pragma GCC unroll 2
+            for (int e = 0; e < 2; e++)
+#pragma GCC unroll 4
+                for (int u = 0; u < TT_U; u++)
+                    f[u][e] = V_FMA(V_LOAD(P + (j + e) * ld + u * TT_W), V_LOAD(G + (j + e) * ld + u * TT_W), f[u][e]);
+        if (j < j1)   /* j is even */
+#pragma GCC unroll 4
+            for (int u = 0; u < TT_U; u++) f[u][0] = V_FMA(V_LOAD(P + j * ld + u * TT_W), V_LOAD(G + j * ld + u * TT_W), f[u][0]);
+#pragma GCC unroll 4
+        for (int u = 0; u < TT_U; u++) TT(flush)(sum[u], f[u]);
+    }
     V dv[TT_U];
 #pragma GCC unroll 4
     for (int u = 0; u < TT_U; u++) {
@@ -290,3 +328,4 @@ static const tg_tile_ops TT(ops) = {TT_NAME TT_FLOOR, TT(gemm), TT(softmax), TT(
 
 #undef TT_U
 #undef TT_EU
+#undef TT_SB
