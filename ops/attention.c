@@ -40,6 +40,7 @@ typedef struct {
     attn_blk *blk;   /* [nblk] query tiles (arena) */
     key_blk *kb;     /* [nkb] key tiles (arena) */
     int64_t qpairs, kpairs;   /* the pairs a head's products run: blk_pairs, kb_pairs */
+    int *span;       /* without padding: [nblk][2][16] each query tile's lanes' lo, then hi (arena); else NULL */
     int pf_fwd, pf_bwd;   /* 1: each head asks for the next one's rows (a pass over big_pass bytes) */
 } attn_rec;
 
@@ -513,6 +514,15 @@ static void tile_logits(const tg_attn_geom *g, int b, int h, int a0, int nq, int
     }
 }
 
+/* The key spans [lo, hi) of a tile's 16 lanes, rows a0.. of batch row b; lanes past
+ * the rows (past Tq) see no key, their weights are 0 */
+static void tile_spans(const tg_attn_geom *g, int b, int a0, int nq, int *lo, int *hi) {
+    for (int a = 0; a < TG_TILE_Q; a++) {
+        lo[a] = hi[a] = 0;
+        if (a < nq) tg_attn_span(g, b, a0 + a, &lo[a], &hi[a]);
+    }
+}
+
 /* A tile's rows' stats (tg_attn_stats): entropy, largest logit, saturation */
 static void tile_stats(const float *S, int ld, int k0, int nq, const int *lo, const int *hi, const float *top,
                        tg_attn_part *part) {
@@ -543,11 +553,12 @@ static void forward_tile(const fwd_job *j, int b, int h, const tile_pair *tp, in
     const int ldv = g->Hkv * dv, ldo = H * dv;
     const float s = head_mult(r, j->hs, h), sink = g->sinks ? g->sinks[h] : -INFINITY;
     float *S = r->PT + (int64_t)bh * Tk * ld + (int64_t)k0 * ld + a0, top[TG_TILE_Q], psink[TG_TILE_Q];
-    int lo[TG_TILE_Q], hi[TG_TILE_Q];
-    for (int a = 0; a < TG_TILE_Q; a++) {
-        lo[a] = hi[a] = 0;   /* lanes past the rows (past Tq): no key, weights 0 */
-        if (a < nq) tg_attn_span(g, b, a0 + a, &lo[a], &hi[a]);
-    }
+    int los[TG_TILE_Q], his[TG_TILE_Q];
+    const int *lo = los, *hi = his;
+    if (r->span) {   /* the same for every batch row: made once a call */
+        lo = r->span + (int64_t)(a0 / TG_TILE_Q) * 2 * TG_TILE_Q, hi = lo + TG_TILE_Q;
+    } else
+        tile_spans(g, b, a0, nq, los, his);
     if (g->extras) tile_logits(g, b, h, a0, nq, k0, nk, lo, hi, s, S, ld);
     t->softmax(S, ld, nk, k0, lo, hi, !g->extras, s, sink, top, psink);
     if (r->psink)
@@ -646,6 +657,13 @@ tg_tensor *tg_attend(tg_ctx *ctx, const tg_attn_args *args) {
     r.nblk = query_blocks(ctx, g, &r.blk);
     r.nkb = key_blocks(ctx, g, &r.kb);
     r.qpairs = blk_pairs(&r), r.kpairs = kb_pairs(&r);
+    r.span = NULL;
+    if (!g->kv_len) {   /* the lanes' spans depend on the batch row only through its padding */
+        r.span = tg_arena_alloc(ctx, (size_t)r.nblk * 2 * TG_TILE_Q * sizeof(int));
+        for (int q = 0; q < r.nblk; q++)
+            tile_spans(g, 0, r.blk[q].i0, r.blk[q].i1 - r.blk[q].i0, r.span + q * 2 * TG_TILE_Q,
+                       r.span + q * 2 * TG_TILE_Q + TG_TILE_Q);
+    }
     const int nt = tg_threads();
     float *QT = tg_arena_alloc(ctx, (size_t)nt * d * r.ld * sizeof(float));
     float *X = g->dropout > 0 ? tg_arena_alloc(ctx, (size_t)nt * Tk * TG_TILE_Q * sizeof(float)) : NULL;
