@@ -131,7 +131,6 @@ static void expect_failure(const char *command, double timeout, const char *open
     tg_test_catch_errors(&ctx, &c);
     tg_attn_args a = tg_attn_args_make(t.q, t.k, t.v, 0.5f);
     EXPECT_TG_ERROR(&c, tg_attn_kernel_call(&ctx, &x.kernel, &a), call_msg);
-    fprintf(stderr, "DBG %s\n", c.msg);
     assert_non_null(strstr(c.msg, "exec kernel "));
     assert_non_null(strstr(c.msg, "forward 1 (q [1,4,1,2]"));
     if (!refused) {
