@@ -7,6 +7,9 @@
 #include <stdint.h>
 #include <string.h>
 
+/* a·b + c, fused (one rounding: fmaf) or not (two) */
+static inline float tg_mad_(float a, float b, float c, int fused) { return fused ? fmaf(a, b, c) : a * b + c; }
+
 /* e^x for x <= 0 (softmax, log-sum-exp, tanh): within 1.2 ulp of e^x on
  * [-87, 0] (glibc's expf: 0.5; the mean error of both is 0.06 ulp; measured
  * on every 8th float of the range), 0 below -87 (e^-87 = 1.6e-38), NaN for
@@ -18,8 +21,6 @@
  * loop (the AVX2 clone of GELU ran scalar, 12× slower than the AVX-512 one on an AMD Zen 5,
  * OpenBLAS Haswell, libxsmm hsw: issue 20). Same
  * results as the float compares. */
-/* a·b + c, fused (one rounding: fmaf) or not (two) */
-static inline float tg_mad_(float a, float b, float c, int fused) { return fused ? fmaf(a, b, c) : a * b + c; }
 static inline float tg_exp_neg_(float x, int fused) {
     const float shift = 12582912.0f;   /* 1.5·2²³: adding it rounds to an integer */
     int32_t xb;
@@ -31,8 +32,8 @@ static inline float tg_exp_neg_(float x, int fused) {
     int32_t clamp = -(nan | below), xcb = (xb & ~clamp) | ((int32_t)0xc2ae0000 & clamp);
     float xc;   /* NaN too: n stays a small integer */
     memcpy(&xc, &xcb, sizeof xc);
-    /* ln2 in two parts: n·hi exact, so xc − n·hi is the same either way */
     float n = tg_mad_(xc, 1.44269504f, shift, fused) - shift;
+    /* ln2 in two parts: n·hi exact, so xc − n·hi is the same fused or not */
     float r = fused ? fmaf(-n, -2.12194440e-4f, fmaf(-n, 0.693359375f, xc))
                     : (xc - n * 0.693359375f) - n * -2.12194440e-4f;
     float p = 1.0f / 5040;
