@@ -111,7 +111,7 @@ static const tg_tile_ops c_ops = {"c", c_gemm, c_softmax, c_dsoftmax, c_transpos
 #define V_ADD(a, b) _mm512_add_ps(a, b)
 #define V_SUB(a, b) _mm512_sub_ps(a, b)
 #define V_MAX(a, b) _mm512_max_ps(a, b)
-#define V_LT(a, b) _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ)
+#define V_NGE(a, b) _mm512_cmp_ps_mask(a, b, _CMP_NGE_UQ)   /* !(a >= b): below, or NaN */
 #define V_NAN(a) _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q)
 #define V_SEL(m, a, b) _mm512_mask_blend_ps(m, b, a)   /* m ? a : b */
 #define V_POW2(n) \
@@ -183,7 +183,7 @@ static const tg_tile_ops c_ops = {"c", c_gemm, c_softmax, c_dsoftmax, c_transpos
 #undef V_ADD
 #undef V_SUB
 #undef V_MAX
-#undef V_LT
+#undef V_NGE
 #undef V_NAN
 #undef V_SEL
 #undef V_POW2
@@ -231,7 +231,7 @@ static const tg_tile_ops c_ops = {"c", c_gemm, c_softmax, c_dsoftmax, c_transpos
 #define V_ADD(a, b) _mm256_add_ps(a, b)
 #define V_SUB(a, b) _mm256_sub_ps(a, b)
 #define V_MAX(a, b) _mm256_max_ps(a, b)
-#define V_LT(a, b) _mm256_cmp_ps(a, b, _CMP_LT_OQ)
+#define V_NGE(a, b) _mm256_cmp_ps(a, b, _CMP_NGE_UQ)   /* !(a >= b): below, or NaN */
 #define V_NAN(a) _mm256_cmp_ps(a, a, _CMP_UNORD_Q)
 #define V_SEL(m, a, b) _mm256_blendv_ps(b, a, m)   /* m ? a : b */
 #define V_POW2(n) \

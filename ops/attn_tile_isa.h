@@ -41,11 +41,15 @@ TT_TARGET __attribute__((always_inline)) static inline void TT(blk)(const int MR
             for (int g = 0; g < 4; g++) ag[g] += acs;
     }
     const V al = V_SET1(alpha);
+    /* C's rows in groups of 4 as A's: GCC otherwise made 16 row pointers a call and kept them on the stack */
+    float *cg[4] = {C, MR > 4 ? C + 4 * ldc : C, MR > 8 ? C + 8 * ldc : C, MR > 12 ? C + 12 * ldc : C};
+    const int64_t c2 = 2 * ldc, c3 = 3 * ldc;
 #pragma GCC unroll 16
     for (int r = 0; r < MR; r++)
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) {
-            float *c = C + r * ldc + v * TT_W;
+            float *cp = cg[r / 4];
+            float *c = (r % 4 == 0 ? cp : r % 4 == 1 ? cp + ldc : r % 4 == 2 ? cp + c2 : cp + c3) + v * TT_W;
             const int m = masked && v == NV - 1;
             V x = alpha != 1.0f ? V_MUL(acc[r][v], al) : acc[r][v];
             if (add) x = V_ADD(m ? V_LOADM(c, tail) : V_LOAD(c), x);
@@ -119,8 +123,8 @@ TT_TARGET static void TT(gemm)(int M, int N, int K, float alpha, const float *A,
 /* tg_exp_neg_fma (vmath.h), operation for operation */
 TT_TARGET __attribute__((always_inline)) static inline V TT(exp_neg)(V x) {
     const V shift = V_SET1(12582912.0f);
-    const M_T below = V_LT(x, V_SET1(-87.0f)), nan = V_NAN(x);
-    const V xc = V_MAX(x, V_SET1(-87.0f));   /* −87 for x below it and for NaN (max takes its second operand) */
+    const M_T special = V_NGE(x, V_SET1(-87.0f));   /* below −87, or NaN */
+    const V xc = V_MAX(x, V_SET1(-87.0f));         /* −87 for x below it and for NaN (max takes its second operand) */
     const V n = V_SUB(V_FMA(xc, V_SET1(1.44269504f), shift), shift);
     const V r = V_FNMA(n, V_SET1(-2.12194440e-4f), V_FNMA(n, V_SET1(0.693359375f), xc));
     V p = V_SET1(1.0f / 5040);
@@ -131,9 +135,9 @@ TT_TARGET __attribute__((always_inline)) static inline V TT(exp_neg)(V x) {
     p = V_FMA(p, r, V_SET1(0.5f));
     p = V_FMA(p, r, V_SET1(1.0f));
     p = V_FMA(p, r, V_SET1(1.0f));
-    V y = V_SCALE(p, n);
-    y = V_SEL(below, V_ZERO(), y);
-    return V_SEL(nan, x, y);
+    /* the specials by one compare and one blend: max(+0, x) is +0 below −87 and x
+     * itself for NaN (the second operand again), as tg_exp_neg_fma's two selects */
+    return V_SEL(special, V_MAX(V_ZERO(), x), V_SCALE(p, n));
 }
 
 /* x = e^{x − m} in place, added to the key parity's float sum f */
@@ -165,6 +169,12 @@ TT_TARGET static void TT(softmax)(float *S, int64_t lds, int nk, int k0, const i
 #pragma GCC unroll 4
     for (int u = 0; u < TT_U; u++) mx[u] = V_SET1(-INFINITY);
     const V sv = V_SET1(s), ninf = V_SET1(-INFINITY), sinkv = V_SET1(sink);
+    VI lov[TT_U], hiv[TT_U];   /* in registers: S's stores might alias lo and hi, so GCC reloads them a key */
+#pragma GCC unroll 4
+    for (int u = 0; u < TT_U; u++) {   /* read when raw only */
+        lov[u] = raw ? VI_LOAD(lo + u * TT_W) : VI_SET1(0);
+        hiv[u] = raw ? VI_LOAD(hi + u * TT_W) : VI_SET1(0);
+    }
     for (int j = 0; j < nk; j++) {
         const VI jv = VI_SET1(k0 + j);
 #pragma GCC unroll 4
@@ -172,7 +182,7 @@ TT_TARGET static void TT(softmax)(float *S, int64_t lds, int nk, int k0, const i
             float *x = S + j * lds + u * TT_W;
             V v = V_LOAD(x);
             if (raw) {
-                v = V_SEL(VI_IN(VI_LOAD(lo + u * TT_W), VI_LOAD(hi + u * TT_W), jv), V_MUL(v, sv), ninf);
+                v = V_SEL(VI_IN(lov[u], hiv[u], jv), V_MUL(v, sv), ninf);
                 V_STORE(x, v);
             }
             mx[u] = V_MAX(v, mx[u]);   /* a NaN in v: mx kept (the max skips NaN, as tg_row_max) */
