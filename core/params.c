@@ -63,11 +63,23 @@ tg_tensor *tg_param_decayed(tg_params *p, const char *name, int ndim, const int 
     return t;
 }
 
+/* n floats, zeroed, on a 64-byte boundary (a cache line, an AVX-512 vector): calloc's
+ * 16 put every row of a [.., 16·k] parameter across two lines, and the attention
+ * tiles' vector loads and stores with it (bench_attn, whose q, k, v are parameters,
+ * ran its backward on split lines) */
+static float *zeroed64(size_t n) {
+    if (n > (SIZE_MAX - 63) / sizeof(float)) return NULL;
+    const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+    float *x = aligned_alloc(64, bytes);
+    if (x) memset(x, 0, bytes);
+    return x;
+}
+
 void tg_params_alloc(tg_params *p) {
     if (p->allocated) tg_fail_h(&p->err, "tg_params_alloc: called twice");
     size_t n = p->numel ? p->numel : 1;
-    p->data = calloc(n, sizeof(float));
-    p->grad = calloc(n, sizeof(float));
+    p->data = zeroed64(n);
+    p->grad = zeroed64(n);
     if (!p->data || !p->grad) tg_fail_h(&p->err, "tg_params_alloc: out of memory for %zu floats", n);
     size_t off = 0;
     for (int i = 0; i < p->n; i++) {

@@ -93,6 +93,12 @@ static const tg_tile_ops c_ops = {"c", c_gemm, c_softmax, c_dsoftmax, c_transpos
  * as well, but 16 rows (a tile) are 8 + 8, and 6 + 6 + 4 ends in a 4×4. */
 #define TT_NVMAX 3
 #define TT_MR(nv) ((nv) == 1 ? 16 : 8)
+/* and a second copy, "avx512-r4", whose products one vector wide run in blocks of 4
+ * rows, for CPUs that issue one 512-bit FMA a cycle in two 256-bit halves (AMD
+ * Zen 4): there the op at small's shape (d 16, every product 16 wide, k 16-32)
+ * went from 45% of the FMA peak to 50% with them, and seed's and large's did not
+ * slow (scripts/bench_tiles.sh, docs/speed.md) */
+#define TT_R4 1
 #define V __m512
 #define VI __m512i
 #define VD __m512d
@@ -166,6 +172,7 @@ static const tg_tile_ops c_ops = {"c", c_gemm, c_softmax, c_dsoftmax, c_transpos
 #undef TT_W
 #undef TT_NVMAX
 #undef TT_MR
+#undef TT_R4
 #undef V
 #undef VI
 #undef VD
@@ -275,10 +282,20 @@ static const tg_tile_ops c_ops = {"c", c_gemm, c_softmax, c_dsoftmax, c_transpos
 #include "attn_tile_isa.h"
 #endif
 
+#ifdef TG_TILE_X86
+/* A 512-bit FMA a cycle, as two 256-bit halves: AMD family 19h (of which only Zen 4
+ * runs AVX-512). Zen 5 (1Ah) and Intel's AVX-512 cores keep the 16-row blocks,
+ * measured on a Zen 5. */
+static int fma512_in_halves(void) { return __builtin_cpu_is("amd") && __builtin_cpu_is("amdfam19h"); }
+#endif
+
 const tg_tile_ops *tg_tile_ops_for(int isa) {
+#ifdef TG_TILE_X86
+    if (isa == 4) return tg_isa_pick(1) == 1 ? &avx512_ops_r4 : NULL;
+#endif
     switch (tg_isa_pick(isa)) {
 #ifdef TG_TILE_X86
-    case 1: return &avx512_ops;
+    case 1: return isa == 0 && fma512_in_halves() ? &avx512_ops_r4 : &avx512_ops;
     case 2: return &avx2_ops;
 #endif
     case 3: return &c_ops;

@@ -26,11 +26,14 @@
 static unsigned next(unsigned *s) { return *s = *s * 1664525u + 1013904223u; }
 static float unif(unsigned *s) { return (float)((next(s) >> 8) % 20001) / 10000.0f - 1.0f; }
 
+enum { NCOPY = 4 };   /* C, AVX2, AVX-512, AVX-512 with 4-row blocks */
+
 /* the copies this machine runs; the C one first */
 static int copies(const tg_tile_ops **ops) {
     int n = 0;
     for (int isa = 3; isa >= 1; isa--)
         if (tg_tile_ops_for(isa)) ops[n++] = tg_tile_ops_for(isa);
+    if (tg_tile_ops_for(4)) ops[n++] = tg_tile_ops_for(4);   /* AVX-512 with 4-row blocks */
     return n;
 }
 
@@ -39,13 +42,20 @@ static void test_best_is_one_of_them(void **st) {
     const tg_tile_ops *best = tg_tile_ops_for(0);
     assert_non_null(best);
     assert_non_null(tg_tile_ops_for(3));
-    assert_true(best == tg_tile_ops_for(1) || best == tg_tile_ops_for(2) || best == tg_tile_ops_for(3));
+    assert_true(best == tg_tile_ops_for(1) || best == tg_tile_ops_for(2) || best == tg_tile_ops_for(3) ||
+                best == tg_tile_ops_for(4));
+    assert_null(tg_tile_ops_for(5));
+    if (tg_tile_ops_for(4)) {   /* the same copy but the gemm's row blocks */
+        assert_non_null(tg_tile_ops_for(1));
+        assert_ptr_not_equal(tg_tile_ops_for(4)->gemm, tg_tile_ops_for(1)->gemm);
+        assert_ptr_equal(tg_tile_ops_for(4)->softmax, tg_tile_ops_for(1)->softmax);
+    }
     print_message("tiles: %s\n", best->name);
 }
 
 static void test_gemm_all_blocks(void **st) {
     (void)st;
-    const tg_tile_ops *ops[3];
+    const tg_tile_ops *ops[NCOPY];
     const int n_ops = copies(ops);
     const int Ms[] = {1, 3, 4, 5, 8, 13, 16, 17, 33}, Ns[] = {1, 7, 8, 9, 16, 17, 24, 31, 32, 33, 48, 64, 65, 100, 128};
     const int Ks[] = {0, 1, 5, 16, 37};
@@ -105,10 +115,10 @@ static void softmax_ref(const float *S0, int nk, int k0, int lo, int hi, float s
 
 static void test_softmax(void **st) {
     (void)st;
-    const tg_tile_ops *ops[3];
+    const tg_tile_ops *ops[NCOPY];
     const int n_ops = copies(ops);
     enum { NK = 70 };
-    float S0[NK * TG_TILE_Q], S[3][NK * TG_TILE_Q], top[3][TG_TILE_Q], psk[3][TG_TILE_Q];
+    float S0[NK * TG_TILE_Q], S[NCOPY][NK * TG_TILE_Q], top[NCOPY][TG_TILE_Q], psk[NCOPY][TG_TILE_Q];
     double p[NK], ps;
     unsigned s = 11;
     for (int c = 0; c < 200; c++) {
@@ -145,7 +155,7 @@ static void test_softmax(void **st) {
 /* −inf, NaN and logits already made (raw 0), each copy alike */
 static void test_softmax_specials(void **st) {
     (void)st;
-    const tg_tile_ops *ops[3];
+    const tg_tile_ops *ops[NCOPY];
     const int n_ops = copies(ops);
     int lo[TG_TILE_Q] = {0}, hi[TG_TILE_Q];
     for (int a = 0; a < TG_TILE_Q; a++) hi[a] = 3;
@@ -174,7 +184,7 @@ static void test_softmax_specials(void **st) {
  * tg_exp_neg_fma must come out to the bit. */
 static void test_exp_matches_scalar(void **st) {
     (void)st;
-    const tg_tile_ops *ops[3];
+    const tg_tile_ops *ops[NCOPY];
     const int n_ops = copies(ops);
     enum { NK = 64 };
     float S[(NK + 1) * TG_TILE_Q], top[TG_TILE_Q];
@@ -235,7 +245,7 @@ static void test_exp_bound(void **st) {
 
 static void test_transpose(void **st) {
     (void)st;
-    const tg_tile_ops *ops[3];
+    const tg_tile_ops *ops[NCOPY];
     const int n_ops = copies(ops);
     enum { R = 40, C = 37, LDX = 41, LDY = 45 };
     float X[R * LDX], Y[C * LDY];
@@ -254,10 +264,10 @@ static void test_transpose(void **st) {
 /* dS = P ⊙ (dP − D), D = Σ P dP per lane in double: against plain loops, every copy to the bit */
 static void test_dsoftmax(void **st) {
     (void)st;
-    const tg_tile_ops *ops[3];
+    const tg_tile_ops *ops[NCOPY];
     const int n_ops = copies(ops);
     enum { NK = 37, LD = 48 };
-    float P[NK * LD], G0[NK * LD], G[3][NK * LD], D[3][TG_TILE_Q];
+    float P[NK * LD], G0[NK * LD], G[NCOPY][NK * LD], D[NCOPY][TG_TILE_Q];
     unsigned s = 5;
     for (int nk = 0; nk <= NK; nk += 3) {
         for (int i = 0; i < NK * LD; i++) P[i] = (unif(&s) + 1) / 2, G0[i] = unif(&s) * 3;
