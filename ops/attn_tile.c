@@ -90,15 +90,11 @@ static const tg_tile_ops c_ops = {"c", c_gemm, c_softmax, c_dsoftmax, c_transpos
  * 6×4 99-101%, 12×2 98-99%, 4×4 77-78%, 4×3 70%, 16×1 77-87%, 8×1 74-77%: a block
  * wants 16-24 accumulators and few loads an FMA (a block one vector wide loads a
  * float of A per FMA). 6×4 would serve N 64
- * as well, but 16 rows (a tile) are 8 + 8, and 6 + 6 + 4 ends in a 4×4. */
+ * as well, but 16 rows (a tile) are 8 + 8, and 6 + 6 + 4 ends in a 4×4. On AMD
+ * family 19h the products a tile wide run in 4-row blocks instead ("-r4",
+ * tg_tile_ops_for below). */
 #define TT_NVMAX 3
 #define TT_MR(nv) ((nv) == 1 ? 16 : 8)
-/* and a second copy, "avx512-r4", whose products one vector wide run in blocks of 4
- * rows, for CPUs that issue one 512-bit FMA a cycle in two 256-bit halves (AMD
- * Zen 4): there the op at small's shape (d 16, every product 16 wide, k 16-32)
- * went from 45% of the FMA peak to 50% with them, and seed's and large's did not
- * slow (scripts/bench_tiles.sh, docs/speed.md) */
-#define TT_R4 1
 #define V __m512
 #define VI __m512i
 #define VD __m512d
@@ -172,7 +168,6 @@ static const tg_tile_ops c_ops = {"c", c_gemm, c_softmax, c_dsoftmax, c_transpos
 #undef TT_W
 #undef TT_NVMAX
 #undef TT_MR
-#undef TT_R4
 #undef V
 #undef VI
 #undef VD
@@ -283,20 +278,26 @@ static const tg_tile_ops c_ops = {"c", c_gemm, c_softmax, c_dsoftmax, c_transpos
 #endif
 
 #ifdef TG_TILE_X86
-/* A 512-bit FMA a cycle, as two 256-bit halves: AMD family 19h (of which only Zen 4
- * runs AVX-512). Zen 5 (1Ah) and Intel's AVX-512 cores keep the 16-row blocks,
- * measured on a Zen 5. */
-static int fma512_in_halves(void) { return __builtin_cpu_is("amd") && __builtin_cpu_is("amdfam19h"); }
+/* Each vector copy comes twice: its products a tile wide (16 floats: d 16, or one
+ * query tile) in blocks of TT_MR rows, or of 4 ("-r4"). On an AMD EPYC Zen 4 (family
+ * 19h: one 512-bit FMA a cycle, in two 256-bit halves) 4 rows ran the op at
+ * small's shape (d 16, every product a tile wide, k 16-32) from 45% of the FMA
+ * peak to 48-50% on AVX-512 and from 42% to 45% on AVX2, seed's and large's not
+ * slower (scripts/bench_tiles.sh, docs/speed.md): there isa 0 takes them. Zen 3
+ * (19h too, AVX2 only) is taken as its successor's 256-bit core, not measured;
+ * Zen 5 (1Ah) and Intel keep TT_MR's blocks, as measured on a Zen 5. */
+static int rows4_cpu(void) { return __builtin_cpu_is("amd") && __builtin_cpu_is("amdfam19h"); }
 #endif
 
 const tg_tile_ops *tg_tile_ops_for(int isa) {
 #ifdef TG_TILE_X86
     if (isa == 4) return tg_isa_pick(1) == 1 ? &avx512_ops_r4 : NULL;
+    if (isa == 5) return tg_isa_pick(2) == 2 ? &avx2_ops_r4 : NULL;
 #endif
     switch (tg_isa_pick(isa)) {
 #ifdef TG_TILE_X86
-    case 1: return isa == 0 && fma512_in_halves() ? &avx512_ops_r4 : &avx512_ops;
-    case 2: return &avx2_ops;
+    case 1: return isa == 0 && rows4_cpu() ? &avx512_ops_r4 : &avx512_ops;
+    case 2: return isa == 0 && rows4_cpu() ? &avx2_ops_r4 : &avx2_ops;
 #endif
     case 3: return &c_ops;
     default: return NULL;

@@ -44,11 +44,10 @@ typedef struct {
 } tg_tile_ops;
 
 /* The copy for isa 0 (the best this CPU runs: AVX-512 unless built with
- * -DTG_AVX512_CLONES=OFF, else AVX2, else C), 1 AVX-512, 2 AVX2, 3 C, 4
- * AVX-512 with one-vector-wide products in blocks of 4 rows, not 16
- * ("avx512-r4": isa 0's AVX-512 copy on CPUs that issue a 512-bit FMA as two
- * 256-bit halves, AMD Zen 4; the same results to the bit); NULL when this CPU
- * (or build) cannot run it. */
+ * -DTG_AVX512_CLONES=OFF, else AVX2, else C), 1 AVX-512, 2 AVX2, 3 C, 4 and 5
+ * AVX-512 and AVX2 with the products a tile wide (16 floats) in blocks of 4
+ * rows ("avx512-r4", "avx2-r4": isa 0's on AMD family 19h, attn_tile.c; the
+ * same results to the bit); NULL when this CPU (or build) cannot run it. */
 __attribute__((visibility("hidden"))) const tg_tile_ops *tg_tile_ops_for(int isa);
 
 #endif

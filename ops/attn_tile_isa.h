@@ -89,25 +89,22 @@ TT_ROWS(3, 0)
 TT_ROWS(3, 1)
 #endif
 #undef TT_ROWS
-#ifdef TT_R4
-/* one vector wide in blocks of 4 rows: the "-r4" copy's (TT_R4) */
+/* a tile wide (TT_U vectors: 16 floats) in blocks of 4 rows: the "-r4" copy's */
 #define TT_ROWS4(MSK)                                                                                               \
-    TT_TARGET __attribute__((noinline)) static void TT(rows4_1_##MSK)(                                              \
+    TT_TARGET __attribute__((noinline)) static void TT(rows4_##MSK)(                                                \
         int M, int K, float alpha, const float *A, int64_t ars, int64_t acs, const float *B, int64_t ldb, float *C, \
         int64_t ldc, int add, M_T tail) {                                                                           \
-        TT(rows)(4, 1, MSK, M, K, alpha, A, ars, acs, B, ldb, C, ldc, add, tail);                                   \
+        TT(rows)(4, TT_U, MSK, M, K, alpha, A, ars, acs, B, ldb, C, ldc, add, tail);                                \
     }
 TT_ROWS4(0)
 TT_ROWS4(1)
 #undef TT_ROWS4
-#endif
 
-/* r4: products one vector wide in blocks of 4 rows (the "-r4" copy), not TT_MR(1) */
+/* r4: products a tile wide (16 floats) in blocks of 4 rows (the "-r4" copy), not TT_MR(TT_U) */
 TT_TARGET __attribute__((always_inline)) static inline void TT(gemm_)(const int r4, int M, int N, int K, float alpha,
                                                                      const float *A, int64_t ars, int64_t acs,
                                                                      const float *B, int64_t ldb, float *C,
                                                                      int64_t ldc, int add) {
-    (void)r4;   /* the AVX2 copy has none */
 #ifdef TG_TILE_FLOOR
     /* a diagnostic build (-DTG_TILE_FLOOR, wrong results): every product cut to at
      * most one k step, so a benchmark times what the op costs beside its FMAs
@@ -123,20 +120,16 @@ TT_TARGET __attribute__((always_inline)) static inline void TT(gemm_)(const int 
         const M_T tail = M_FIRST(masked ? rem : TT_W);
         const float *b = B + n0;
         float *c = C + n0;
+        if (r4 && N == TG_TILE_Q) {   /* the product a tile wide, not a block of a wider one */
+            if (masked) TT(rows4_1)(M, K, alpha, A, ars, acs, b, ldb, c, ldc, add, tail);
+            else TT(rows4_0)(M, K, alpha, A, ars, acs, b, ldb, c, ldc, add, tail);
+            continue;
+        }
         switch (nv * 2 + masked) {
 #define TT_CASE(NV)                                                                           \
     case NV * 2: TT(rows_##NV##_0)(M, K, alpha, A, ars, acs, b, ldb, c, ldc, add, tail); break; \
     case NV * 2 + 1: TT(rows_##NV##_1)(M, K, alpha, A, ars, acs, b, ldb, c, ldc, add, tail); break;
-#ifdef TT_R4
-        case 2:
-            (r4 ? TT(rows4_1_0) : TT(rows_1_0))(M, K, alpha, A, ars, acs, b, ldb, c, ldc, add, tail);
-            break;
-        case 3:
-            (r4 ? TT(rows4_1_1) : TT(rows_1_1))(M, K, alpha, A, ars, acs, b, ldb, c, ldc, add, tail);
-            break;
-#else
             TT_CASE(1)
-#endif
             TT_CASE(2)
 #if TT_NVMAX > 2
             TT_CASE(3)
@@ -150,12 +143,10 @@ TT_TARGET static void TT(gemm)(int M, int N, int K, float alpha, const float *A,
                                const float *B, int64_t ldb, float *C, int64_t ldc, int add) {
     TT(gemm_)(0, M, N, K, alpha, A, ars, acs, B, ldb, C, ldc, add);
 }
-#ifdef TT_R4
 TT_TARGET static void TT(gemm_r4)(int M, int N, int K, float alpha, const float *A, int64_t ars, int64_t acs,
                                   const float *B, int64_t ldb, float *C, int64_t ldc, int add) {
     TT(gemm_)(1, M, N, K, alpha, A, ars, acs, B, ldb, C, ldc, add);
 }
-#endif
 
 /* tg_exp_neg_fma (vmath.h), operation for operation */
 TT_TARGET __attribute__((always_inline)) static inline V TT(exp_neg)(V x) {
@@ -371,9 +362,7 @@ TT_TARGET static void TT(dsoftmax)(float *G, const float *P, int64_t ld, int nk,
 #define TT_FLOOR ""
 #endif
 static const tg_tile_ops TT(ops) = {TT_NAME TT_FLOOR, TT(gemm), TT(softmax), TT(dsoftmax), TT(transpose)};
-#ifdef TT_R4
 static const tg_tile_ops TT(ops_r4) = {TT_NAME "-r4" TT_FLOOR, TT(gemm_r4), TT(softmax), TT(dsoftmax), TT(transpose)};
-#endif
 #undef TT_FLOOR
 
 #undef TT_U

@@ -26,14 +26,15 @@
 static unsigned next(unsigned *s) { return *s = *s * 1664525u + 1013904223u; }
 static float unif(unsigned *s) { return (float)((next(s) >> 8) % 20001) / 10000.0f - 1.0f; }
 
-enum { NCOPY = 4 };   /* C, AVX2, AVX-512, AVX-512 with 4-row blocks */
+enum { NCOPY = 5 };   /* C, AVX2, AVX-512, and the last two with 4-row blocks */
 
 /* the copies this machine runs; the C one first */
 static int copies(const tg_tile_ops **ops) {
     int n = 0;
     for (int isa = 3; isa >= 1; isa--)
         if (tg_tile_ops_for(isa)) ops[n++] = tg_tile_ops_for(isa);
-    if (tg_tile_ops_for(4)) ops[n++] = tg_tile_ops_for(4);   /* AVX-512 with 4-row blocks */
+    for (int isa = 4; isa <= 5; isa++)   /* AVX-512, AVX2 with 4-row blocks */
+        if (tg_tile_ops_for(isa)) ops[n++] = tg_tile_ops_for(isa);
     return n;
 }
 
@@ -42,14 +43,18 @@ static void test_best_is_one_of_them(void **st) {
     const tg_tile_ops *best = tg_tile_ops_for(0);
     assert_non_null(best);
     assert_non_null(tg_tile_ops_for(3));
-    assert_true(best == tg_tile_ops_for(1) || best == tg_tile_ops_for(2) || best == tg_tile_ops_for(3) ||
-                best == tg_tile_ops_for(4));
-    assert_null(tg_tile_ops_for(5));
-    if (tg_tile_ops_for(4)) {   /* the same copy but the gemm's row blocks */
-        assert_non_null(tg_tile_ops_for(1));
-        assert_ptr_not_equal(tg_tile_ops_for(4)->gemm, tg_tile_ops_for(1)->gemm);
-        assert_ptr_equal(tg_tile_ops_for(4)->softmax, tg_tile_ops_for(1)->softmax);
-    }
+    int found = 0;
+    for (int isa = 1; isa <= 5; isa++) found += best == tg_tile_ops_for(isa);
+    assert_int_equal(found, 1);
+    assert_null(tg_tile_ops_for(6));
+    for (int isa = 4; isa <= 5; isa++)
+        if (tg_tile_ops_for(isa)) {   /* the same copy as isa − 3 but the gemm's row blocks */
+            const tg_tile_ops *r4 = tg_tile_ops_for(isa), *plain = tg_tile_ops_for(isa - 3);
+            assert_non_null(plain);
+            assert_ptr_not_equal(r4->gemm, plain->gemm);
+            assert_ptr_equal(r4->softmax, plain->softmax);
+            assert_ptr_equal(r4->dsoftmax, plain->dsoftmax);
+        }
     print_message("tiles: %s\n", best->name);
 }
 
