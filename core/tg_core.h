@@ -188,7 +188,7 @@ void tg_params_free(tg_params *p);
  * that sets a temperature). */
 tg_tensor *tg_param(tg_params *p, const char *name, int ndim, const int *shape);
 tg_tensor *tg_param_decayed(tg_params *p, const char *name, int ndim, const int *shape);
-void tg_params_alloc(tg_params *p);     /* data and grad zeroed */
+void tg_params_alloc(tg_params *p);     /* data and grad zeroed, each from a 64-byte boundary (since 0.19.4) */
 void tg_params_zero_grad(tg_params *p);
 tg_tensor *tg_params_find(const tg_params *p, const char *name);
 

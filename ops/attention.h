@@ -280,7 +280,9 @@ const float *tg_attention_probs(tg_ctx *ctx, const tg_tensor *out);
 
 /* The code tg_attend's tiles run on here: "avx512", "avx2" (picked at run time
  * by what the CPU runs; AVX2 on any machine in a -DTG_AVX512_CLONES=OFF build)
- * or "c". All three give the same bits (tests/test_attn_tile.c). Since 0.19. */
+ * or "c"; since 0.19.4 "avx512-r4" or "avx2-r4" on AMD family 19h (Zen 4): the
+ * same copies with the products a tile wide (16 floats) in blocks of 4 rows.
+ * All give the same bits (tests/test_attn_tile.c). Since 0.19. */
 const char *tg_attn_tiles(void);
 
 #endif
