@@ -5,8 +5,9 @@
  * costs beside its loop shows), one thread; each candidate's share of the FMA
  * peak at its width (the kit's tg_timing_fma_gflops). B's rows are 64 floats
  * apart, as a head's rows at d 16 and H 4 (at 512 floats, as before 0.19.4, the
- * narrow blocks' rows fell in two sets of the L1 and missed it: 4×1 timed at
- * 38-52% of the peak, 98-100% now, on an AMD EPYC Zen 4). The blocks the tiles
+ * narrow blocks' rows fell in two sets of the L1 and missed it: this program
+ * with 4×1 added timed it at 38-52% of the peak so, 98-100% now, on an AMD EPYC
+ * Zen 4). The blocks the tiles
  * use came from this table, but for one: A here is one contiguous row a k, where
  * the tiles' gemm reads A by strides and writes C by ldc, and there on a Zen 4
  * 4×1 blocks ran the op faster than 16×1 (the "-r4" copy, attn_tile.c; chosen

@@ -89,16 +89,12 @@ TT_ROWS(3, 0)
 TT_ROWS(3, 1)
 #endif
 #undef TT_ROWS
-/* a tile wide (TT_U vectors: 16 floats) in blocks of 4 rows: the "-r4" copy's */
-#define TT_ROWS4(MSK)                                                                                               \
-    TT_TARGET __attribute__((noinline)) static void TT(rows4_##MSK)(                                                \
-        int M, int K, float alpha, const float *A, int64_t ars, int64_t acs, const float *B, int64_t ldb, float *C, \
-        int64_t ldc, int add, M_T tail) {                                                                           \
-        TT(rows)(4, TT_U, MSK, M, K, alpha, A, ars, acs, B, ldb, C, ldc, add, tail);                                \
-    }
-TT_ROWS4(0)
-TT_ROWS4(1)
-#undef TT_ROWS4
+/* a tile wide (TT_U whole vectors: 16 floats, no mask) in blocks of 4 rows: the "-r4" copy's */
+TT_TARGET __attribute__((noinline)) static void TT(rows4)(int M, int K, float alpha, const float *A, int64_t ars,
+                                                         int64_t acs, const float *B, int64_t ldb, float *C,
+                                                         int64_t ldc, int add, M_T tail) {
+    TT(rows)(4, TT_U, 0, M, K, alpha, A, ars, acs, B, ldb, C, ldc, add, tail);
+}
 
 /* r4: products a tile wide (16 floats) in blocks of 4 rows (the "-r4" copy), not TT_MR(TT_U) */
 TT_TARGET __attribute__((always_inline)) static inline void TT(gemm_)(const int r4, int M, int N, int K, float alpha,
@@ -121,9 +117,8 @@ TT_TARGET __attribute__((always_inline)) static inline void TT(gemm_)(const int 
         const float *b = B + n0;
         float *c = C + n0;
         if (r4 && N == TG_TILE_Q) {   /* the product a tile wide, not a block of a wider one */
-            if (masked) TT(rows4_1)(M, K, alpha, A, ars, acs, b, ldb, c, ldc, add, tail);
-            else TT(rows4_0)(M, K, alpha, A, ars, acs, b, ldb, c, ldc, add, tail);
-            continue;
+            TT(rows4)(M, K, alpha, A, ars, acs, b, ldb, c, ldc, add, tail);   /* called directly: see docs/speed.md */
+            break;
         }
         switch (nv * 2 + masked) {
 #define TT_CASE(NV)                                                                           \
