@@ -282,7 +282,8 @@ static const tg_tile_ops c_ops = {"c", c_gemm, c_softmax, c_dsoftmax, c_transpos
  * query tile) in blocks of TT_MR rows, or of 4 ("-r4"). On an AMD EPYC Zen 4 (family
  * 19h: one 512-bit FMA a cycle, in two 256-bit halves) 4 rows ran the op at
  * small's shape (d 16, every product a tile wide, k 16-32) from 45.8% of the FMA
- * peak to 49.0% on AVX-512 and from 39.2% to 43.4% on AVX2, seed's and large's not
+ * peak to 49.0% on AVX-512 and from 39.2% to 43.4% on AVX2 (no BLAS in the op; the
+ * step on OpenBLAS Cooperlake, libxsmm cpx / hsw), seed's and large's not
  * slower (scripts/bench_tiles.sh, docs/speed.md): there isa 0 takes them. Zen 3
  * (19h too, AVX2 only) is taken as its successor's 256-bit core, not measured;
  * Zen 5 (1Ah) and Intel keep TT_MR's blocks, as measured on a Zen 5. */
