@@ -66,9 +66,10 @@ for i in "${!runs[@]}"; do
         for p in "${parts[@]}"; do
             eval "args=($p)"
             # shellcheck disable=SC2086,SC2154
-            (cd "$d" && TG_PLAN=estimate "$bin" $S "${args[@]}" >>stdout 2>>stderr; echo "exit $?" >>stdout)
+            (cd "$d" && TG_PLAN=estimate "$bin" $S "${args[@]}" >>stdout 2>>stderr; echo "exit $?" >>stdout) 2>/dev/null
         done
         sed -i 's/ seconds=[0-9.]*//' "$d/stdout"
+        for l in "$d"/*.lock; do [ -e "$l" ] && sed -i 's/^pid=[0-9]*/pid=PID/' "$l"; done   # a crash's locks
     done
     if diff -r "$work/old-$i" "$work/new-$i" >"$work/diff"; then
         echo "same: ${runs[$i]}"
