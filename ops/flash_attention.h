@@ -1,6 +1,8 @@
-/* tg_flash_attend / tg_flash_attention: the same function as tg_attend
- * (attention.h: the contract of tg_attn_args, grouped heads, alignment,
- * windows, padding), computed in tiles.
+/* tg_flash_attend / tg_flash_attention: the same function as tg_attend (the
+ * contract of tg_attn_args, attn_args.h: grouped heads, alignment, windows,
+ * padding, what changes the logits), computed in tiles with an online softmax:
+ * the weights are recomputed in the backward, never kept. The `online` kernel
+ * (attn_kernel.h); `fused` before 0.20.
  *
  * Per batch row and query head: O = softmax(s · Q Kᵀ over the visible keys) V,
  * but the Tq×Tk scores never exist: query tiles meet key tiles one at a time
@@ -26,7 +28,7 @@
  * batch × key/value heads (backward). */
 #ifndef TG_OP_FLASH_ATTENTION_H
 #define TG_OP_FLASH_ATTENTION_H
-#include "attention.h"
+#include "attn_args.h"
 
 /* Tile sizes, query rows × keys: a BQ×BK tile of logits and its weights stay in
  * cache with the K and V rows they came from. Measured flat (within 5%) from

@@ -22,7 +22,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # beside tapegrad_exec.py, here and installed
 import tapegrad_exec as tx  # noqa: E402
 
-KNOWN = ["dv", "gqa", "tq_tk", "window", "padding", "bias", "alibi", "softcap", "sinks", "dropout"]
+KNOWN = list(tx.FEATURES)   # the tokens of ops/attn_tables.h, as the module has them (tests/feature_table.py)
 fails = []
 
 

@@ -1,4 +1,4 @@
-/* Threading shared by the ops (not an op: no TG_OPS line).
+/* Threading shared by the ops and the optimizers (in core since 0.20: it knows no op).
  *
  * tapegrad's threads are OpenMP's: omp_set_num_threads(n) (or OMP_NUM_THREADS)
  * sets how many the ops use. Work is split into independent items (batch ×
