@@ -27,4 +27,14 @@ int tg_child_run(int (*fn)(void *user, int fd), void *user, double seconds,
                  void (*on_bytes)(void *u, const char *bytes, size_t n), void *u, tg_child_end *end, char *err,
                  size_t errlen);
 
+/* tg_child_run with the child's standard output taken too (since 0.20): its fd 1 is a pipe to
+ * this process, whose bytes go to on_out(u_out, bytes, n) as they come (on_out NULL: dropped), so
+ * what code run in the child prints cannot mix with the caller's own output. What the child wrote
+ * there before it ended is all passed on; a process it started that still holds the pipe is not
+ * waited for. */
+int tg_child_run_out(int (*fn)(void *user, int fd), void *user, double seconds,
+                     void (*on_bytes)(void *u, const char *bytes, size_t n), void *u,
+                     void (*on_out)(void *u_out, const char *bytes, size_t n), void *u_out, tg_child_end *end,
+                     char *err, size_t errlen);
+
 #endif

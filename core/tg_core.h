@@ -11,7 +11,13 @@
  * tg_params (flat data and grad buffers) that outlives every step. After the
  * first step of a fixed-shape loop the context makes no heap allocation.
  *
- * Nothing here is global: two contexts (two models) can live in one process. */
+ * Nothing in a context or a tg_params is global: two contexts (two models) can live in one
+ * process and train side by side. What is process-wide in the library, each because it belongs
+ * to the machine, not to a model, and each set by the program, never by the library itself:
+ *   - the product plan (ops/tg_gemm_plan.h): which library makes each matrix product shape on this
+ *     CPU, a table shared by every context (a shape's decision never changes once made);
+ *   - the BLAS kernel chosen at start-up and the thread count (core/tg_blas.h, OpenMP's own);
+ *   - the attention tiles' copy for this CPU (ops/attention.h, tg_attn_tiles), read-only. */
 #ifndef TG_CORE_H
 #define TG_CORE_H
 

@@ -1,6 +1,5 @@
 #define _POSIX_C_SOURCE 200809L   /* sysconf */
 #include "attn_cfg.h"
-#include "tg_attn_exec.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -22,7 +21,7 @@ void attn_cfg_defaults(attn_cfg *c) {
     *c = (attn_cfg){
         .task = TG_TASK_HIST, .steps = 600, .batch = 32, .seq_len = 32, .vocab = 64, .d_model = 128,
         .heads = 4, .d_head = 128, .layers = 1, .scale = TG_SCALE_SQRT, .init = TG_INIT_FANIN,
-        .optim = OPT_ADAM, .warmup = 50, .seed = 1, .threads = 1, .log_every = 10, .attn = TG_ATTN_COMPOSED, .attn_spec = "composed",
+        .optim = OPT_ADAM, .warmup = 50, .seed = 1, .threads = 1, .log_every = 10, .attn_spec = "composed",
         .alphabet = 8, .keys = 8, .values = 6,
         .lr = 3e-3f, .lr_min = 3e-4f, .clip = 1.0f, .momentum = 0.9f, .weight_decay = 0.0f,
         .learned_param = TG_LEARNED_LINEAR, .scale_mult = 1.0f, .scale_lr = 0.0f,
@@ -70,7 +69,7 @@ int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts) {
         {"values", TG_CLI_INT, &c->values, 2, 4096, NULL, "recall: number of values"},
         {"seed", TG_CLI_INT, &c->seed, 0, 2147483647, NULL, "seed of the init and the data"},
         {"threads", TG_CLI_INT, &c->threads, 1, 256, NULL, "threads (OpenMP: the ops split their own work; OpenBLAS runs single-threaded)"},
-        {"attn", TG_CLI_STR, &c->attn_spec, 0, 0, NULL, "attention op: composed (saves the TxT weights), fused (tiled, online softmax), plugin:FILE.so[:SYMBOL] (your own kernel; docs/plugins.md), or exec:CMD (a kernel in another process, started with /bin/sh -c CMD; docs/exec_protocol.md)"},
+        {"attn", TG_CLI_STR, &c->attn_spec, 0, 0, NULL, "attention kernel: saved (the built-in op that saves the TxT weights; also composed, its name before 0.20), online (the built-in op that recomputes them with an online softmax; also fused), plugin:FILE.so[:SYMBOL] (your own kernel; docs/plugins.md), or exec:CMD (a kernel in another process, started with /bin/sh -c CMD; docs/exec_protocol.md)"},
         {"exec-timeout", TG_CLI_FLOAT, &c->exec_timeout, 0.1, 86400, NULL, "--attn exec: seconds a reply of the kernel may take before the run fails (exit 6)"},
         {"log", TG_CLI_STR, &c->log, 0, 0, NULL, "TSV log file (default: none)"},
         {"log-every", TG_CLI_INT, &c->log_every, 1, 10000000, NULL, "log every N steps (and the last)"},
@@ -99,7 +98,7 @@ int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts) {
 tg_model_cfg attn_cfg_model(const attn_cfg *c) {
     return (tg_model_cfg){.vocab = c->vocab, .seq_len = c->seq_len, .d_model = c->d_model, .heads = c->heads,
                        .d_head = c->d_head, .layers = c->layers, .scale_mode = c->scale, .init = c->init,
-                       .attn = c->attn, .learned_init = c->learned_init, .learned_param = c->learned_param,
+                       .learned_init = c->learned_init, .learned_param = c->learned_param,
                        .mult = c->scale_mult, .kv_heads = c->kv_heads, .window = c->window, .bias = c->bias,
                        .alibi = c->alibi, .sinks = c->sinks, .softcap = c->softcap, .attn_dropout = c->attn_dropout,
                        /* --scale-lr: lr(step) · scale_lr/lr, the model's schedule in proportion */
@@ -122,25 +121,12 @@ static int has_control(const char *s) {
     return 0;
 }
 
-/* --attn's text into c->attn and c->attn_plugin. */
+/* --attn's grammar (the registry's: tg_kernel.h) into c->attn_kind; nothing is opened here. */
 static int parse_attn(attn_cfg *c, char *err, size_t errlen) {
-    const char *s = c->attn_spec ? c->attn_spec : "composed";
-    c->attn_plugin = c->attn_exec = NULL;
-    if (strcmp(s, "composed") == 0) c->attn = TG_ATTN_COMPOSED;
-    else if (strcmp(s, "fused") == 0) c->attn = TG_ATTN_FUSED;
-    else if (strncmp(s, "plugin:", 7) == 0 && s[7] && s[7] != ':') {
-        c->attn = ATTN_PLUGIN;
-        c->attn_plugin = s + 7;
-        if (has_control(s)) return tg_errf(err, errlen, "--attn: the path contains a control character (tab, newline, ...)");
-    } else if (strncmp(s, "exec:", 5) == 0) {
-        c->attn = ATTN_EXEC;
-        c->attn_exec = s + 5;
-        if (!s[5] || strspn(s + 5, " ") == strlen(s + 5)) return tg_errf(err, errlen, "--attn exec: no command");
-        if (has_control(s)) return tg_errf(err, errlen, "--attn exec: the command contains a control character (tab, newline, ...)");
-        if (strlen(s + 5) >= sizeof ((tg_attn_exec *)0)->cmd)
-            return tg_errf(err, errlen, "--attn exec: the command is longer than %zu bytes", sizeof ((tg_attn_exec *)0)->cmd - 1);
-    } else
-        return tg_errf(err, errlen, "--attn '%.60s': expected composed, fused, plugin:FILE.so[:SYMBOL] or exec:CMD", s);
+    const char *rest;
+    char why[400];
+    if (tg_kernel_spec(c->attn_spec ? c->attn_spec : "composed", &c->attn_kind, &rest, why, sizeof why))
+        return tg_errf(err, errlen, "--attn %s", why);
     return 0;
 }
 

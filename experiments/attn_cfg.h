@@ -6,29 +6,29 @@
 #include <stddef.h>
 
 #include "tg_cli.h"
+#include "tg_kernel.h"
 #include "tg_model.h"
 #include "tg_tasks.h"
 
 enum { OPT_ADAM, OPT_SGD };
 extern const char *const optim_names[];
-#define ATTN_PLUGIN 2   /* cfg.attn: a kernel loaded from a shared object */
-#define ATTN_EXEC 3     /* cfg.attn: a kernel in another process (docs/exec_protocol.md) */
 enum { ONNAN_STOP, ONNAN_SKIP };
 extern const char *const on_nan_names[];
 
 typedef struct {
     int task, steps, batch, seq_len, vocab, d_model, heads, d_head, layers;
-    int scale, init, optim, warmup, seed, threads, log_every, attn, learned_init, learned_param;
+    int scale, init, optim, warmup, seed, threads, log_every, learned_init, learned_param;
     int alphabet, keys, values;
     int kv_heads, window;   /* grouped-query heads (0: --heads), a sliding window of keys (0: none) */
     int bias, alibi, sinks; /* TG_BIAS_*, switches */
     float softcap, attn_dropout;
     float lr, lr_min, clip, momentum, weight_decay, scale_mult, scale_lr;
     const char *log;
-    /* --attn: "composed", "fused", "plugin:FILE.so[:SYMBOL]" or "exec:CMD"; attn_cfg_check
-     * sets attn (TG_ATTN_COMPOSED, TG_ATTN_FUSED, ATTN_PLUGIN or ATTN_EXEC) and attn_plugin
-     * or attn_exec (the text after "plugin:" or "exec:", else NULL) from it */
-    const char *attn_spec, *attn_plugin, *attn_exec;
+    /* --attn: a kernel as the registry reads it (tg_kernel.h: saved, online, plugin:FILE.so[:SYMBOL],
+     * exec:CMD; composed and fused, 0.19's names); attn_cfg_check checks its grammar and sets
+     * attn_kind (TG_KERNEL_*) from it; the program opens it */
+    const char *attn_spec;
+    int attn_kind;
     float exec_timeout;   /* --exec-timeout: seconds an exec kernel's reply may take */
     /* attention maps of the probe sequence at some steps (attn_dump.h) */
     const char *dump_attn, *dump_attn_file;

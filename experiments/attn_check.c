@@ -1,6 +1,8 @@
 /* attn_check: tell what is wrong with an attention kernel before training it.
  *   attn_check plugin:mykernel.so[:SYMBOL]      your kernel (a plugin, ABI 2 or 1: tg_attn_plugin.h)
- *   attn_check builtin:composed|fused           tapegrad's own ops
+ *   attn_check exec:'python3 mykernel.py'       one in another process (tg_attn_exec.h)
+ *   attn_check saved|online                     tapegrad's own ops (builtin:NAME too; composed, fused)
+ * KERNEL in the registry's grammar (tg_kernel.h), as attn_scale --attn takes it.
  *   attn_check ... --d-head 128 --tsv --train 300
  * The checks, their tolerances and the words of the report: tg_attn_check.h
  * (docs/attn_check.md). Exit 0: the kernel conforms; 1: a check failed (each
@@ -14,14 +16,13 @@
 
 #include "attn_cfg.h"
 #include "tg_attn_check.h"
-#include "tg_attn_exec.h"
 #include "tg_attn_log.h"
-#include "tg_attn_plugin.h"
 #include "tg_blas.h"
-#include "tg_child.h"
 #include "tg_cli.h"
-#include "tg_runtime.h"
+#include "tg_kernel.h"
 #include "tg_model.h"
+#include "tg_runtime.h"
+#include "tg_sandbox.h"
 #include "tg_tasks.h"
 #include "tg_train.h"
 
@@ -62,15 +63,19 @@ typedef struct {
     float softcap, attn_dropout;
 } train_set;
 
-/* Trains attn_scale's default model (its defaults: attn_cfg.c; d_head and the attention flags as
- * given) for `steps`; K NULL: tg_attention. */
+/* attn_scale's default model (its defaults: attn_cfg.c) with d_head and the attention flags of ts. */
+static tg_model_cfg train_model(const train_set *ts, attn_cfg *a) {
+    attn_cfg_defaults(a);
+    a->d_head = ts->d_head, a->window = ts->window, a->kv_heads = ts->kv_heads, a->bias = ts->bias, a->alibi = ts->alibi;
+    a->sinks = ts->sinks, a->softcap = ts->softcap, a->attn_dropout = ts->attn_dropout;
+    return attn_cfg_model(a);
+}
+
+/* Trains that model for ts->steps; K NULL: tg_attention. */
 static int train_one(const tg_attn_kernel *K, const train_set *ts, trainer *t) {
     attn_cfg a;
-    attn_cfg_defaults(&a);
     const int steps = ts->steps;
-    a.d_head = ts->d_head, a.window = ts->window, a.kv_heads = ts->kv_heads, a.bias = ts->bias, a.alibi = ts->alibi;
-    a.sinks = ts->sinks, a.softcap = ts->softcap, a.attn_dropout = ts->attn_dropout;
-    tg_model_cfg mc = attn_cfg_model(&a);
+    tg_model_cfg mc = train_model(ts, &a);
     mc.attn_kernel = K, mc.attn_measure = K != NULL;
     *t = (trainer){.B = a.batch, .tc = attn_cfg_task(&a)};
     tg_model_init(&t->m, &mc, (uint64_t)a.seed);
@@ -159,28 +164,20 @@ typedef struct {
     const tg_attn_kernel *K;
     const char *name;
     train_set ts;
-    const char *exec_cmd;   /* an exec kernel: the child starts its own */
-    double timeout;
 } train_job;
 
-/* The training comparison in a child (tg_child.h): it prints on stdout itself. */
-static int train_child(void *user, int fd) {
-    (void)fd;
+/* The training comparison in a sandbox (tg_sandbox.h; an exec kernel gets a process of its own there). */
+static int train_child(tg_sandbox *sb, void *user) {
+    (void)sb;
     const train_job *j = user;
-    tg_attn_exec x;
-    const tg_attn_kernel *K = j->K;
-    char err[1024];
-    if (j->exec_cmd) {   /* a kernel of this child's own: the parent's pipes are the parent's */
-        if (tg_attn_exec_open(&x, j->exec_cmd, j->timeout, err, sizeof err)) {
-            fprintf(stderr, "attn_check: --train: %s\n", err);
-            return 1;
-        }
-        K = &x.kernel;
-    }
-    int bad = train_compare(K, j->name, &j->ts);
+    int bad = train_compare(j->K, j->name, &j->ts);
     fflush(stdout);
-    if (j->exec_cmd) tg_attn_exec_close(&x);
     return bad;
+}
+
+static void to_stdout(void *u, const char *b, size_t n) {
+    (void)u;
+    fwrite(b, 1, n, stdout);
 }
 
 typedef struct {
@@ -215,21 +212,23 @@ static int parse(int argc, char **argv, flags *f) {
          "--attn-dropout; the kernel must declare dropout)"},
     };
     const int nopt = (int)(sizeof opts / sizeof opts[0]);
-    /* the one positional argument, KERNEL, anywhere among the flags */
+    /* the one positional argument, KERNEL, anywhere among the flags: what is not a flag or a flag's value */
     char *args[64];
     int n = 0;
     for (int i = 0; i < argc && n < 63; i++) {
-        if (i > 0 && (strncmp(argv[i], "plugin:", 7) == 0 || strncmp(argv[i], "builtin:", 8) == 0 ||
-                      strncmp(argv[i], "exec:", 5) == 0) && !f->spec)
-            f->spec = argv[i];
+        const tg_cli_opt *prev = n > 1 && args[n - 1][0] == '-' && args[n - 1][1] == '-'
+                                     ? tg_cli_find(opts, nopt, args[n - 1] + 2) : NULL;
+        const int value = prev && prev->kind != TG_CLI_FLAG &&
+                          (prev->kind != TG_CLI_SWITCH || !strcmp(argv[i], "0") || !strcmp(argv[i], "1"));
+        if (i > 0 && !f->spec && argv[i][0] != '-' && !value) f->spec = argv[i];
         else args[n++] = argv[i];
     }
     args[n] = NULL;
     const char *summary = "Check an attention kernel against tapegrad's: forward, temperature, mask, every feature it "
                           "declares (grouped heads, alignment, window, padding, bias, ALiBi, softcap, sinks, dropout), "
                           "gradient, health. "
-                          "KERNEL: plugin:FILE.so[:SYMBOL], exec:CMD (a kernel in another process, docs/exec_protocol.md) or "
-                          "builtin:composed|fused.";
+                          "KERNEL: plugin:FILE.so[:SYMBOL], exec:CMD (a kernel in another process, docs/exec_protocol.md), "
+                          "saved or online (the built-in ops; builtin:NAME, composed and fused too).";
     char err[1024];
     int rc = tg_cli_parse(opts, nopt, n, args, err, sizeof err, NULL);
     if (rc == TG_CLI_HELP) {
@@ -237,65 +236,40 @@ static int parse(int argc, char **argv, flags *f) {
         return 0;
     }
     if (rc != TG_CLI_OK || !f->spec) {
-        fprintf(stderr, "attn_check: %s\n", rc != TG_CLI_OK ? err : "no KERNEL (plugin:FILE.so[:SYMBOL], exec:CMD or builtin:composed|fused)");
+        fprintf(stderr, "attn_check: %s\n", rc != TG_CLI_OK ? err : "no KERNEL (plugin:FILE.so[:SYMBOL], exec:CMD, saved or online)");
         fprintf(stderr, "(attn_check --help lists every flag)\n");
         return 2;
     }
     return -1;
 }
 
-/* KERNEL opened: *K, or 2 with the reason said. */
-static int open_kernel(const flags *f, tg_attn_plugin *plugin, tg_attn_exec *exec, const tg_attn_kernel **K) {
-    const char *spec = f->spec;
-    char err[1024];
-    if (strcmp(spec, "builtin:composed") == 0) *K = &tg_attn_kernel_composed;
-    else if (strcmp(spec, "builtin:fused") == 0) *K = &tg_attn_kernel_fused;
-    else if (strncmp(spec, "builtin:", 8) == 0) {
-        fprintf(stderr, "attn_check: '%s': the built-in ops are builtin:composed and builtin:fused\n", spec);
-        return 2;
-    } else if (strncmp(spec, "exec:", 5) == 0) {
-        if (tg_attn_exec_open(exec, spec + 5, f->timeout, err, sizeof err)) {
-            fprintf(stderr, "attn_check: %s\n", err);
-            return 2;
-        }
-        *K = &exec->kernel;
-    } else if (tg_attn_plugin_open(plugin, spec + 7, err, sizeof err)) {
-        fprintf(stderr, "attn_check: %s\n", err);
-        return 2;
-    } else *K = &plugin->kernel;
-    return 0;
+/* --train's model against what K takes: 0, or 2 with the reason said. */
+static int takes_train_model(const tg_kernel *K, const flags *f) {
+    const train_set ts = {f->d_head > 0 ? f->d_head : 128, f->window, f->kv_heads, f->bias, f->alibi, f->sinks,
+                          f->train, f->softcap, f->attn_dropout};
+    attn_cfg a;
+    tg_model_cfg mc = train_model(&ts, &a);
+    tg_tensor room[4];
+    tg_attn_args args = tg_model_attn_call(&mc, room);
+    char err[1200];
+    if (!tg_kernel_refuses_call(K, &args, "--train", err, sizeof err)) return 0;
+    fprintf(stderr, "attn_check: --train: %s\n", err);
+    return 2;
 }
 
-/* --train's attention flags, each the feature the kernel must declare for it: 0, or 2 with the one missing said. */
-static int declares_train_features(const tg_attn_kernel *K, const flags *f) {
-    const struct { const char *flag; int on; unsigned f; } needs[] = {
-        {"window", f->window > 0, TG_ATTN_F_WINDOW}, {"kv-heads", f->kv_heads > 0, TG_ATTN_F_GQA},
-        {"bias", f->bias != 0, TG_ATTN_F_BIAS},     {"alibi", f->alibi, TG_ATTN_F_ALIBI},
-        {"softcap", f->softcap > 0, TG_ATTN_F_SOFTCAP}, {"sinks", f->sinks, TG_ATTN_F_SINKS},
-        {"attn-dropout", f->attn_dropout > 0, TG_ATTN_F_DROPOUT}};
-    for (size_t i = 0; i < sizeof needs / sizeof needs[0]; i++)
-        if (needs[i].on && !(K->features & needs[i].f)) {
-            char has[300];
-            fprintf(stderr, "attn_check: --%s for --train needs a kernel that declares %s; %s declares: %s\n",
-                    needs[i].flag, needs[i].f == TG_ATTN_F_WINDOW ? "windows" : tg_attn_feature_name(needs[i].f),
-                    f->spec, tg_attn_features_str(K->features, has, sizeof has));
-            return 2;
-        }
-    return 0;
-}
-
-/* --train N, in a child: a kernel that crashes while training is a finding, not our crash. 0 or 1. */
-static int train_side_by_side(const tg_attn_kernel *K, const flags *f, const char *exec_cmd) {
-    train_job j = {K, f->spec, {f->d_head > 0 ? f->d_head : 128, f->window, f->kv_heads, f->bias, f->alibi, f->sinks,
-                                f->train, f->softcap, f->attn_dropout}, exec_cmd, f->timeout};
-    tg_child_end end;
-    char err[200];
-    if (tg_child_run(train_child, &j, 0, NULL, NULL, &end, err, sizeof err)) {
-        fprintf(stderr, "attn_check: --train: %s\n", err);
+/* --train N, in a sandbox: a kernel that crashes while training is a finding, not our crash. 0 or 1. */
+static int train_side_by_side(tg_kernel *K, const flags *f) {
+    train_job j = {K->k, f->spec, {f->d_head > 0 ? f->d_head : 128, f->window, f->kv_heads, f->bias, f->alibi, f->sinks,
+                                   f->train, f->softcap, f->attn_dropout}};
+    tg_sandbox_end end;
+    fflush(stdout);
+    if (tg_sandbox_run(train_child, &j, &(tg_sandbox_opts){.kernel = K, .on_output = to_stdout}, &end)) {
+        fprintf(stderr, "attn_check: --train: %s\n", end.msg);
         return 1;
     }
-    if (end.signal) printf("train: FAIL, the kernel crashed while training (signal %d)\n", end.signal);
-    return end.signal || end.status ? 1 : 0;
+    if (end.outcome == TG_SANDBOX_FAILED) fprintf(stderr, "attn_check: --train: %s\n", end.msg);
+    if (end.outcome == TG_SANDBOX_CRASHED) printf("train: FAIL, the kernel crashed while training (signal %d)\n", end.signal);
+    return end.outcome != TG_SANDBOX_OK;
 }
 
 int main(int argc, char **argv) {
@@ -303,27 +277,28 @@ int main(int argc, char **argv) {
     flags f;
     int rc = parse(argc, argv, &f);
     if (rc >= 0) return rc;
-    const tg_attn_kernel *K = NULL;
-    tg_attn_plugin plugin = {0};
-    tg_attn_exec exec = {.pid = 0, .to = -1, .from = -1, .err = -1};
-    if ((rc = open_kernel(&f, &plugin, &exec, &K)) || (rc = declares_train_features(K, &f))) {
-        tg_attn_plugin_close(&plugin);
-        tg_attn_exec_close(&exec);
+    tg_kernel K;
+    char err[1200];
+    if (tg_kernel_open(&K, f.spec, &(tg_kernel_opts){.exec_timeout = f.timeout}, err, sizeof err)) {
+        fprintf(stderr, "attn_check: %s\n", err);
+        return 2;
+    }
+    if (f.train > 0 && (rc = takes_train_model(&K, &f))) {
+        tg_kernel_close(&K);
         return rc;
     }
     /* an exec kernel: the probes run on this process's kernel (tg_attn_check_opts.exec_cmd) */
     tg_attn_check_opts o = {.d_head = f.d_head, .timeout = f.timeout,
-                            .exec_cmd = K == &exec.kernel ? f.spec + 5 : NULL, .softcap = f.softcap};
+                            .exec_cmd = K.kind == TG_KERNEL_EXEC ? K.spec + 5 : NULL, .softcap = f.softcap};
     tg_attn_check_report r;
-    int status = tg_attn_check(K, &o, &r);
+    int status = tg_attn_check(K.k, &o, &r);
     char abi[400] = "";
-    if (plugin.handle) tg_attn_plugin_describe(&plugin, abi, sizeof abi);
-    if (!f.tsv) printf("attn_check %s%s%s%s%s\n", f.spec, plugin.sha256[0] ? " sha256=" : "", plugin.sha256,
+    if (K.plugin) tg_attn_plugin_describe(K.plugin, abi, sizeof abi);
+    if (!f.tsv) printf("attn_check %s%s%s%s%s\n", f.spec, K.plugin ? " sha256=" : "", K.plugin ? K.plugin->sha256 : "",
                        abi[0] ? " " : "", abi);
     tg_attn_check_print(stdout, &r, f.tsv);
     tg_attn_check_free(&r);
-    if (f.train > 0 && train_side_by_side(K, &f, o.exec_cmd)) status = 1;
-    tg_attn_plugin_close(&plugin);
-    tg_attn_exec_close(&exec);
+    if (f.train > 0 && train_side_by_side(&K, &f)) status = 1;
+    tg_kernel_close(&K);
     return status;
 }

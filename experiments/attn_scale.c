@@ -17,7 +17,6 @@
 
 #include "attn_cfg.h"
 #include "attn_dump.h"
-#include "attn_ext.h"
 #include "tg_attn_log.h"
 #include "tg_attn_probe.h"
 #include "tg_blas.h"
@@ -25,6 +24,7 @@
 #include "tg_corpus.h"
 #include "tg_gemm_plan.h"
 #include "tg_guard.h"
+#include "tg_kernel.h"
 #include "tg_model.h"
 #include "tg_tasks.h"
 #include "tg_timing.h"
@@ -45,7 +45,7 @@ typedef struct {
     const char *unmeasured;   /* a kernel from outside: why its weights cannot be measured (NULL: they can) */
     const tg_setting *settings;   /* the run's identity beyond its flags */
     int n_settings;
-    const attn_ext *ext;      /* the kernel from outside (kind 0: a built-in op) */
+    tg_kernel *kernel;        /* the attention kernel, as the registry opened it */
     int eval_failed;          /* the validation loss's kernel call failed (the run fails as a step would) */
     const tg_corpus *corpus;  /* task code */
     tg_ctx eval_ctx;          /* the validation loss's own context and batch */
@@ -114,7 +114,7 @@ static void header(void *u, FILE *f) {
     fprintf(f, "# attn_scale_value=%.9g\n", tg_model_scale(&r->m.cfg));
     if (r->m.cfg.attn_measure) {
         /* a kernel from outside: the scale above is what it was passed; the scale_* columns what it applied */
-        attn_ext_header(r->ext, f);
+        tg_kernel_header(r->kernel, f);
         fprintf(f, "# attn_scale_columns=measured\n");
         /* what a measured multiplier and max logit are: a built-in op logs the multiplier it
          * applied and its largest logit after the cap; a black box's are fitted from its weights */
@@ -298,7 +298,7 @@ static int parse(int argc, char **argv, attn_cfg *c, tg_cli_opt *opts, int *nopt
     return -1;
 }
 
-static void run_free(run *r, tg_corpus *corpus, attn_ext *ext) {
+static void run_free(run *r, tg_corpus *corpus, tg_kernel *K) {
     attn_dump_free(&r->dump);
     if (r->eval_ready) tg_ctx_free(&r->eval_ctx);
     free(r->eval_x);
@@ -307,25 +307,25 @@ static void run_free(run *r, tg_corpus *corpus, attn_ext *ext) {
     free(r->tokens);
     free(r->targets);
     tg_model_free(&r->m);
-    attn_ext_close(ext);
+    tg_kernel_close(K);
 }
 
 /* Before any parallel region (the pre-flight forks): an outside kernel called as
  * training will call it. 0 to go on (r->unmeasured set when its weights cannot
  * be measured), or the exit status (nothing written). why: the reason's room. */
-static int preflight(run *r, const attn_cfg *c, const attn_ext *ext, char *why, size_t len) {
+static int preflight(run *r, const attn_cfg *c, tg_kernel *K, char *why, size_t len) {
     tg_rng prng;
     tg_rng_seed(&prng, (uint64_t)c->seed, 0xf1);
     tg_task_batch(&r->tc, &prng, c->batch, r->tokens, r->targets);
     /* an exec kernel: the child starts its own, and each of its calls may take --exec-timeout */
-    const double limit = ext->kind == ATTN_EXEC ? TG_ATTN_EXEC_START + 10.0 * c->exec_timeout : 60;
-    int pf = tg_model_preflight(&r->m, r->tokens, r->targets, c->batch, limit, why, len);
+    const double limit = K->kind == TG_KERNEL_EXEC ? TG_ATTN_EXEC_START + 10.0 * c->exec_timeout : 60;
+    int pf = tg_model_preflight(&r->m, K, r->tokens, r->targets, c->batch, limit, why, len);
     one_line(why);
     if (pf == 3 || (pf == 2 && !c->allow_noncausal)) {
         fprintf(stderr, "attn_scale: --attn %s: %s%s; nothing was written\n", c->attn_spec, why,
                 pf == 2 ? " (its weights reach keys the mask hides: --allow-noncausal trains on anyway)" : "");
         /* an exec kernel that failed its calls: the kernel's own status; a plugin's step: usage */
-        return pf == 2 ? TG_EXIT_CONTRACT : ext->kind == ATTN_EXEC ? TG_EXIT_OP : 2;
+        return pf == 2 ? TG_EXIT_CONTRACT : K->kind == TG_KERNEL_EXEC ? TG_EXIT_OP : 2;
     }
     if (pf == 1) {
         r->unmeasured = why;
@@ -350,7 +350,7 @@ static void train_cfg(tg_train_cfg *tc, const attn_cfg *c, const tg_cli_opt *opt
     tc->on_nan = c->on_nan == ONNAN_STOP ? TG_ONNAN_STOP : TG_ONNAN_SKIP, tc->debug_nan = c->debug_nan;
     tc->log = c->log, tc->save = c->save, tc->resume = c->resume, tc->overwrite = c->overwrite;
     tc->opts = opts, tc->n_opts = nopt, tc->may_differ = attn_run_options, tc->added = attn_added_flags;
-    tc->header_may_differ = attn_ext_moved;   /* the bytes count, not where they are */
+    tc->header_may_differ = tg_kernel_header_free;   /* the bytes count, not where they are */
     tc->settings = settings, tc->n_settings = ns;
     tc->files = files, tc->n_files = 1;
 }
@@ -361,8 +361,8 @@ static int train(run *r, const attn_cfg *c, tg_train_cfg *tc, tg_train_result *r
                          .values = values, .metric = metric, .header = header, .start = start,
                          .before_step = before_step, .after_row = after_row};
     char crash_what[4500];
-    if (r->ext->kind == ATTN_PLUGIN) {   /* it runs in this process: a crash of it is said in the log */
-        snprintf(crash_what, sizeof crash_what, "while training with %s", r->ext->what);
+    if (r->kernel->kind == TG_KERNEL_PLUGIN) {   /* it runs in this process: a crash of it is said in the log */
+        snprintf(crash_what, sizeof crash_what, "while training with %s", r->kernel->what);
         tc->crash_what = crash_what;
     }
     tg_profile prof;
@@ -389,6 +389,27 @@ static int train(run *r, const attn_cfg *c, tg_train_cfg *tc, tg_train_result *r
     return status;
 }
 
+/* The kernel of --attn, opened by the registry (tg_kernel.h), and whether this model's calls are
+ * ones it takes: 0, or 2 with the reason said (nothing written). */
+static int open_kernel(const attn_cfg *c, tg_model_cfg *mc, tg_kernel *K) {
+    char err[1024], ctx[80];
+    if (tg_kernel_open(K, c->attn_spec, &(tg_kernel_opts){.exec_timeout = c->exec_timeout}, err, sizeof err)) {
+        fprintf(stderr, "attn_scale: --attn %s; nothing was written\n", err);
+        return 2;
+    }
+    /* the model's call, its shapes and settings (no data): what the gate will be asked at every step */
+    tg_tensor room[4];
+    tg_attn_args a = tg_model_attn_call(mc, room);
+    snprintf(ctx, sizeof ctx, "--scale %s", tg_scale_names[mc->scale_mode]);
+    if (tg_kernel_refuses_call(K, &a, ctx, err, sizeof err)) {
+        fprintf(stderr, "attn_scale: %s; nothing was written\n", err);
+        tg_kernel_close(K);
+        return 2;
+    }
+    mc->attn_kernel = K->k, mc->attn_measure = !tg_kernel_trusted(K);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (tg_runtime_init("attn_scale", argc, argv)) return 1;   /* first: it may restart the program; threads */
     tg_gemm_plan_setup_env("attn_scale", "measure");   /* the product plan: this program's decision (TG_PLAN overrides) */
@@ -398,27 +419,23 @@ int main(int argc, char **argv) {
     if (rc >= 0) return rc;
     char err[1024], why[600] = "";
     tg_model_cfg mc = attn_cfg_model(&c);
-    attn_ext ext;   /* opened for --check too: what the kernel declares decides whether the run can start */
-    if (attn_ext_open(&ext, &c, &mc, err, sizeof err)) {
-        fprintf(stderr, "attn_scale: %s; nothing was written\n", err);
-        return 2;
-    }
+    tg_kernel K;   /* opened for --check too: what the kernel declares decides whether the run can start */
+    if ((rc = open_kernel(&c, &mc, &K))) return rc;
     if (c.check) {   /* --check: these flags would start; no file written */
-        attn_ext_close(&ext);
+        tg_kernel_close(&K);
         return 0;
     }
-    if (ext.kernel) mc.attn_kernel = ext.kernel, mc.attn_measure = 1;
     tg_corpus corpus = {0};
     if (c.task == TG_TASK_CODE && tg_corpus_load(&corpus, c.data, c.seq_len, err, sizeof err)) {
         fprintf(stderr, "attn_scale: --data %s\n", err);   /* before anything is written */
-        attn_ext_close(&ext);
+        tg_kernel_close(&K);
         return 2;
     }
     if (corpus.non_text)
         fprintf(stderr, "attn_scale: note: the corpus has %zu bytes that are not text (of %zu)\n", corpus.non_text,
                 corpus.n);
     if (c.task == TG_TASK_CODE) c.corpus = &corpus;
-    run r = {.c = &c, .opts = opts, .n_opts = nopt, .ext = &ext,
+    run r = {.c = &c, .opts = opts, .n_opts = nopt, .kernel = &K,
              .corpus = c.task == TG_TASK_CODE ? &corpus : NULL, .val_loss = NAN};
     tg_model_init(&r.m, &mc, (uint64_t)c.seed);
     r.tc = attn_cfg_task(&c);
@@ -430,17 +447,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "attn_scale: out of memory for the batch\n");
         return 1;
     }
-    if (ext.kernel && !c.sample && (rc = preflight(&r, &c, &ext, why, sizeof why))) {
-        run_free(&r, &corpus, &ext);
+    if (mc.attn_measure && !c.sample && (rc = preflight(&r, &c, &K, why, sizeof why))) {
+        run_free(&r, &corpus, &K);
         return rc;
     }
-    /* the attention op is part of the run's identity: for a plugin, its bytes; for an exec kernel, its command
-     * with its files' bytes (attn_ext.h) */
+    /* the attention kernel is part of the run's identity: the built-in op (0.19's word), a plugin's bytes, an exec
+     * kernel's command with its files' bytes (tg_kernel.h) */
     tg_setting settings[6];
+    const char *keys[4], *values[4];
     int ns = 0;
-    settings[ns++] = (tg_setting){"attn", ext.kind == ATTN_PLUGIN ? "plugin" : ext.kind == ATTN_EXEC ? "exec"
-                                                                                      : tg_attn_names[c.attn]};
-    ns += attn_ext_settings(&ext, settings + ns);
+    settings[ns++] = (tg_setting){"attn", K.id};
+    for (int i = 0, n = tg_kernel_identity(&K, keys, values); i < n; i++) settings[ns++] = (tg_setting){keys[i], values[i]};
     if (r.corpus) settings[ns++] = (tg_setting){"corpus_sha256", corpus.sha256};   /* the same text, or no resume */
     r.settings = settings, r.n_settings = ns;
     const char *files[1][2] = {{"--dump-attn-file", c.dump_attn_file}};
@@ -448,7 +465,7 @@ int main(int argc, char **argv) {
     train_cfg(&tc, &c, opts, nopt, settings, ns, (const char *const(*)[2])files);
     tg_train_result res;
     int status = c.sample ? sample(&r, &c, &tc) : train(&r, &c, &tc, &res);
-    run_free(&r, &corpus, &ext);
+    run_free(&r, &corpus, &K);
     if (c.sample) return status;
     /* stopped by a signal, the checkpoint written: die of it, so the shell that started us stops too */
     if (status == TG_TRAIN_STOPPED) tg_guard_reraise(res.signal);

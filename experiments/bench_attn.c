@@ -1,11 +1,11 @@
 /* bench_attn: one attention op alone, forward + backward, at a long sequence:
  * milliseconds, the process's peak resident memory, and the op's rate against
  * one 2048³ sgemm on as many threads.
- *   bench_attn --attn fused --seq-len 4096      (B = 1, H = 4, d_head = 64)
- * The rate counts the T×T×d products the op performs (fused: 7, QKᵀ again in
- * backward; composed: 6), 2·T²·d FLOPs each, half of it when causal.
+ *   bench_attn --attn online --seq-len 4096     (B = 1, H = 4, d_head = 64; any kernel: tg_kernel.h)
+ * The rate counts the T×T×d products the op performs (online: 7, QKᵀ again in
+ * backward; saved and any other kernel: 6), 2·T²·d FLOPs each, half of it when causal.
  * --window W: a causal sliding window of W keys (tg_attn_args (W − 1, 0)); the
- * rate then counts the visible pairs, and the fused op's time should follow
+ * rate then counts the visible pairs, and the online op's time should follow
  * T·W, not T² (it skips the key tiles no row sees):
  *   bench_attn --seq-len 4096 --window 256     against --window 0
  * --kv-heads N: grouped-query heads (k, v with N heads, read in place).
@@ -18,8 +18,8 @@
 #include <sys/resource.h>
 
 #include "tg_gemm_plan.h"
+#include "tg_kernel.h"
 #include "tg_cli.h"
-#include "tg_model.h"
 #include "tg_ops.h"
 #include "tg_blas.h"
 #include "tg_runtime.h"
@@ -27,8 +27,8 @@
 
 /* The best of reps forward + backward passes, in ms, after an untimed
  * planning pass whose new product shapes are timed (tg_gemm_plan_measure). */
-static double best_of(tg_ctx *ctx, tg_params *P, tg_tensor *q, tg_tensor *k, tg_tensor *v, const float *dout, int attn,
-                      int causal, int window, int reps) {
+static double best_of(tg_ctx *ctx, tg_params *P, tg_tensor *q, tg_tensor *k, tg_tensor *v, const float *dout,
+                      const tg_attn_kernel *K, int causal, int window, int reps) {
     const int dh = q->shape[3];
     double best = 1e300;
     for (int i = -1; i < reps; i++) {   /* -1: the planning pass, untimed; its new shapes timed after it */
@@ -39,7 +39,7 @@ static double best_of(tg_ctx *ctx, tg_params *P, tg_tensor *q, tg_tensor *k, tg_
         tg_attn_args a = tg_attn_args_make(q, k, v, 1.0f / sqrtf((float)dh));
         a.causal = causal;
         if (window) a.window_left = window - 1, a.window_right = 0;
-        tg_tensor *out = (attn == TG_ATTN_FUSED ? tg_flash_attend : tg_attend)(ctx, &a);
+        tg_tensor *out = tg_attn_kernel_call(ctx, K, &a);
         tg_backward_seed(ctx, out, dout);
         double t = tg_timing_now_ms() - t0;
         if (i >= 0) best = t < best ? t : best;
@@ -66,10 +66,12 @@ static double visible_pairs(tg_tensor *q, tg_tensor *k, tg_tensor *v, int T, int
 int main(int argc, char **argv) {
     if (tg_runtime_init("bench_attn", argc, argv)) return 1;   /* first: it may restart the program; threads */
     tg_gemm_plan_setup_env("bench_attn", "measure");   /* the product plan: this program's decision (TG_PLAN overrides) */
-    int attn = TG_ATTN_FUSED, T = 4096, B = 1, H = 4, dh = 64, threads = 1, reps = 2, causal = 1, sgemm = 1;
+    const char *spec = "online";
+    int T = 4096, B = 1, H = 4, dh = 64, threads = 1, reps = 2, causal = 1, sgemm = 1;
     int window = 0, kv_heads = 0;
     const tg_cli_opt opts[] = {
-        {"attn", TG_CLI_CHOICE, &attn, 0, 0, tg_attn_names, "attention op"},
+        {"attn", TG_CLI_STR, &spec, 0, 0, NULL, "attention kernel, as attn_scale --attn takes it (tg_kernel.h): saved, "
+         "online, plugin:FILE.so[:SYMBOL], exec:CMD"},
         {"seq-len", TG_CLI_INT, &T, 1, 1 << 20, NULL, "T"},
         {"batch", TG_CLI_INT, &B, 1, 4096, NULL, "B"},
         {"heads", TG_CLI_INT, &H, 1, 256, NULL, "H"},
@@ -101,6 +103,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_attn: --kv-heads %d does not divide --heads %d\n", Hkv, H);
         return 2;
     }
+    tg_kernel K;
+    if (tg_kernel_open(&K, spec, NULL, err, sizeof err)) {
+        fprintf(stderr, "bench_attn: --attn %s\n", err);
+        return 2;
+    }
     tg_params P;
     tg_params_init(&P);
     int shape[4] = {B, T, H, dh}, kshape[4] = {B, T, Hkv, dh};
@@ -113,13 +120,13 @@ int main(int argc, char **argv) {
     tg_fill_normal(&r, dout, (int64_t)B * T * H * dh, 0.0f, 1.0f);
     tg_ctx ctx;
     tg_ctx_init(&ctx, 1 << 20);   /* small blocks: the arena holds about what the op asks for */
-    const double best = best_of(&ctx, &P, q, k, v, dout, attn, causal, window, reps);
+    const double best = best_of(&ctx, &P, q, k, v, dout, K.k, causal, window, reps);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     const double pairs = visible_pairs(q, k, v, T, causal, window);
-    double gflop = (attn == TG_ATTN_FUSED ? 7 : 6) * 2 * pairs * dh * B * H / 1e9;
+    double gflop = (K.k == &tg_attn_kernel_online ? 7 : 6) * 2 * pairs * dh * B * H / 1e9;   /* online: QKᵀ again */
     printf("attn=%s B=%d T=%d H=%d kv_heads=%d d_head=%d causal=%d window=%d threads=%d ms=%.3f gflops=%.1f peak_rss_mb=%.1f arena_mb=%.1f",
-           tg_attn_names[attn], B, T, H, Hkv, dh, causal, window, threads, best, gflop / (best / 1e3), ru.ru_maxrss / 1024.0,
+           K.kind == TG_KERNEL_BUILTIN ? K.id : K.spec, B, T, H, Hkv, dh, causal, window, threads, best, gflop / (best / 1e3), ru.ru_maxrss / 1024.0,
            (double)ctx.arena_peak / (1 << 20));
     if (sgemm) {
         double peak = tg_timing_sgemm_gflops(2048, threads, 3);
@@ -133,5 +140,6 @@ int main(int argc, char **argv) {
     free(dout);
     tg_ctx_free(&ctx);
     tg_params_free(&P);
+    tg_kernel_close(&K);
     return 0;
 }

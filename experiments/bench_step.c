@@ -1,8 +1,9 @@
 /* bench_step: milliseconds per full training step (forward, backward, clip,
- * AdamW) of the toy transformer at a named size, what the same step's matrix
- * products alone take in OpenBLAS, and the rate of one 2048³ sgemm on as many
- * threads (the machine's practical peak: of_peak is the step's share of it).
- *   bench_step --size seed --threads 2 --attn fused
+ * AdamW: the kit's tg_train_update) of the toy transformer (attn_scale's model,
+ * attn_cfg_model) at a named size, what the same step's matrix products alone
+ * take in OpenBLAS, and the rate of one 2048³ sgemm on as many threads (the
+ * machine's practical peak: of_peak is the step's share of it).
+ *   bench_step --size seed --threads 2 --attn online
  * prints one line of key=value pairs (docs/speed.md). Tokens and targets
  * are uniform random: speed does not depend on the task. */
 #include <cblas.h>
@@ -13,9 +14,12 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "attn_cfg.h"
 #include "tg_cli.h"
 #include "malloc_count.h"
+#include "tg_kernel.h"
 #include "tg_model.h"
+#include "tg_train.h"
 #include "tg_ops.h"
 #include "tg_optim.h"
 #include "tg_blas.h"
@@ -108,23 +112,24 @@ static double sgemm_ms(const tg_model_cfg *c, int B, int threads, int reps) {
     return best;
 }
 
+/* The kit's step (tg_train_update) as the benchmark runs it: AdamW at a constant 1e-3, clip 1. */
+static tg_train_cfg step_cfg(void) {
+    tg_train_cfg c;
+    tg_train_defaults(&c, "bench_step");
+    c.steps = 1000000, c.lr = c.lr_min = 1e-3f, c.clip = 1.0f, c.warmup = 0;
+    return c;
+}
+
 /* One training step; prof (or NULL) gets its phases. Returns the loss. */
-static float train_step(tg_model *m, tg_adamw *opt, tg_ctx *ctx, const int *tokens, const int *targets, int B,
-                        tg_profile *prof) {
+static float train_step(tg_model *m, const tg_train_cfg *c, tg_adamw *opt, tg_ctx *ctx, const int *tokens,
+                        const int *targets, int B, tg_profile *prof) {
     tg_ctx_reset(ctx);
     if (prof) tg_profile_step_begin(prof);
     tg_tensor *l = tg_model_forward(m, ctx, tokens, targets, B, 0);
     if (prof) tg_profile_phase(prof, "forward (not in ops)");
-    tg_params_zero_grad(&m->P);
-    if (prof) tg_profile_phase(prof, "zero_grad");
-    tg_backward(ctx, l);
-    tg_clip_grad_norm(&m->P, 1.0f);
-    if (prof) tg_profile_phase(prof, "clip");
-    tg_adamw_step(opt, &m->P, 1e-3f);
-    if (prof) {
-        tg_profile_phase(prof, "optimizer");
-        tg_profile_step_end(prof, ctx);
-    }
+    float gnorm, lr;
+    tg_train_update(c, &m->P, opt, NULL, ctx, l, 0, prof, &gnorm, &lr);
+    if (prof) tg_profile_step_end(prof, ctx);
     return l->data[0];
 }
 
@@ -141,12 +146,12 @@ static void random_tokens(int *tokens, int *targets, int n, int vocab) {
 /* warmup untimed steps (the first the planning pass, its new shapes timed
  * after it), then steps timed into ms and cpu; the heap allocations of the
  * timed steps, and the last loss in *loss. */
-static size_t timed_steps(tg_model *m, tg_adamw *opt, tg_ctx *ctx, const int *tokens, const int *targets, int B,
+static size_t timed_steps(tg_model *m, const tg_train_cfg *c, tg_adamw *opt, tg_ctx *ctx, const int *tokens, const int *targets, int B,
                           int warmup, int steps, double *ms, double *cpu, float *loss) {
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup) malloc_count_start();
         double t0 = tg_timing_now_ms(), c0 = tg_timing_cpu_ms();
-        *loss = train_step(m, opt, ctx, tokens, targets, B, NULL);
+        *loss = train_step(m, c, opt, ctx, tokens, targets, B, NULL);
         if (s == 0) tg_gemm_plan_measure();
         if (s >= warmup) {
             ms[s - warmup] = tg_timing_now_ms() - t0;
@@ -164,13 +169,13 @@ static void print_sgemm(const tg_model_cfg *mc, int B, int threads, double gflop
 }
 
 /* steps more steps under the per-op profile, printed after head. */
-static void profile_steps(tg_model *m, tg_adamw *opt, tg_ctx *ctx, const int *tokens, const int *targets, int B,
+static void profile_steps(tg_model *m, const tg_train_cfg *c, tg_adamw *opt, tg_ctx *ctx, const int *tokens, const int *targets, int B,
                           int steps, double fma, const char *head) {
     tg_profile prof;
     tg_profile_init(&prof, 0);
     prof.peak_gflops = fma;
     tg_profile_attach(ctx, &prof);
-    for (int s = 0; s < steps; s++) train_step(m, opt, ctx, tokens, targets, B, &prof);
+    for (int s = 0; s < steps; s++) train_step(m, c, opt, ctx, tokens, targets, B, &prof);
     tg_profile_attach(ctx, NULL);
     fputs(head, stdout);
     tg_profile_print(&prof, stdout);
@@ -179,13 +184,14 @@ static void profile_steps(tg_model *m, tg_adamw *opt, tg_ctx *ctx, const int *to
 int main(int argc, char **argv) {
     if (tg_runtime_init("bench_step", argc, argv)) return 1;   /* first: it may restart the program; threads */
     tg_gemm_plan_setup_env("bench_step", "measure");   /* the product plan: this program's decision (TG_PLAN overrides) */
-    int size = 1, threads = 1, steps = 20, warmup = 3, attn = TG_ATTN_COMPOSED, seq_len = 0, sgemm = 1, profile = 0;
+    int size = 1, threads = 1, steps = 20, warmup = 3, seq_len = 0, sgemm = 1, profile = 0;
+    const char *spec = "composed";
     const tg_cli_opt opts[] = {
         {"size", TG_CLI_CHOICE, &size, 0, 0, size_names, "small: V64 T32 D64 H4 dh16 L1 B16; seed: V64 T64 D128 H4 dh128 L1 B32; large: V256 T256 D256 H8 dh32 L2 B16"},
         {"threads", TG_CLI_INT, &threads, 1, 256, NULL, "threads (OpenMP; the sgemm reference gives OpenBLAS as many)"},
         {"steps", TG_CLI_INT, &steps, 1, 1000000, NULL, "timed steps"},
         {"warmup", TG_CLI_INT, &warmup, 1, 1000000, NULL, "untimed steps first (the first one grows the arena)"},
-        {"attn", TG_CLI_CHOICE, &attn, 0, 0, tg_attn_names, "attention op"},
+        {"attn", TG_CLI_STR, &spec, 0, 0, NULL, "attention kernel, as attn_scale --attn takes it (tg_kernel.h): saved, online, ..."},
         {"seq-len", TG_CLI_INT, &seq_len, 0, 1 << 20, NULL, "override the size's T (0: keep)"},
         {"sgemm", TG_CLI_INT, &sgemm, 0, 1, NULL, "1: also time the step's matrix products alone in OpenBLAS"},
         {"profile", TG_CLI_FLAG, &profile, 0, 0, NULL, "then profile --steps more steps and print where the time went, per op (tg_profile.h)"},
@@ -201,10 +207,21 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_step: %s\n", err);
         return 2;
     }
+    tg_kernel K;
+    if (tg_kernel_open(&K, spec, NULL, err, sizeof err)) {
+        fprintf(stderr, "bench_step: --attn %s\n", err);
+        return 2;
+    }
     const int *z = sizes[size];
-    tg_model_cfg mc = {.vocab = z[0], .seq_len = seq_len ? seq_len : z[1], .d_model = z[2], .heads = z[3],
-                    .d_head = z[4], .layers = z[5], .scale_mode = TG_SCALE_SQRT, .init = TG_INIT_FANIN, .attn = attn};
-    int B = z[6], T = mc.seq_len;
+    attn_cfg a;   /* attn_scale's model at the size's dimensions */
+    attn_cfg_defaults(&a);
+    a.vocab = z[0], a.seq_len = seq_len ? seq_len : z[1], a.d_model = z[2], a.heads = z[3], a.d_head = z[4];
+    a.layers = z[5], a.batch = z[6];
+    tg_model_cfg mc = attn_cfg_model(&a);
+    mc.attn_kernel = K.k, mc.attn_measure = !tg_kernel_trusted(&K);
+    const tg_train_cfg tc = step_cfg();
+    int B = a.batch, T = mc.seq_len;
+    const char *attn = K.kind == TG_KERNEL_BUILTIN ? K.id : K.spec;
 
     tg_model m;
     tg_model_init(&m, &mc, 1);
@@ -218,7 +235,7 @@ int main(int argc, char **argv) {
      * out the time the process waited for a core) */
     double *ms = malloc(sizeof(double) * (size_t)steps), *cpu = malloc(sizeof(double) * (size_t)steps);
     float loss = 0;
-    const size_t allocs = timed_steps(&m, &opt, &ctx, tokens, targets, B, warmup, steps, ms, cpu, &loss);
+    const size_t allocs = timed_steps(&m, &tc, &opt, &ctx, tokens, targets, B, warmup, steps, ms, cpu, &loss);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak_mb = ru.ru_maxrss / 1024.0;   /* before the sgemm timing allocates its own buffers */
@@ -226,7 +243,7 @@ int main(int argc, char **argv) {
     double gflop = 3 * forward_flops(&mc, B) / 1e9;
     printf("size=%s threads=%d attn=%s T=%d median_ms=%.3f min_ms=%.3f max_ms=%.3f gflops=%.1f peak_rss_mb=%.1f "
            "allocs_per_step=%.2f cpu_ms=%.3f",
-           size_names[size], threads, tg_attn_names[attn], T, med, ms[0], ms[steps - 1], gflop / (med / 1e3), peak_mb,
+           size_names[size], threads, attn, T, med, ms[0], ms[steps - 1], gflop / (med / 1e3), peak_mb,
            (double)allocs / steps, cpu_med);
     if (sgemm) print_sgemm(&mc, B, threads, gflop, med);
     tg_blas_info bi;
@@ -239,12 +256,12 @@ int main(int argc, char **argv) {
     printf(" loss=%.4f blas_core=%s libxsmm=%s tiles=%s plan=%s\n", loss, bi.core, bi.xsmm, tg_attn_tiles(),
            tg_gemm_plan_name(plan));
     if (profile) {   /* after the timed steps, so that they are timed as without it */
-        char head[1600], what[1200];
+        char head[6000], what[1200];
         snprintf(head, sizeof head,
                  "# bench_step --profile: size=%s threads=%d attn=%s T=%d; plan %s; blas=%s; attention tiles=%s\n",
-                 size_names[size], threads, tg_attn_names[attn], T, tg_gemm_plan_describe(what, sizeof what),
+                 size_names[size], threads, attn, T, tg_gemm_plan_describe(what, sizeof what),
                  tg_blas_info_str(&bi, plan_blas, sizeof plan_blas), tg_attn_tiles());
-        profile_steps(&m, &opt, &ctx, tokens, targets, B, steps, fma, head);
+        profile_steps(&m, &tc, &opt, &ctx, tokens, targets, B, steps, fma, head);
     }
     free(ms);
     free(cpu);
@@ -253,5 +270,6 @@ int main(int argc, char **argv) {
     tg_ctx_free(&ctx);
     tg_adamw_free(&opt);
     tg_model_free(&m);
+    tg_kernel_close(&K);
     return 0;
 }

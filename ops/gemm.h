@@ -88,11 +88,11 @@ TG_GEMM_API void tg_gemm_run(const tg_gemm_call *p, const float *A, const float 
 TG_GEMM_API void tg_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
              float beta, float *C, int ldc);
 
-/* The product split over tapegrad's threads (ops/parallel.h) in blocks of C
+/* The product split over tapegrad's threads (core/parallel.h) in blocks of C
  * when it is worth it; call it outside any parallel region. */
 TG_GEMM_API void tg_gemm_run_threads(const tg_gemm_call *p, const float *A, const float *B, float *C);
 
-/* Plan and run split over tapegrad's threads (ops/parallel.h) in blocks of C
+/* Plan and run split over tapegrad's threads (core/parallel.h) in blocks of C
  * when the product is worth it; call it outside any parallel region. */
 TG_GEMM_API void tg_gemm_threads(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                      int ldb, float beta, float *C, int ldc);

@@ -176,7 +176,7 @@ const char *tg_gemm_plan_machine(char *buf, size_t len) {
 }
 
 /* ---- the estimate --------------------------------------------------------- */
-/* Measured with bench_gemm, one thread (docs/speed.md#plan). On AVX-512
+/* Measured with bench_gemm, one thread (docs/speed.md#the-product-plan). On AVX-512
  * (libxsmm's skx/cpx targets; AMD Zen 5) libxsmm was 2-25% faster with A as
  * stored up to N = 1024, and with A transposed only while C is small. On AVX2
  * (libxsmm's hsw target, OpenBLAS's Haswell/Zen kernels; an AMD Zen 3 and the

@@ -56,13 +56,13 @@
  * its products under their load (each time is the best of 9 rounds, which
  * keeps most of it out); to keep it out entirely, plan each configuration once
  * before starting the runs (attn_scale ... --steps 1 --warmup 0 without
- * --log, docs/speed.md#plan).
+ * --log, docs/speed.md#the-product-plan).
  *
  * The plan is part of the rounding: libxsmm and OpenBLAS sum in different
  * orders. tg_gemm_plan_name() names the decisions a process used (a short hash
  * of every (shape, library) looked up since the start or the last
  * tg_gemm_plan_reset_used): equal names, equal products, byte for byte. Logs
- * and bench lines carry it (docs/logs.md, docs/speed.md#plan).
+ * and bench lines carry it (docs/logs.md, docs/speed.md#the-product-plan).
  *
  * Process-wide, like libxsmm's own kernel registry: the plan describes the
  * machine, not a model, so two contexts share it. A shape decided before is

@@ -22,7 +22,7 @@ report my_attention_noscale plugin:build/tests/plugin_my_attention_noscale.so
 report my_attention_window1 plugin:build/tests/plugin_my_attention_window1.so
 cat=build/tests/plugin_catalogue.so
 for k in sqrt_inverse width_scale gqa_tile top_left; do report "$k" "plugin:$cat:$k"; done
-report abi1_forgets_scale plugin:build/tests/plugin_bad.so:forgets_scale
+report textbook_forgets_scale plugin:build/tests/plugin_bad.so:forgets_scale
 # the ports of real model code (tests/ports): PyTorch for /usr/bin/python3 (scripts/test_torch.sh installs it)
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
     export PYTHONPATH="$top/scripts/python"

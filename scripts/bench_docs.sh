@@ -61,7 +61,7 @@ for w in "${what[@]}"; do
         profile) save profile-seed.txt "${gemm_env[@]}" "${gemm_bin%/bench_gemm}/bench_step" --size seed --threads 1 --steps 20 --sgemm 0 --profile ;;
         kernel) [ "$isa" = native ] || { echo "bench_docs.sh: kernel is for ISA=native" >&2; exit 2; }
                 save kernel.txt env -u OPENBLAS_CORETYPE OMP_WAIT_POLICY=passive ROUNDS=7 "$top/scripts/bench_kernel.sh" ;;
-        blocks) save blocks.txt "${gemm_bin%/bench_gemm}/bench_blocks" ;;
+        blocks) save blocks.txt "${gemm_bin%/bench_gemm}/lab/bench_blocks" ;;
         tiles) save tiles.txt env BUILDS="${BUILDS:-build}" ROUNDS=11 "$top/scripts/bench_tiles.sh" ;;
         *) echo "bench_docs.sh: unknown benchmark '$w' (fma step2 step2p step1 attn window shapes gemm profile kernel blocks tiles)" >&2; exit 2 ;;
     esac

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch reference for bench_step: the same toy transformer (experiments/model.c),
+"""PyTorch reference for bench_step: the same toy transformer (experiments/model/model.c),
 the same step (forward, backward, grad-norm clip 1.0, AdamW), the same sizes and
 output line. Run it with Debian's python3-torch (PyTorch 1.13, CPU):
 

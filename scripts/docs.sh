@@ -15,7 +15,9 @@
 # are named in the text next to each block.
 # Checked besides: every image a page shows exists, and every relative link
 # points to an existing file and, for a "#anchor" into a page, to one of its
-# headings (GitHub's anchors: lower case, punctuation dropped, spaces to '-').
+# headings (GitHub's anchors: lower case, punctuation dropped, spaces to '-');
+# and every path into the tree that a code comment or a page names (since 0.20,
+# scripts/python/dead_paths.py): a file that exists, an anchor a page has.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$top"
@@ -111,6 +113,11 @@ awk -F'\t' 'FNR == NR { have[$1 "\t" $2] = 1; next }
     "$tmp/anchors" "$tmp/links" >"$tmp/linkproblems"
 cat "$tmp/linkproblems" >&2
 problems=$((problems + $(wc -l <"$tmp/linkproblems")))
+# paths that a comment in the code or a page names (scripts/python/dead_paths.py): each a file that
+# exists, each anchor into a page a heading of that page
+python3 "$top/scripts/python/dead_paths.py" "$tmp/anchors" | sed 's|^|scripts/docs.sh: |' >"$tmp/deadpaths" || true
+cat "$tmp/deadpaths" >&2
+problems=$((problems + $(wc -l <"$tmp/deadpaths")))
 
 if [ $problems -gt 0 ]; then
     [ -n "$check" ] && echo "scripts/docs.sh --check: $problems problems" >&2

@@ -9,6 +9,9 @@
 # plugin files (the OLD build's, so a plugin built against the old headers is what the new one loads).
 #   scripts/same_reports.sh OLD_BUILD NEW_BUILD        (build folders: bin in experiments/, plugins in tests/)
 #   QUICK=1 scripts/same_reports.sh ...                 (no --train, no --d-head 128 runs)
+# On purpose since 0.20: a plugin of ABI 1 (plugin_bad.so's textbook kernels, plugin_abi1_hidden.so)
+# is refused by the new build, which the script checks; plugin_bad.so's kernels, rebuilt as ABI 2 in
+# the new build's tests/, must then give the old report but for its first line and its features line.
 # Exit 0 when every report is the same, 1 when one differs (the diff is shown).
 set -u
 [ $# -eq 2 ] && [ -x "$1/experiments/attn_check" ] && [ -x "$2/experiments/attn_check" ] ||
@@ -46,13 +49,21 @@ extra=("builtin:composed|--tsv" "plugin:$p/plugin_catalogue.so:gqa_tile|--tsv" "
        "plugin:$p/plugin_catalogue.so:width_scale|--softcap 10")
 if [ -z "${QUICK:-}" ]; then
     extra+=("plugin:$p/plugin_my_attention_noscale.so|--d-head 128" "exec:$ek --noscale|--d-head 128"
-            "plugin:$p/plugin_my_attention_noscale.so|--train 60" "exec:$ek|--d-head 16 --train 30"
+            "plugin:$p/plugin_my_attention_noscale.so|--train 60" "exec:$old/tests/exec_kernel|--d-head 16 --train 30"
             "plugin:$p/plugin_my_attention.so|--d-head 16 --train 30 --window 8")
 fi
 runs=()
 for k in "${kernels[@]}"; do runs+=("$k|--d-head 8"); done
 runs+=("${extra[@]}")
 bad=0
+# the old report of an ABI 1 kernel against the new build's refusal, and against its ABI 2 rebuild
+abi1() {   # abi1 DIR (holding old/, new/ and, for plugin_bad.so, new2/)
+    if ! grep -q "ABI 1" "$1/old/stdout" || ! grep -q "which tapegrad 0.20 no longer loads" "$1/new/stderr" ||
+        ! grep -q "^exit 2$" "$1/new/stdout"; then return 1; fi
+    [ -d "$1/new2" ] || return 0
+    for v in old new2; do grep -v '^attn_check \|^info  features ' "$1/$v/stdout" >"$1/$v.body"; done
+    cmp -s "$1/old.body" "$1/new2.body" && cmp -s "$1/old/stderr" "$1/new2/stderr"
+}
 for i in "${!runs[@]}"; do
     kernel=${runs[$i]%%|*} flags=${runs[$i]#*|}
     for v in old new; do   # the two side by side (a core each)
@@ -64,8 +75,22 @@ for i in "${!runs[@]}"; do
         (cd "$d" && TG_PLAN=estimate OPENBLAS_NUM_THREADS=1 "$bin" "$kernel" $flags >stdout 2>stderr; echo "exit $?" >>stdout) &
     done
     wait
+    if [[ "$kernel" == plugin:$p/plugin_bad.so:* ]]; then   # its ABI 2 rebuild, in the new build's tests/
+        d=$work/new2-$i
+        mkdir "$d"
+        # shellcheck disable=SC2086
+        (cd "$d" && TG_PLAN=estimate OPENBLAS_NUM_THREADS=1 "$new/experiments/attn_check" \
+            "plugin:$new/tests/plugin_bad.so:${kernel##*:}" $flags >stdout 2>stderr; echo "exit $?" >>stdout)
+    fi
     if diff -r "$work/old-$i" "$work/new-$i" >"$work/diff"; then
         echo "same: $kernel $flags"
+    elif mkdir -p "$work/abi1-$i" && cp -r "$work/old-$i" "$work/abi1-$i/old" && cp -r "$work/new-$i" "$work/abi1-$i/new" &&
+        { [ ! -d "$work/new2-$i" ] || cp -r "$work/new2-$i" "$work/abi1-$i/new2"; } && abi1 "$work/abi1-$i"; then
+        if [ -d "$work/new2-$i" ]; then
+            echo "refused on purpose (ABI 1); its ABI 2 rebuild the same but the first and features lines: $kernel $flags"
+        else
+            echo "refused on purpose (ABI 1): $kernel $flags"
+        fi
     else
         echo "DIFFERENT: $kernel $flags"
         head -20 "$work/diff"

@@ -48,7 +48,7 @@ if [ -n "$plug" ]; then
         "--steps 60 --log a.tsv --attn plugin:$plug/plugin_catalogue.so:leaks_late"
         "--steps 10 --log a.tsv --attn plugin:$plug/plugin_catalogue.so:noncausal --allow-noncausal"
         "--steps 10 --log a.tsv --attn plugin:$plug/plugin_my_attention.so --sinks"
-        "--steps 10 --log a.tsv --attn plugin:$plug/plugin_bad.so:forgets_scale"
+        "--steps 10 --log a.tsv --attn plugin:$plug/plugin_catalogue.so:textbook_only"
         "--steps 60 --log a.tsv --save c.st --save-every 20 --attn plugin:$plug/plugin_catalogue.so:crashes_late"
         "--steps 10 --log a.tsv --attn 'exec:$ek' --save c.st --stop-at 5;--steps 10 --log a.tsv --attn 'exec:$ek' --save c.st --resume c.st"
         "--steps 10 --log a.tsv --attn 'exec:$ek --noscale' --heads 4 --kv-heads 2 --window 4 --dump-attn 10 --dump-attn-file m.st"

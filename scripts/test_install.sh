@@ -98,7 +98,9 @@ for variant in static shared; do
             || { echo "test_install: bin/attn_scale does not load $P/lib/libtapegrad.so" >&2; exit 1; }
         sh "$top/tests/exported_symbols.sh" "$P/lib/libtapegrad.so" "$P/include/tapegrad" >&2
         sh "$top/tests/exported_symbols.sh" "$P/lib/libtapegrad_train.so" "$P/include/tapegrad" \
-            "tg_train tg_services_before tg_runtime_init tg_runlog_open tg_attn_plugin_open tg_attn_measure tg_attn_log_values" >&2
+            "tg_train tg_services_before tg_runtime_init tg_runlog_open tg_attn_log_values" >&2
+        sh "$top/tests/exported_symbols.sh" "$P/lib/libtapegrad_attn.so" "$P/include/tapegrad" \
+            "tg_kernel_open tg_sandbox_run tg_attn_plugin_open tg_attn_exec_open tg_attn_measure tg_attn_check" >&2
     fi
 
     # a researcher's own attention kernel, out of tree: two plugins built with nothing

@@ -99,8 +99,13 @@ def setting_differences(a, b, skip=()):
     return sorted(k for k in a if k in b and is_setting(k) and k not in skip and a[k] != b[k])
 
 
+# the built-in ops as --attn names them: 0.20's words and 0.19's (a run's identity keeps 0.19's)
+BUILTINS = ("composed", "fused", "saved", "online", "builtin:composed", "builtin:fused", "builtin:saved",
+            "builtin:online")
+
+
 def kernel_name(header):
-    """The attention kernel of a run: the built-in op (composed, fused), plugin:FILE[:SYMBOL] by its
+    """The attention kernel of a run: the built-in op (BUILTINS), plugin:FILE[:SYMBOL] by its
     file's name, exec:NAME by the name the kernel gave itself (attn_exec_name) or else the first
     word of its command that is not an interpreter or an option, or the framework of a log with
     no attn (the PyTorch twin's: torch)."""
@@ -311,7 +316,7 @@ def summarize(paths, out=sys.stdout, err=sys.stderr):
         if not (v["attn"].startswith("plugin:") or v["attn"].startswith("exec:")):
             continue
         for w, t, wname, g in runs:
-            if w["attn"] not in ("composed", "fused") or setting_differences(h, g, ("attn",)):
+            if w["attn"] not in BUILTINS or setting_differences(h, g, ("attn",)):
                 continue
             ratio, gap, bad_run = verdict(s["final_loss"], t["final_loss"])
             feat = features(h)

@@ -6,10 +6,10 @@ that scripts/plot.sh and scripts/summarize.sh read both. Debian's python3-torch
 
     /usr/bin/python3 scripts/torch_attn_scale.py --scale none --seed 1 --log runs/torch_none_s1.tsv
 
-Same definitions as experiments/model.c, tasks.c and attn_scale.c: the model is
+Same definitions as experiments/model/model.c, tasks.c and attn_scale.c: the model is
 bench_torch.py's (pre-LN, fan-in init, GELU tanh, untied unembedding) with the
 scale modes added; hist/recall batches, or --task code: the bytes of the same corpus, split and
-validation windows as experiments/libtapegrad_train/corpus.c (val_loss with --eval-every); AdamW β = (0.9, 0.95), ε = 1e-8, decay
+validation windows as experiments/model/corpus.c (val_loss with --eval-every); AdamW β = (0.9, 0.95), ε = 1e-8, decay
 on matrices and embeddings only; global grad-norm clip; linear warm-up then
 cosine to --lr-min; a row every --log-every steps and at the last step, each
 computed on the step's batch before its update, the last one with no update
@@ -162,7 +162,7 @@ def head_stats(logits, p, mask, mult):
     return ent, maxl, sat, mult.double()
 
 
-# ---- tasks (experiments/tasks.c) --------------------------------------------------
+# ---- tasks (experiments/model/tasks.c) --------------------------------------------------
 def hist_batch(a, gen):
     B, T, A, V = a.batch, a.seq_len, a.alphabet, a.vocab
     sym = torch.randint(0, A, (B, T - 1), generator=gen)
@@ -188,7 +188,7 @@ def recall_batch(a, gen):
     return x, y
 
 
-# ---- task code (experiments/libtapegrad_train/corpus.c): the same bytes, order and split --------
+# ---- task code (experiments/model/corpus.c): the same bytes, order and split --------
 def corpus_paths(spec):
     """tg_corpus_load's files: FILE, FOLDER (recursively, path byte order), @LIST, or None: the .h files of
     `dpkg -L libc6-dev`, sorted."""

@@ -37,7 +37,8 @@ check mask_hides_diagonal 1 "the mask hides the diagonal (off by one): row 0 doe
 for k in no_causal_mask mask_off_by_one mask_hides_diagonal; do   # a mask's bug is named by the mask probe, not the temperature's
     grep -q '^FAIL  temperature' $k.out && no "$k: the temperature probe fails too: $(grep -m1 '^FAIL  temperature' $k.out)"
 done
-grep -qF "ABI 1: textbook features only" forgets_scale.out || no "an ABI 1 plugin is not reported as 'ABI 1: textbook features only'"
+grep -qF "info  features    declared    dv != d; not declared" forgets_scale.out || no "a textbook kernel's features line: $(grep -m1 features forgets_scale.out)"
+check abi1 2 "declares plugin ABI 1 (a tg_attention_fn and TG_ATTENTION_PLUGIN_DECLARE, tapegrad 0.12's), which tapegrad 0.20 no longer loads" "plugin:$(dirname "$badso")/plugin_abi1_hidden.so"
 check ignores_head_scale 1 "the kernel ignores head_scale" "plugin:$badso:ignores_head_scale"
 check wrong_backward 1 "the backward is not the gradient of the forward for v" "plugin:$badso:wrong_backward"
 grep -c '^FAIL' wrong_backward.out | grep -qx 1 || no "wrong_backward: more than the gradient of v failed: $(grep '^FAIL' wrong_backward.out)"
@@ -115,7 +116,7 @@ awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["check"] ==
     END { exit bad }' fused.tsv || no "fused: a forward error above a tenth of the limit: $(grep '^forward' fused.tsv)"
 # the band attn_check forecasts with is the one the docs measured (AdamW, d_head 128)
 [ "$(awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["optim"] == "adam" && $c["d_head"] == 128 { print $c["band_lo"], $c["band_hi"] }' "$band")" = "0.0625 1" ] ||
-    no "docs/data/science-map-band.tsv's band at d_head 128 is not 1/16 .. 1: update TG_BAND_* in experiments/libtapegrad_train/attn_checker.c"
+    no "docs/data/science-map-band.tsv's band at d_head 128 is not 1/16 .. 1: update TG_BAND_* in experiments/libtapegrad_attn/probes_health.c"
 # the forecast under a cap (issue 39): a kernel that forgets the scale and caps its logits, judged against the
 # map under caps as docs/data holds it (the cell at c = √128 of that cap: reached by every seed or not; the
 # forgotten scale's mean gap to sqrt without a cap), and a cap the map lacks falls back to the band
@@ -153,7 +154,7 @@ grep -q "^--train 20: attn_scale's default model (hist, d_head 16, seed 1)" trai
 check train_win 0 "ok, it trains like tg_attention" "plugin:$ok" --d-head 16 --train 20 --window 8 --kv-heads 1
 grep -q "^--train 20: attn_scale's default model (hist, d_head 16, seed 1, --window 8, --kv-heads 1)" train_win.out ||
     no "--train --window 8 --kv-heads 1: the table does not say so"
-check train_nowin 2 "--window for --train needs a kernel that declares windows" "plugin:$cat:textbook_only" --train 20 --window 8
+check train_nowin 2 "--train: --window needs window, which the plugin $cat:textbook_only does not declare (ABI 2: dv != d)" "plugin:$cat:textbook_only" --train 20 --window 8
 # --train's verdict is the main result's: a kernel that forgets the scale is not "ok" when its loss is
 # within 3x but its heads collapse (issue 38: "ok" at 1.38 vs 0.86 with heads at 0.018 of uniform)
 check train_noscale 1 "FAIL, it trains worse than tg_attention by more than 0.25 nats and its heads collapse" \
@@ -166,7 +167,7 @@ check train_feats 0 "ok, it trains like tg_attention" "plugin:$cat:right" --d-he
     --softcap 5 --sinks --attn-dropout 0.1
 grep -q "^--train 20: attn_scale's default model (hist, d_head 16, seed 1, --bias table, --alibi, --softcap 5, --sinks, --attn-dropout 0.1)" \
     train_feats.out || no "--train with the logits' flags: the table does not say so: $(grep '^--train' train_feats.out)"
-check train_nosinks 2 "--sinks for --train needs a kernel that declares sinks" "plugin:$cat:textbook_only" --train 20 --sinks
+check train_nosinks 2 "--train: --sinks needs sinks, which the plugin $cat:textbook_only does not declare (ABI 2: dv != d)" "plugin:$cat:textbook_only" --train 20 --sinks
 # the library decides nothing about files on its own: attn_check (which does not ask for a measured product plan)
 # leaves no plan file and no folder in HOME's cache, TG_PLAN unset
 mkdir -p home
@@ -175,7 +176,7 @@ env -u TG_PLAN -u TG_PLAN_DIR -u XDG_CACHE_HOME HOME="$PWD/home" "$bin" builtin:
 [ -z "$(ls -A home)" ] || no "attn_check wrote into HOME on its own: $(find home | head -3)"
 # usage and loading
 check nokernel 2 "no KERNEL" --d-head 8
-check badbuiltin 2 "the built-in ops are builtin:composed and builtin:fused" builtin:flash
+check badbuiltin 2 "the built-in ops are builtin:saved and builtin:online (builtin:composed and builtin:fused: their names before 0.20)" builtin:flash
 check missing 2 "plugin nosuch.so: No such file" plugin:nosuch.so
 echo "attn_check_cli: $fails failures"
 [ "$fails" -eq 0 ]

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""The house drawn by the layout: core -> ops -> optim -> the training library
-(experiments/libtapegrad_train) -> the programs (experiments/*.c). Every quoted
+"""The house drawn by the layout: core -> ops -> optim -> the attention-kernel layer
+(experiments/libtapegrad_attn) -> the training kit (experiments/libtapegrad_train) -> the
+experiments' model (experiments/model) -> the programs (experiments/*.c) -> the lab's
+micro-benchmarks (experiments/lab). Every quoted
 #include of a file in one layer must name a header of its own layer or an
 earlier one; no two implementations include each other's headers (X.c includes
 Y.h and Y.c includes X.h: ops/gemm.c and ops/gemm_plan.c once did), directly or
@@ -14,10 +16,13 @@ import sys
 
 top = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
 LAYERS = [("core", "core"), ("ops", "ops"), ("optim", "optim"),
-          ("kit", os.path.join("experiments", "libtapegrad_train")), ("programs", "experiments")]
+          ("kernels", os.path.join("experiments", "libtapegrad_attn")),
+          ("kit", os.path.join("experiments", "libtapegrad_train")),
+          ("model", os.path.join("experiments", "model")), ("programs", "experiments"),
+          ("lab", os.path.join("experiments", "lab"))]
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 # generated into the build tree: the layer that owns each
-GENERATED = {"tg_version.h": "core", "tg_ops.h": "ops", "tapegrad.h": "optim", "train.h": "kit"}
+GENERATED = {"tg_version.h": "core", "tg_ops.h": "ops", "tapegrad.h": "optim", "attn.h": "kernels", "train.h": "kit"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 

@@ -5,8 +5,8 @@
 #   missing symbol, a control character, a plugin that declares no ABI or
 #   another ABI: exit 2, a message naming the file and the problem, no log or
 #   checkpoint written; an ABI 2 plugin built -fvisibility=hidden and one built
-#   as C++ load (and pass attn_check); an ABI 1 plugin (the adapter) is named
-#   "ABI 1: textbook features only" in the header; a 127-byte kernel name
+#   as C++ load (and pass attn_check); an ABI 1 plugin is refused (since 0.20),
+#   the message naming the version and the rewrite; a 127-byte kernel name
 #   survives a checkpoint's round trip;
 # - features: a run whose flags use a feature the kernel declares trains with it
 #   (grouped heads and a window: the same losses as the built-in op);
@@ -52,17 +52,16 @@ loadfail text "plugin text.so: not a shared object (no ELF header" text.so
 { printf '\177ELF\002\001\001'; head -c 9 /dev/zero; printf '\003\000\267\000'; head -c 44 /dev/zero; } >arm.so
 loadfail arm "plugin arm.so: built for aarch64 (64-bit), this program is x86-64" arm.so
 loadfail nosym "no kernel descriptor tg_attn_plugin_nosuch" "$ok:nosuch"
-loadfail abi_none "no kernel descriptor tg_attn_plugin_attention (ABI 2: TG_ATTENTION_PLUGIN(attention, features) after the kernel) and no ABI declaration (ABI 1: TG_ATTENTION_PLUGIN_DECLARE), though it has a symbol of that name" "$pdir/plugin_none.so"
-loadfail abi3 "its descriptor tg_attn_plugin_attention says plugin ABI 3; this program takes ABI 2 (and ABI 1)" "$pdir/plugin_abi3.so"
+loadfail abi_none "no kernel descriptor tg_attn_plugin_attention (ABI 2: TG_ATTENTION_PLUGIN(attention, features) after the kernel), though it has a symbol of that name" "$pdir/plugin_none.so"
+loadfail abi3 "its descriptor tg_attn_plugin_attention says plugin ABI 3; this program takes ABI 2: rebuild it" "$pdir/plugin_abi3.so"
+loadfail abi1 "declares plugin ABI 1 (a tg_attention_fn and TG_ATTENTION_PLUGIN_DECLARE, tapegrad 0.12's), which tapegrad 0.20 no longer loads (0.19 was the last): make the kernel a tg_attend_fn on tg_attn_args and export it with TG_ATTENTION_PLUGIN(attention, TG_ATTN_F_DV)" "$pdir/plugin_abi1_hidden.so"
 run 0 hidden $T --steps 5 --attn "plugin:$pdir/plugin_hidden.so" --log hidden.tsv
 [ "$(hdr hidden.tsv attn_plugin_abi)" = "ABI 2: dv != d, grouped heads, Tq != Tk, window, padding, bias, alibi, softcap, sinks, dropout" ] ||
     no "-fvisibility=hidden plugin: header says '$(hdr hidden.tsv attn_plugin_abi)'"
-run 0 abi1 $T --steps 5 --attn "plugin:$pdir/plugin_abi1_hidden.so" --log abi1.tsv
-[ "$(hdr abi1.tsv attn_plugin_abi)" = "ABI 1: textbook features only" ] || no "ABI 1 plugin: header says '$(hdr abi1.tsv attn_plugin_abi)'"
-run 2 abi1win $T --steps 5 --window 4 --attn "plugin:$pdir/plugin_abi1_hidden.so" --log abi1win.tsv
-grep -qF -- "--window needs window, which the plugin $pdir/plugin_abi1_hidden.so does not declare (ABI 1: textbook features only)" abi1win.err ||
-    no "ABI 1 plugin with --window: $(cat abi1win.err)"
-nothing_written abi1win.tsv
+run 2 textwin $T --steps 5 --window 4 --attn "plugin:$badso:forgets_scale" --log textwin.tsv
+grep -qF -- "--window needs window, which the plugin $badso:forgets_scale does not declare (ABI 2: dv != d)" textwin.err ||
+    no "a textbook kernel with --window: $(cat textwin.err)"
+nothing_written textwin.tsv
 if [ "$cxx" != none ]; then
     run 0 cxx $T --steps 5 --attn "plugin:$cxx:cxx_attention" --log cxx.tsv
     "$check" "plugin:$cxx:cxx_attention" >cxx_check.out 2>&1 || no "attn_check refuses the C++ plugin: $(grep -m3 '^FAIL' cxx_check.out)"
@@ -81,7 +80,7 @@ loadfail folder "not a regular file" .
 run 2 ctrl $T --steps 10 --attn "plugin:a$(printf '\t')b.so" --log ctrl.tsv
 grep -q "control character" ctrl.err || no "ctrl: message lacks 'control character'"
 run 2 badspec $T --steps 10 --attn plugn:x.so
-grep -q "expected composed, fused, plugin:FILE.so\[:SYMBOL\] or exec:CMD" badspec.err || no "badspec: message lacks the choices"
+grep -q "expected saved, online, plugin:FILE.so\[:SYMBOL\] or exec:CMD (composed and fused: saved and online before 0.20)" badspec.err || no "badspec: message lacks the choices"
 run 2 check_missing $T --attn plugin:nosuch.so --check
 grep -q "plugin nosuch.so: No such file" check_missing.err || no "--check: a missing plugin not named: $(cat check_missing.err)"
 run 0 check_ok $T --attn "plugin:$ok" --check

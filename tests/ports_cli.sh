@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The catalogue of real model code (tests/ports, docs/attn_check.md#ports): each port of a public
+# The catalogue of real model code (tests/ports, docs/attn_check.md#ports-of-real-model-code): each port of a public
 # model's eager attention passes attn_check with its conventions as info lines, and each of the
 # two porting mistakes is named; attn_scale refuses, before writing anything, a run outside a
 # port's conventions (nanoGPT's own scale under --scale none) and trains with GPT-OSS's port,

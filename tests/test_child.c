@@ -123,6 +123,49 @@ static void test_a_program_the_child_starts_holds_no_pipe(void **s) {
     assert_true(alive);
 }
 
+/* tg_child_run_out: what the child prints on stdout comes apart from its records, all of it, and a
+ * program the child starts that keeps the stdout pipe (its fd 1 is the child's) is not waited for. */
+static int print_and_speak(void *user, int fd) {
+    (void)user;
+    printf("stray ");
+    fflush(stdout);
+    if (write(fd, "record", 6) != 6) return 9;
+    printf("output");   /* still buffered when fn returns: the runner flushes it */
+    if (user) {
+        pid_t p = fork();
+        if (p == 0) {
+            execl("/bin/sleep", "sleep", "30", (char *)NULL);   /* inherits fd 1: the pipe */
+            _exit(127);
+        }
+        char line[32];
+        int n = snprintf(line, sizeof line, " %d", (int)p);
+        if (write(fd, line, (size_t)n) != n) return 9;
+    }
+    return 4;
+}
+
+static void test_stdout_taken_apart(void **s) {
+    (void)s;
+    for (int with_program = 0; with_program <= 1; with_program++) {
+        bytes rec = {.n = 0}, out = {.n = 0};
+        tg_child_end end;
+        char err[128];
+        const double t0 = tg_profile_clock();
+        assert_int_equal(tg_child_run_out(print_and_speak, with_program ? &rec : NULL, 20, keep, &rec, keep, &out,
+                                          &end, err, sizeof err), 0);
+        assert_true(tg_profile_clock() - t0 < 10);
+        assert_int_equal(end.status, 4);
+        assert_int_equal(end.timed_out, 0);
+        assert_string_equal(out.buf, "stray output");
+        assert_memory_equal(rec.buf, "record", 6);
+        if (with_program) {
+            const pid_t g = (pid_t)atoi(rec.buf + 7);
+            assert_true(g > 0);
+            kill(g, SIGKILL);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bytes_and_status),
@@ -130,6 +173,7 @@ int main(void) {
         cmocka_unit_test(test_hang_killed_at_the_limit),
         cmocka_unit_test(test_no_limit),
         cmocka_unit_test(test_a_program_the_child_starts_holds_no_pipe),
+        cmocka_unit_test(test_stdout_taken_apart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -198,11 +198,14 @@ static void test_scale_mult_floats(void **s) {
                   dk_exact);
 }
 
+enum { SAVED, ONLINE };   /* the built-in kernels: tg_attn_kernel_saved, tg_attn_kernel_online */
+
 /* layers 2: D 8, H 2, dh 4; layers 1 (the gradient checks, cheap enough for
  * valgrind): D 6, H 2, dh 4 */
 static void tiny_model_l(tg_model *m, int layers, int scale_mode, int learned_param, int learned_init, int attn) {
     tg_model_cfg mc = {.vocab = 8, .seq_len = 6, .d_model = layers > 1 ? 8 : 6, .heads = 2, .d_head = 4,
-                    .layers = layers, .scale_mode = scale_mode, .init = TG_INIT_FANIN, .attn = attn,
+                    .layers = layers, .scale_mode = scale_mode, .init = TG_INIT_FANIN,
+                    .attn_kernel = attn == ONLINE ? &tg_attn_kernel_online : &tg_attn_kernel_saved,
                     .learned_init = learned_init, .learned_param = learned_param, .mult = 1.0f};
     tg_model_init(m, &mc, 11);
 }
@@ -242,7 +245,7 @@ static void test_learned_scale_gradients(void **s) {
         tiny_batch(3, cl.x, cl.y);
         tiny_batch(3, cg.x, cg.y);
         assert_int_equal(tg_gradcheck("model, learned log scale", &lg.P, f_model, &cg, NULL), 0);
-        if (attn == TG_ATTN_COMPOSED)
+        if (attn == SAVED)
             assert_int_equal(tg_gradcheck("model, learned linear scale", &lin.P, f_model, &cl, NULL), 0);
         /* one backward each at the same point: dθ = e^θ · ds */
         tg_ctx ctx;
@@ -282,7 +285,7 @@ static void test_decay_in_model(void **s) {
     for (int k = 0; k < 3; k++)
         for (int opt = 0; opt < 2; opt++) {
             tg_model m;
-            tiny_model(&m, modes[k][0], modes[k][1], TG_LEARNED_FROM_SQRT, TG_ATTN_COMPOSED);
+            tiny_model(&m, modes[k][0], modes[k][1], TG_LEARNED_FROM_SQRT, SAVED);
             int n_never = 0, qk = 0, hs = 0;
             for (int i = 0; i < m.P.n; i++) {
                 const tg_tensor *t = m.P.list[i];
@@ -328,8 +331,8 @@ static void test_decay_in_model(void **s) {
 static void test_attention_maps(void **s) {
     (void)s;
     tg_model mc, mf;
-    tiny_model(&mc, TG_SCALE_LEARNED, TG_LEARNED_LOG, TG_LEARNED_FROM_NONE, TG_ATTN_COMPOSED);
-    tiny_model(&mf, TG_SCALE_LEARNED, TG_LEARNED_LOG, TG_LEARNED_FROM_NONE, TG_ATTN_FUSED);
+    tiny_model(&mc, TG_SCALE_LEARNED, TG_LEARNED_LOG, TG_LEARNED_FROM_NONE, SAVED);
+    tiny_model(&mf, TG_SCALE_LEARNED, TG_LEARNED_LOG, TG_LEARNED_FROM_NONE, ONLINE);
     tg_task_cfg t = {.kind = TG_TASK_HIST, .vocab = 8, .seq_len = 6, .alphabet = 4};
     int probe[12], again[12];
     attn_probe_tokens(&t, probe);

@@ -3,7 +3,9 @@
  * sum(w^2) by AdamW). What tg_train would do, they do here: a checkpoint every
  * save_every steps and at the end, holding the step and the parameters; a
  * poisoned gradient skipped (skip) or the run stopped with the last
- * checkpoint kept (stop); and a service of the user's own in the same list. */
+ * checkpoint kept (stop); and a service of the user's own in the same list.
+ * Then services of one's own in tg_train's loop (tg_train_cfg.services, 0.20):
+ * each with its own state, after the kit's, one ending the run early. */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +21,7 @@
 #include "tg_ops.h"
 #include "tg_optim.h"
 #include "tg_services.h"
+#include "tg_train.h"
 #include "testutil.h"
 
 typedef struct {
@@ -125,10 +128,86 @@ static void test_stop_keeps_the_last_checkpoint(void **state) {
     hand_free(&h);
 }
 
+/* ---- services of one's own in tg_train's loop ---------------------------------------------------- */
+typedef struct {
+    tg_params *P;
+    int batches, befores;
+} tiny;
+
+static void tiny_batch(void *u, tg_rng *rng, int step) {
+    (void)rng, (void)step;
+    ((tiny *)u)->batches++;
+}
+static tg_tensor *tiny_forward(tg_ctx *ctx, void *u, int logging) {
+    (void)logging;
+    tg_tensor *w = tg_params_find(((tiny *)u)->P, "w");
+    return tg_sum(ctx, tg_mul(ctx, w, w));
+}
+static int tiny_before(void *u, int step, char *err, size_t errlen) {
+    (void)step, (void)err, (void)errlen;
+    ((tiny *)u)->befores++;   /* the model's own hook: the kit's model service calls it */
+    return 0;
+}
+
+/* Early stopping: the run ends cleanly at the first logged loss below `below`. */
+typedef struct {
+    float below;
+    int stopped_at, rows;
+} early;
+static int early_after(void *self, tg_run *run) {
+    early *e = self;
+    if (!run->logging) return TG_TRAIN_OK;
+    e->rows++;
+    if (run->loss < e->below && e->stopped_at < 0) e->stopped_at = run->step, run->ended = 1;
+    return TG_TRAIN_OK;
+}
+/* A service that fails the run at a step of its choosing. */
+static int fail_before(void *self, tg_run *run) {
+    return run->step == *(int *)self ? TG_TRAIN_FAILED : TG_TRAIN_OK;
+}
+
+static void test_own_services_in_tg_train(void **state) {
+    (void)state;
+    tg_params P;
+    tg_params_init(&P);
+    tg_param(&P, "w", 1, (int[]){4});
+    tg_params_alloc(&P);
+    for (int i = 0; i < 4; i++) P.data[i] = 1.0f + (float)i;
+    tiny t = {.P = &P};
+    tg_train_model m = {.P = &P, .user = &t, .batch = tiny_batch, .forward = tiny_forward, .before_step = tiny_before};
+    tg_train_cfg c;
+    tg_train_defaults(&c, "own");
+    c.steps = 400, c.log_every = 10, c.lr = c.lr_min = 0.05f, c.progress = 0;
+    early e = {.below = 1.0f, .stopped_at = -1};
+    tg_service mine[] = {{.name = "early", .after = early_after, .self = &e}};
+    c.services = mine, c.n_services = 1;
+    tg_train_result r;
+    assert_int_equal(tg_train(&c, &m, &r), TG_TRAIN_OK);
+    /* sum(w²) from 30 falls below 1 well before step 400: the run ended there, not finished */
+    assert_true(e.stopped_at > 0 && e.stopped_at < 400);
+    assert_int_equal(e.stopped_at % 10, 0);
+    assert_int_equal(e.rows, e.stopped_at / 10 + 1);
+    assert_int_equal(r.step, e.stopped_at);
+    assert_int_equal(r.finished, 0);
+    /* the model's before_step ran at every step, as a service, before the batch (+1: the planning pass's batch) */
+    assert_int_equal(t.befores, e.stopped_at + 1);
+    assert_int_equal(t.batches, e.stopped_at + 2);
+
+    int at = 3;   /* a service's failure ends the run with its status */
+    tg_service failing[] = {{.name = "fail", .before = fail_before, .self = &at}};
+    c.services = failing;
+    assert_int_equal(tg_train(&c, &m, &r), TG_TRAIN_FAILED);
+    assert_int_equal(r.step, 3);
+    c.n_services = TG_TRAIN_MAX_SERVICES + 1;   /* more than the loop takes: refused, nothing run */
+    assert_int_equal(tg_train(&c, &m, &r), TG_TRAIN_USAGE);
+    tg_params_free(&P);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_skip_then_the_end_saved, tg_test_make_dir, tg_test_remove_dir),
         cmocka_unit_test_setup_teardown(test_stop_keeps_the_last_checkpoint, tg_test_make_dir, tg_test_remove_dir),
+        cmocka_unit_test(test_own_services_in_tg_train),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

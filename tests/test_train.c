@@ -97,7 +97,7 @@ static void test_no_allocation_threaded(void **s) {
     for (int attn = 0; attn < 2; attn++) {
         tg_model m;
         tg_model_cfg mc = {.vocab = 64, .seq_len = 64, .d_model = 64, .heads = 4, .d_head = 32, .layers = 1,
-                        .scale_mode = TG_SCALE_LEARNED, .init = TG_INIT_FANIN, .attn = attn};
+                        .scale_mode = TG_SCALE_LEARNED, .init = TG_INIT_FANIN, .attn_kernel = attn ? &tg_attn_kernel_online : &tg_attn_kernel_saved};
         tg_model_init(&m, &mc, 5);
         tg_adamw opt;
         tg_adamw_init(&opt, &m.P, 0.9f, 0.95f, 1e-8f, 0.01f);
@@ -137,7 +137,7 @@ static void test_backward_twice(void **s) {
     for (int attn = 0; attn < 2; attn++) {
         tg_model m;
         tg_model_cfg mc = {.vocab = 32, .seq_len = 12, .d_model = 32, .heads = 2, .d_head = 16, .layers = 2,
-                        .scale_mode = TG_SCALE_LEARNED, .init = TG_INIT_FANIN, .attn = attn};
+                        .scale_mode = TG_SCALE_LEARNED, .init = TG_INIT_FANIN, .attn_kernel = attn ? &tg_attn_kernel_online : &tg_attn_kernel_saved};
         tg_model_init(&m, &mc, 7);
         tg_ctx ctx;
         tg_ctx_init(&ctx, 0);

@@ -1,5 +1,5 @@
 /* The run's services (tg_services.h): each what tg_train's loop did in one
- * place, now a table of hooks over the run's plain state. */
+ * place, a table of hooks over the run's facts and its own state. */
 #define _POSIX_C_SOURCE 200809L   /* isatty */
 #include "tg_services.h"
 
@@ -203,7 +203,19 @@ static int runlog_after(void *self, tg_run *run) {
 
 const tg_service tg_svc_runlog = {.name = "runlog", .after = runlog_after};
 
-/* ---- the model's contract ------------------------------------------------------------ */
+/* ---- the model's own hooks ----------------------------------------------------------- */
+/* Its before_step (attn_scale's dumps and validation loss). */
+static int model_before(void *self, tg_run *run) {
+    (void)self;
+    char err[1024];
+    tg_train_model *m = run->m;
+    if (!m->before_step || m->before_step(m->user, run->step, err, sizeof err) == 0) return TG_TRAIN_OK;
+    fprintf(stderr, "%s: step %d: stopping: %s\n", run->c->prog, run->step, err);
+    tg_run_note(run->L, "stopped before step %d: %s", run->step, err);
+    return TG_TRAIN_FAILED;
+}
+
+/* Its after_row, the contract it was checked against, at a logged step. */
 static int contract_after(void *self, tg_run *run) {
     (void)self;
     tg_train_model *m = run->m;
@@ -219,20 +231,21 @@ static int contract_after(void *self, tg_run *run) {
     return TG_TRAIN_CONTRACT;
 }
 
+const tg_service tg_svc_model = {.name = "model", .before = model_before, .after = contract_after};
 const tg_service tg_svc_contract = {.name = "contract", .after = contract_after};
 
 /* ---- progress ------------------------------------------------------------------------ */
 static int progress_on(const tg_run *run) { return run->c->progress && isatty(2); }
 
 static int progress_after(void *self, tg_run *run) {
-    (void)self;
+    tg_svc_progress_state *s = self;
     const int step = run->step, steps = run->c->steps;
     double t = now_s() - run->t0;
-    if (progress_on(run) && (t - run->last_print > 0.5 || step == steps)) {
+    if (progress_on(run) && (t - s->last_print > 0.5 || step == steps)) {
         double rate = (step - run->start + 1) / t;
         fprintf(stderr, "\rstep %d/%d  loss %.4f  %.1f step/s  ETA %.0fs   ", step, steps, run->loss, rate,
                 (steps - step) / rate);
-        run->last_print = t;
+        s->last_print = t;
     }
     return TG_TRAIN_OK;
 }
@@ -243,4 +256,7 @@ static int progress_stop(void *self, tg_run *run, int status) {
     return status;
 }
 
-const tg_service tg_svc_progress = {.name = "progress", .after = progress_after, .stop = progress_stop};
+tg_service tg_svc_progress_make(tg_svc_progress_state *state) {
+    *state = (tg_svc_progress_state){0};
+    return (tg_service){.name = "progress", .after = progress_after, .stop = progress_stop, .self = state};
+}

@@ -146,7 +146,12 @@ typedef struct tg_train_cfg {
      * FILE:SYMBOL sha256 ..."): while training, a crash writes "# crashed: SIGNAL at
      * step N: crash_what" to the log and the process dies of the signal (tg_guard.h). */
     const char *crash_what;
+    /* Since 0.20: services of the program's own (tg_services.h), run after the kit's, in this
+     * order, each with its own state (self); at most TG_TRAIN_MAX_SERVICES. */
+    const struct tg_service *services;
+    int n_services;
 } tg_train_cfg;
+#define TG_TRAIN_MAX_SERVICES 16
 
 typedef struct tg_train_result {
     int start_step, step;      /* where the run started and stopped */

@@ -50,6 +50,10 @@ int tg_train_cfg_check(const tg_train_cfg *c, char *err, size_t errlen) {
     if (c->n_opts < 0 || (c->n_opts > 0 && !c->opts)) BAD("tg_train_cfg: n_opts %d without opts", c->n_opts);
     if (c->n_settings < 0 || (c->n_settings > 0 && !c->settings)) BAD("tg_train_cfg: n_settings %d without settings", c->n_settings);
     if (c->n_files < 0 || (c->n_files > 0 && !c->files)) BAD("tg_train_cfg: n_files %d without files", c->n_files);
+    if (c->n_services < 0 || (c->n_services > 0 && !c->services))
+        BAD("tg_train_cfg: n_services %d without services", c->n_services);
+    if (c->n_services > TG_TRAIN_MAX_SERVICES)
+        BAD("tg_train_cfg: %d services of the program's own, at most %d", c->n_services, TG_TRAIN_MAX_SERVICES);
     if (c->n_files > TG_TRAIN_MAX_FILES)
         BAD("tg_train_cfg: %d more files, at most %d (each is locked and checked like the log)", c->n_files, TG_TRAIN_MAX_FILES);
     const int nfree = count(c->may_differ) + count(c->header_may_differ);
@@ -216,16 +220,6 @@ static int run_step(tg_run *run, tg_profile *prof) {
     return TG_TRAIN_OK;
 }
 
-/* The model's hook before a step (attn_scale's dumps and validation loss). */
-static int model_before(tg_run *run) {
-    char err[1024];
-    tg_train_model *m = run->m;
-    if (!m->before_step || m->before_step(m->user, run->step, err, sizeof err) == 0) return TG_TRAIN_OK;
-    fprintf(stderr, "%s: step %d: stopping: %s\n", run->c->prog, run->step, err);
-    tg_run_note(run->L, "stopped before step %d: %s", run->step, err);
-    return TG_TRAIN_FAILED;
-}
-
 /* The means over the last 10% of logged steps. */
 static void final_means(const tg_run *run) {
     const tg_train_state *st = run->st;
@@ -244,12 +238,15 @@ static void final_means(const tg_run *run) {
 }
 
 /* From st (fresh or resumed) to c->steps: the step between the run's
- * services (tg_services.h); returns a tg_train_status. */
+ * services (tg_services.h), the kit's and then the program's own; returns a
+ * tg_train_status. */
 static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_state *st, tg_runlog *L,
                 tg_train_result *r) {
-    const tg_service svc[] = {tg_svc_checkpoint, tg_svc_stop, tg_svc_nan, tg_svc_runlog, tg_svc_contract,
-                              tg_svc_progress};
-    const int n = sizeof svc / sizeof svc[0];
+    tg_svc_progress_state progress;
+    tg_service svc[6 + TG_TRAIN_MAX_SERVICES] = {tg_svc_checkpoint, tg_svc_stop, tg_svc_nan, tg_svc_runlog,
+                                                tg_svc_model, tg_svc_progress_make(&progress)};
+    int n = 6;
+    for (int i = 0; i < c->n_services; i++) svc[n++] = c->services[i];   /* n_services <= TG_TRAIN_MAX_SERVICES: checked */
     tg_run run;
     tg_run_init(&run, c, m, st, L, r, ctx);
     int status = tg_services_start(svc, n, &run);
@@ -257,7 +254,7 @@ static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_
         tg_run_begin_step(&run, step);
         if ((status = tg_services_before(svc, n, &run)) || run.ended) break;
         tg_profile *prof = step < c->steps ? c->profile : NULL;   /* training steps only */
-        if ((status = model_before(&run)) || (status = run_step(&run, prof))) break;
+        if ((status = run_step(&run, prof))) break;
         if ((status = tg_services_after(svc, n, &run))) break;
         if (prof) {
             tg_profile_phase(prof, "log");

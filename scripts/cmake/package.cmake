@@ -17,7 +17,7 @@ else()
   set(TG_SOVERSION ${PROJECT_VERSION_MAJOR})
   set(TG_COMPAT SameMajorVersion)
 endif()
-set_target_properties(tapegrad tapegrad_train PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${TG_SOVERSION})
+set_target_properties(tapegrad tapegrad_attn tapegrad_train PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${TG_SOVERSION})
 
 # The public API is exactly these headers; they include one another by plain
 # name, which resolves next to the including header once installed. core/parallel.h
@@ -30,11 +30,17 @@ endforeach()
 list(TRANSFORM TG_PUBLIC_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/)
 list(APPEND TG_PUBLIC_HEADERS ${PROJECT_BINARY_DIR}/include/tg_ops.h ${PROJECT_BINARY_DIR}/include/tg_version.h
      ${PROJECT_BINARY_DIR}/include/tapegrad.h)
+# The kernel layer's headers (experiments/libtapegrad_attn/tg_*.h, since 0.20) and its umbrella
+# attn.h, but its internal SHA-256 (hidden in the shared library, not installed).
+file(GLOB TG_ATTN_HEADERS ${PROJECT_SOURCE_DIR}/experiments/libtapegrad_attn/tg_*.h)
+list(REMOVE_ITEM TG_ATTN_HEADERS ${PROJECT_SOURCE_DIR}/experiments/libtapegrad_attn/tg_sha256.h)
+configure_file(scripts/cmake/attn.h.in include/attn.h @ONLY)
+list(APPEND TG_PUBLIC_HEADERS ${TG_ATTN_HEADERS} ${PROJECT_BINARY_DIR}/include/attn.h)
 # The training kit's headers (experiments/libtapegrad_train/tg_*.h) and its umbrella train.h.
 file(GLOB TG_TRAIN_HEADERS ${PROJECT_SOURCE_DIR}/experiments/libtapegrad_train/tg_*.h)
 # ... but the kit's internals (docs/install.md#the-training-kits-public-face): hidden in the shared
-# library, not installed.
-set(TG_KIT_INTERNAL_HEADERS tg_model.h tg_tasks.h tg_corpus.h tg_runlock.h tg_sha256.h)
+# library, not installed. (The experiments' model, tasks and corpus: experiments/model, never installed.)
+set(TG_KIT_INTERNAL_HEADERS tg_runlock.h)
 foreach(h IN LISTS TG_KIT_INTERNAL_HEADERS)
   list(REMOVE_ITEM TG_TRAIN_HEADERS ${PROJECT_SOURCE_DIR}/experiments/libtapegrad_train/${h})
 endforeach()
@@ -52,7 +58,7 @@ add_custom_target(tg_stage_headers ALL
 # everything else, including the symbols of any static archive linked in.
 if(BUILD_SHARED_LIBS)
   set(map ${PROJECT_SOURCE_DIR}/scripts/cmake/tapegrad.map)
-  foreach(lib tapegrad tapegrad_train)
+  foreach(lib tapegrad tapegrad_attn tapegrad_train)
     target_link_options(${lib} PRIVATE "LINKER:--version-script=${map}")
     set_property(TARGET ${lib} APPEND PROPERTY LINK_DEPENDS ${map})
     if(NOT TG_SANITIZE AND NOT TG_FUZZ)   # the sanitizer runtimes are resolved at load time
@@ -64,8 +70,9 @@ endif()
 if(TG_TEST_HOOKS)
   install(CODE "message(WARNING \"tapegrad: this build has its test hooks compiled in (TG_TEST_HOOKS): configure with -DBUILD_TESTING=OFF (or -DTG_TEST_HOOKS=OFF) for a library to install\")")
 endif()
-install(TARGETS tapegrad tapegrad_train EXPORT tapegradTargets INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS tapegrad tapegrad_attn tapegrad_train EXPORT tapegradTargets INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 set_target_properties(tapegrad_train PROPERTIES EXPORT_NAME train)   # tapegrad::train
+set_target_properties(tapegrad_attn PROPERTIES EXPORT_NAME attn)     # tapegrad::attn
 set(cmakedir ${CMAKE_INSTALL_LIBDIR}/cmake/tapegrad)
 install(EXPORT tapegradTargets NAMESPACE tapegrad:: DESTINATION ${cmakedir})
 if(BUILD_SHARED_LIBS)
@@ -90,7 +97,8 @@ file(RELATIVE_PATH TG_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /pr
 string(REGEX REPLACE "/$" "" TG_PC_TO_PREFIX "${TG_PC_TO_PREFIX}")
 configure_file(scripts/cmake/tapegrad.pc.in tapegrad.pc @ONLY)
 configure_file(scripts/cmake/tapegrad-train.pc.in tapegrad-train.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/tapegrad.pc ${PROJECT_BINARY_DIR}/tapegrad-train.pc
+configure_file(scripts/cmake/tapegrad-attn.pc.in tapegrad-attn.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/tapegrad.pc ${PROJECT_BINARY_DIR}/tapegrad-train.pc ${PROJECT_BINARY_DIR}/tapegrad-attn.pc
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 # The log tools: scripts that read any log of the schema (docs/logs.md), under

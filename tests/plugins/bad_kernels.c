@@ -1,41 +1,52 @@
-/* Attention plugins of ABI 1 (tg_attention_fn: the textbook contract, loaded
- * through the adapter) that misbehave, for tests/plugin_cli.sh and
- * tests/attn_check_cli.sh: each is tg_attention (the right function) but for
- * what its name says. The catalogue of ABI 2's features: catalogue.c. */
+/* Attention plugins of the textbook call that misbehave, for tests/plugin_cli.sh and
+ * tests/attn_check_cli.sh: each is tg_attention (the right function) but for what its
+ * name says. Written as ABI 1 kernels were (a tg_attention_fn, tb_NAME), each exported as
+ * an ABI 2 kernel NAME that declares dv != d alone (ABI_2 below): what the loader's
+ * adapter made of them before 0.20, which refuses ABI 1 plugins. The catalogue of ABI 2's
+ * features: catalogue.c. */
 #include <math.h>
 #include <signal.h>
 #include <tapegrad/tapegrad.h>
 
-TG_ATTENTION_PLUGIN_DECLARE
+/* NAME: tb_NAME on the args, as the textbook call (dv != d: that contract's) */
+#define ABI_2(name)                                                                              \
+    static tg_tensor *name(tg_ctx *ctx, const tg_attn_args *a) {                                 \
+        return tb_##name(ctx, a->q, a->k, a->v, a->head_scale, a->scale, a->causal, a->stats);   \
+    }                                                                                            \
+    TG_ATTENTION_PLUGIN(name, TG_ATTN_F_DV)
 
 /* refuses dv != d, as a kernel written for dv = d may (measurement: not possible) */
-tg_tensor *needs_dv_eq_d(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale, float scale,
+static tg_tensor *tb_needs_dv_eq_d(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale, float scale,
                          int causal, tg_attn_stats *stats) {
     if (v->shape[3] != q->shape[3]) tg_fail(ctx, "needs_dv_eq_d: dv %d != d %d", v->shape[3], q->shape[3]);
     return tg_attention(ctx, q, k, v, head_scale, scale, causal, stats);
 }
+ABI_2(needs_dv_eq_d)
 
 /* crashes for dv != d, as one that indexes v with d would */
-tg_tensor *crashes_dv(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale, float scale,
+static tg_tensor *tb_crashes_dv(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale, float scale,
                       int causal, tg_attn_stats *stats) {
     if (v->shape[3] != q->shape[3]) raise(SIGSEGV);
     return tg_attention(ctx, q, k, v, head_scale, scale, causal, stats);
 }
+ABI_2(crashes_dv)
 
 /* ignores `scale` (the seed's bug, through the library's op) */
-tg_tensor *forgets_scale(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale, float scale,
+static tg_tensor *tb_forgets_scale(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale, float scale,
                          int causal, tg_attn_stats *stats) {
     (void)scale;
     return tg_attention(ctx, q, k, v, head_scale, 1.0f, causal, stats);
 }
+ABI_2(forgets_scale)
 
 /* ---- for attn_check: each wrong in one way, named after it ------------------------------ */
 #define WRAP(name, expr_scale, expr_causal)                                                                          \
-    tg_tensor *name(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale, float scale,      \
+    static tg_tensor *tb_##name(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale, float scale,      \
                     int causal, tg_attn_stats *stats) {                                                             \
         (void)scale, (void)causal;                                                                                  \
         return tg_attention(ctx, q, k, v, head_scale, (expr_scale), (expr_causal), stats);                          \
-    }
+    }                                                                                                               \
+    ABI_2(name)
 WRAP(divides_by_d, 1.0f / (float)q->shape[3], causal)          /* 1/d_head where 1/sqrt(d_head) was passed */
 WRAP(twice_too_warm, 2.0f * scale, causal)
 WRAP(own_sqrt, 1.0f / sqrtf((float)q->shape[3]), causal)       /* computes its own scale, ignores the one passed */
@@ -130,11 +141,12 @@ static tg_tensor *variant_attention(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_
 }
 
 #define VARIANT(name, ...)                                                                                          \
-    tg_tensor *name(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *hs, float scale, int causal,   \
+    static tg_tensor *tb_##name(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *hs, float scale, int causal,   \
                     tg_attn_stats *stats) {                                                                         \
         (void)stats;                                                                                                \
         return variant_attention(ctx, q, k, v, hs, scale, causal, (variant){__VA_ARGS__});                          \
-    }
+    }                                                                                                               \
+    ABI_2(name)
 VARIANT(plain_right, 0)                       /* the right function, for comparison */
 VARIANT(mask_off_by_one, .shift = 1)          /* row i also sees position i + 1 */
 VARIANT(mask_hides_diagonal, .drop_diag = 1)  /* row i does not see itself */
@@ -143,10 +155,11 @@ VARIANT(wrong_backward, .bad_bw = 1)          /* dV 10% too large */
 VARIANT(nan_long_rows, .nan_long = 1)         /* NaN for T > 128 */
 
 /* hangs on long rows */
-tg_tensor *hangs_long(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale, float scale,
+static tg_tensor *tb_hangs_long(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *head_scale, float scale,
                       int causal, tg_attn_stats *stats) {
     if (q->shape[1] > 128)
         for (volatile int spin = 1; spin;) {
         }
     return tg_attention(ctx, q, k, v, head_scale, scale, causal, stats);
 }
+ABI_2(hangs_long)

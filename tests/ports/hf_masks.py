@@ -1,6 +1,6 @@
 """What the ports share: finding tapegrad_exec, and the masks as the model code they port builds
 them. Each port (tests/ports/*.py) is one model's eager attention, rewritten from its public
-source (docs/attn_check.md#ports says which file at which commit), fed the mask its own model
+source (docs/attn_check.md#ports-of-real-model-code says which file at which commit), fed the mask its own model
 code would build, and served over the exec protocol with the conventions that code keeps."""
 import os
 import sys

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Llama's attention, ported: transformers' eager_attention_forward of
-src/transformers/models/llama/modeling_llama.py (docs/attn_check.md#ports names the commit): the
+src/transformers/models/llama/modeling_llama.py (docs/attn_check.md#ports-of-real-model-code names the commit): the
 key/value heads repeated to the query heads (repeat_kv), scores = q kᵀ · scaling, the model's
 additive finfo.min mask added, softmax in float32, weights @ v. The model passes its own
 scaling = head_dim**-0.5 as an argument: here tapegrad's `scale` takes its place, so the kernel

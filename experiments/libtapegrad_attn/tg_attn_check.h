@@ -90,6 +90,7 @@ typedef struct tg_attn_check_report {
     tg_attn_check_line *lines;
     int n, cap;
     int failed;        /* lines that failed or crashed */
+    void *sink;        /* internal (0.20): in a probe's sandbox, where its lines go; NULL otherwise */
 } tg_attn_check_report;
 
 /* Runs every probe on kernel; returns 0 when it conforms, 1 when a check failed

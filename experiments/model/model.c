@@ -1,23 +1,21 @@
 #define _POSIX_C_SOURCE 200809L   /* strsignal */
 #include "tg_model.h"
-#include "tg_child.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "tg_attn_exec.h"
 #include "tg_attn_probe.h"
 #include "tg_gemm_plan.h"
+#include "tg_kernel.h"
 #include "tg_ops.h"
+#include "tg_sandbox.h"
 
 const char *const tg_scale_names[] = {"sqrt", "none", "dk", "qknorm", "learned", "mult", NULL};
 const char *const tg_learned_init_names[] = {"sqrt", "none", NULL};
 const char *const tg_learned_param_names[] = {"linear", "log", NULL};
 const char *const tg_init_names[] = {"fanin", "gpt2", "lm", NULL};
-const char *const tg_attn_names[] = {"composed", "fused", NULL};
 const char *const tg_bias_names[] = {"none", "table", NULL};
 
 /* A parameter of layer l (or of the model, l < 0); weight decay applies when
@@ -158,18 +156,6 @@ void tg_model_free(tg_model *m) {
     free(m->logit_scale);
 }
 
-unsigned tg_model_attn_features(const tg_model_cfg *c) {
-    unsigned f = 0;
-    if (c->window > 0) f |= TG_ATTN_F_WINDOW;
-    if (tg_model_kv_heads(c) != c->heads) f |= TG_ATTN_F_GQA;
-    if (c->bias) f |= TG_ATTN_F_BIAS;
-    if (c->alibi) f |= TG_ATTN_F_ALIBI;
-    if (c->softcap > 0) f |= TG_ATTN_F_SOFTCAP;
-    if (c->sinks) f |= TG_ATTN_F_SINKS;
-    if (c->attn_dropout > 0) f |= TG_ATTN_F_DROPOUT;
-    return f;
-}
-
 tg_attn_args tg_model_attn_args(tg_model *m, int l, tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *hs) {
     const tg_model_cfg *c = &m->cfg;
     const tg_model_layer *L = &m->layer[l];
@@ -183,6 +169,54 @@ tg_attn_args tg_model_attn_args(tg_model *m, int l, tg_ctx *ctx, tg_tensor *q, t
     return aa;
 }
 
+tg_attn_args tg_model_attn_call(const tg_model_cfg *c, tg_tensor room[4]) {
+    const int T = c->seq_len, H = c->heads;
+    room[0] = (tg_tensor){.ndim = 4, .shape = {1, T, H, c->d_head}};
+    room[1] = (tg_tensor){.ndim = 4, .shape = {1, T, tg_model_kv_heads(c), c->d_head}};
+    room[2] = (tg_tensor){.ndim = 1, .shape = {H}, .numel = H};   /* head scales, sinks, ALiBi's slopes */
+    room[3] = (tg_tensor){.ndim = 4, .shape = {1, H, T, T}};      /* the bias table */
+    tg_model_layer L = {.attn_bias = c->bias ? &room[3] : NULL, .sinks = c->sinks ? &room[2] : NULL};
+    tg_model m = {.cfg = *c, .layer = &L, .alibi_t = room[2]};
+    tg_ctx training = {.grad_enabled = 1};
+    tg_attn_args a = tg_model_attn_args(&m, 0, &training, &room[0], &room[1], &room[1],
+                                        c->scale_mode == TG_SCALE_LEARNED ? &room[2] : NULL);
+    if (a.alibi) a.alibi = &room[2];   /* not m's: m ends here */
+    return a;
+}
+
+/* Layer l's attention on aa: the kernel's output, with what the step asks of its weights: stats
+ * (a built-in op fills its own; a kernel from outside is measured), maps (the weights into maps;
+ * *failed when a measured kernel's could not be had: NULL returned). One path for every kernel. */
+static tg_tensor *attend(tg_model *m, tg_ctx *ctx, int l, const tg_attn_kernel *K, tg_attn_args *aa, int stats,
+                         float *maps, int *failed) {
+    const tg_model_cfg *c = &m->cfg;
+    const int H = c->heads, measured = c->attn_measure;
+    tg_attn_stats st = {H, m->ent + l * H, m->maxlogit + l * H, m->sat + l * H};
+    if (stats && !measured)
+        for (int h = 0; h < H; h++) m->logit_scale[l * H + h] = aa->scale * (aa->head_scale ? aa->head_scale->data[h] : 1.0f);
+    aa->stats = stats && !measured ? &st : NULL;
+    tg_tensor *a = maps && measured ? NULL : tg_attn_kernel_call(ctx, K, aa);
+    if (maps && !measured) {   /* the saved op's own weights */
+        const float *P = tg_attention_probs(ctx, a);
+        if (!P) tg_fail(ctx, "tg_model_attention_maps: the attention op kept no weights (grad disabled?)");
+        memcpy(maps, P, sizeof(float) * (size_t)aa->q->shape[0] * H * c->seq_len * c->seq_len);
+    }
+    if (measured && (stats || maps)) {   /* a kernel we did not write: its word on its weights is not taken */
+        char why[400];
+        int rc = tg_attn_measure(ctx, K, aa, stats ? &st : NULL, stats ? m->logit_scale + l * H : NULL, maps, why,
+                                 sizeof why);
+        if (rc) {
+            snprintf(m->measure_note, sizeof m->measure_note, "layer %d: %s", l, why);
+            m->measure_leak |= rc == TG_MEASURE_LEAK;
+            for (int hh = 0; hh < H && stats; hh++)
+                m->ent[l * H + hh] = m->maxlogit[l * H + hh] = m->sat[l * H + hh] = m->logit_scale[l * H + hh] = NAN;
+            if (maps) return *failed = 1, NULL;
+        }
+        if (maps && l < c->layers - 1) a = tg_attn_kernel_call(ctx, K, aa);
+    }
+    return a;
+}
+
 /* The forward pass. maps != NULL: the probe's pass of tg_model_attention_maps,
  * copying each layer's weights, and ending after the last attention (returns
  * NULL; sets *maps_failed when a measured kernel's weights could not be had). */
@@ -190,9 +224,8 @@ static tg_tensor *forward(tg_model *m, tg_ctx *ctx, const int *tokens, const int
                           float *maps, int *maps_failed) {
     const tg_model_cfg *c = &m->cfg;
     int T = c->seq_len, D = c->d_model, H = c->heads, dh = c->d_head;
-    float scale = tg_model_scale(c);
-    const int fused = c->attn == TG_ATTN_FUSED && !maps;
-    const tg_attn_kernel *kern = c->attn_kernel;   /* a plugin; NULL: the built-in op */
+    /* the maps of a built-in op come from the one that keeps its weights (the same function) */
+    const tg_attn_kernel *K = c->attn_kernel && !(maps && !c->attn_measure) ? c->attn_kernel : &tg_attn_kernel_saved;
     if (stats || maps) m->measure_note[0] = 0, m->measure_leak = 0;
 
     tg_tensor *pos = tg_reshape(ctx, tg_embedding(ctx, m->pos_emb, m->pos_idx, 1, T), 2, (int[]){T, D});
@@ -210,45 +243,11 @@ static tg_tensor *forward(tg_model *m, tg_ctx *ctx, const int *tokens, const int
         }
         /* s_h: the parameter itself, or e^θ_h */
         tg_tensor *hs = L->hscale && c->learned_param == TG_LEARNED_LOG ? tg_exp(ctx, L->hscale) : L->hscale;
-        tg_attn_stats st = {H, m->ent + l * H, m->maxlogit + l * H, m->sat + l * H};
-        size_t n = (size_t)B * H * T * T;
         tg_attn_args aa = tg_model_attn_args(m, l, ctx, q, k, v, hs);
         if (maps) aa.dropout = 0;
-        tg_tensor *a;
-        if (c->attn_measure || (maps && kern)) {   /* a kernel we did not write: its word on its weights is not taken */
-            a = maps ? NULL : tg_attn_kernel_call(ctx, kern, &aa);
-            if (stats || maps) {
-                char why[400];
-                int rc = tg_attn_measure(ctx, kern, &aa, stats ? &st : NULL, stats ? m->logit_scale + l * H : NULL,
-                                         maps ? maps + (size_t)l * n : NULL, why, sizeof why);
-                if (rc) {
-                    snprintf(m->measure_note, sizeof m->measure_note, "layer %d: %s", l, why);
-                    m->measure_leak |= rc == TG_MEASURE_LEAK;
-                    for (int hh = 0; hh < H && stats; hh++)
-                        m->ent[l * H + hh] = m->maxlogit[l * H + hh] = m->sat[l * H + hh] =
-                            m->logit_scale[l * H + hh] = NAN;
-                    if (maps) {
-                        *maps_failed = 1;
-                        return NULL;
-                    }
-                }
-            }
-            if (maps) {
-                if (l == c->layers - 1) return NULL;
-                a = tg_attn_kernel_call(ctx, kern, &aa);
-            }
-        } else {
-            if (stats)
-                for (int hh = 0; hh < H; hh++) m->logit_scale[l * H + hh] = scale * (hs ? hs->data[hh] : 1.0f);
-            aa.stats = stats ? &st : NULL;
-            a = (maps || !fused ? tg_attend : tg_flash_attend)(ctx, &aa);
-            if (maps) {
-                const float *P = tg_attention_probs(ctx, a);
-                if (!P) tg_fail(ctx, "tg_model_attention_maps: the attention op kept no weights (grad disabled?)");
-                for (size_t i = 0; i < n; i++) maps[(size_t)l * n + i] = P[i];
-                if (l == c->layers - 1) return NULL;
-            }
-        }
+        float *lmaps = maps ? maps + (size_t)l * B * H * T * T : NULL;
+        tg_tensor *a = attend(m, ctx, l, K, &aa, stats, lmaps, maps_failed);
+        if (maps && (l == c->layers - 1 || *maps_failed)) return NULL;
         a = tg_reshape(ctx, a, 3, (int[]){B, T, H * dh});
         x = tg_add(ctx, x, tg_matmul(ctx, a, L->wo, 0, 0));
         h = tg_layernorm(ctx, x, L->ln2_g, L->ln2_b, 1e-5f);
@@ -278,84 +277,61 @@ int tg_model_attention_maps(tg_model *m, tg_ctx *ctx, const int *tokens, int B, 
     return failed ? -1 : 0;
 }
 
-/* ---- the pre-flight: the kernel called as training will, in a child ---------------- */
+/* ---- the pre-flight: the kernel called as training will, in a sandbox ------------------------ */
 typedef struct {
     tg_model *m;
     const int *tokens, *targets;
     int B;
 } preflight_job;
 
-/* a tg_fail in the child: its message to the pipe, then exit 3 */
-static int preflight_fd = -1;
-static void preflight_fail(const char *msg, void *u) {
-    (void)u;
-    if (preflight_fd >= 0 && write(preflight_fd, "F", 1) == 1 && write(preflight_fd, msg, strlen(msg)) < 0) _exit(4);
-    _exit(3);
-}
+enum { TRAINED = 1 };   /* the sandbox's stage after a training step's forward and backward */
+typedef struct {
+    int rc;            /* the measurement's: 0, 1 failed, 2 leaked */
+    char note[600];
+} measured;
 
-/* The child: 'T' after a training step's forward and backward, then 'M' and the
- * measurement's rc and note. */
-static int preflight_child(void *u, int fd) {
+static int preflight_child(tg_sandbox *sb, void *u) {
     preflight_job *j = u;
     /* the products by the estimate: the child neither measures (it could outlast the limit) nor writes the
      * plan file; the parent's plan is its own (no product has run in it yet) */
     char plan_err[1200];
     (void)tg_gemm_plan_setup("estimate", plan_err, sizeof plan_err);
-    tg_attn_exec *x = tg_attn_exec_of(j->m->cfg.attn_kernel);
-    if (x && tg_attn_exec_reopen(x, plan_err, sizeof plan_err)) {   /* a kernel of the child's own */
-        if (write(fd, "F", 1) == 1 && write(fd, plan_err, strlen(plan_err)) < 0) return 2;
-        return 3;
-    }
     tg_ctx ctx;
     tg_ctx_init(&ctx, 0);
-    preflight_fd = fd;
-    tg_set_error_handler(&ctx, preflight_fail, NULL);
+    tg_set_error_handler(&ctx, tg_sandbox_fail, sb);
     tg_tensor *loss = tg_model_forward(j->m, &ctx, j->tokens, j->targets, j->B, 0);
     if (loss->requires_grad) tg_backward(&ctx, loss);
-    if (write(fd, "T", 1) != 1) return 2;
+    tg_sandbox_stage(sb, TRAINED);
     tg_ctx_reset(&ctx);
     ctx.grad_enabled = 0;   /* as a logged step's measurement: its own call, grad off */
     tg_model_forward(j->m, &ctx, j->tokens, j->targets, j->B, 1);
-    char msg[600];
-    snprintf(msg, sizeof msg, "M%d%s", j->m->measure_note[0] ? (j->m->measure_leak ? 2 : 1) : 0, j->m->measure_note);
+    measured r = {j->m->measure_note[0] ? (j->m->measure_leak ? 2 : 1) : 0, ""};
+    snprintf(r.note, sizeof r.note, "%s", j->m->measure_note);
     tg_ctx_free(&ctx);   /* the child exits next: freed so that a leak check of it (valgrind follows forks) is clean */
-    if (write(fd, msg, strlen(msg)) < 0) return 2;
-    if (x) tg_attn_exec_close(x);
-    return 0;
+    return tg_sandbox_send(sb, &r, sizeof r) ? 2 : 0;
 }
 
-typedef struct {
-    char buf[700];
-    size_t n;
-} collect;
-
-static void collect_bytes(void *u, const char *b, size_t n) {
-    collect *c = u;
-    if (n > sizeof c->buf - 1 - c->n) n = sizeof c->buf - 1 - c->n;
-    memcpy(c->buf + c->n, b, n);
-    c->n += n;
-    c->buf[c->n] = 0;
+static void keep_measured(void *u, const void *data, size_t n) {
+    if (n == sizeof(measured)) memcpy(u, data, n);
 }
 
-int tg_model_preflight(tg_model *m, const int *tokens, const int *targets, int B, double seconds, char *err,
-                       size_t errlen) {
+int tg_model_preflight(tg_model *m, tg_kernel *K, const int *tokens, const int *targets, int B, double seconds,
+                       char *err, size_t errlen) {
     preflight_job j = {m, tokens, targets, B};
-    collect c = {.n = 0};
-    tg_child_end end;
-    if (tg_child_run(preflight_child, &j, seconds, collect_bytes, &c, &end, err, errlen))
-        return 3;
-    const int trained = c.n > 0 && c.buf[0] == 'T';
-    const char *mpart = strchr(c.buf, 'M');
+    measured r = {-1, ""};
+    tg_sandbox_end end;
+    if (tg_sandbox_run(preflight_child, &j, &(tg_sandbox_opts){.seconds = seconds, .kernel = K,
+                                                               .on_record = keep_measured, .u = &r}, &end))
+        return tg_errf(err, errlen, "%s", end.msg), 3;
+    const int trained = end.stage >= TRAINED;
     const char *stage = trained ? "a logged step's measurement (V = identity)" : "a training step";
-    if (end.timed_out)
+    if (end.outcome == TG_SANDBOX_HUNG)
         return tg_errf(err, errlen, "the kernel did not return within %.0f s in %s", seconds, stage), trained ? 1 : 3;
-    if (end.signal)
+    if (end.outcome == TG_SANDBOX_CRASHED)
         return tg_errf(err, errlen, "the kernel crashed (%s) in %s", strsignal(end.signal), stage), trained ? 1 : 3;
-    if (!trained)
-        return tg_errf(err, errlen, "a training step failed: %s", c.buf[0] == 'F' ? c.buf + 1 : "(no message)"), 3;
-    if (!mpart)
-        return tg_errf(err, errlen, "%s failed: %s", stage, c.buf[1] == 'F' ? c.buf + 2 : "(no message)"), 1;
-    const int rc = mpart[1] - '0';
-    if (rc) tg_errf(err, errlen, "%s", mpart + 2);
-    return rc;
+    const char *msg = end.outcome == TG_SANDBOX_FAILED ? end.msg : "(no message)";
+    if (!trained) return tg_errf(err, errlen, "a training step failed: %s", msg), 3;
+    if (r.rc < 0) return tg_errf(err, errlen, "%s failed: %s", stage, msg), 1;
+    if (r.rc) tg_errf(err, errlen, "%s", r.note);
+    return r.rc;
 }

@@ -117,7 +117,7 @@ int tg_attn_plugin_spec(const char *spec, char *file, size_t flen, char *symbol,
     return 0;
 }
 
-/* The descriptor or the ABI 1 declaration into p->kernel. */
+/* The descriptor into p->kernel; an ABI 1 declaration (tapegrad <= 0.12) refused, naming the version. */
 static int read_descriptor(tg_attn_plugin *p, const char *file, char *err, size_t errlen) {
     char dname[160];
     snprintf(dname, sizeof dname, "tg_attn_plugin_%s", p->symbol);
@@ -127,9 +127,8 @@ static int read_descriptor(tg_attn_plugin *p, const char *file, char *err, size_
         /* the fields of ABI 2's first descriptor: size, abi, features, name, attend */
         const size_t least = offsetof(tg_attn_kernel, attend) + sizeof(tg_attend_fn);
         if (desc->abi != TG_ATTENTION_PLUGIN_ABI)
-            return tg_errf(err, errlen, "plugin %s: its descriptor %s says plugin ABI %d; this program takes ABI %d "
-                           "(and ABI 1): rebuild it against this tapegrad", file, dname, desc->abi,
-                           TG_ATTENTION_PLUGIN_ABI);
+            return tg_errf(err, errlen, "plugin %s: its descriptor %s says plugin ABI %d; this program takes ABI %d: "
+                           "rebuild it against this tapegrad", file, dname, desc->abi, TG_ATTENTION_PLUGIN_ABI);
         if (desc->size < least)
             return tg_errf(err, errlen, "plugin %s: its descriptor %s has size %zu, less than ABI %d's %zu: not made "
                            "with TG_ATTENTION_PLUGIN", file, dname, desc->size, TG_ATTENTION_PLUGIN_ABI, least);
@@ -152,23 +151,18 @@ static int read_descriptor(tg_attn_plugin *p, const char *file, char *err, size_
         return 0;
     }
     void *fn = dlsym(p->handle, p->symbol);
-    if (abi1 && *abi1 == 1) {
-        if (!fn)
-            return tg_errf(err, errlen, "plugin %s (ABI 1): no symbol '%s' (name another with FILE:SYMBOL; nm -D "
-                           "--defined-only FILE lists them)", file, p->symbol);
-        p->abi = 1;
-        p->kernel = (tg_attn_kernel){sizeof(tg_attn_kernel), 1, TG_ATTN_F_DV, p->symbol, NULL, NULL, NULL, NULL, 0};
-        memcpy(&p->kernel.textbook, &fn, sizeof p->kernel.textbook);   /* POSIX: dlsym's pointer is a function's */
-        return 0;
-    }
+    if (abi1 && *abi1 == 1)   /* the adapter's path, refused since 0.20 (its last loader: 0.19) */
+        return tg_errf(err, errlen, "plugin %s: declares plugin ABI 1 (a tg_attention_fn and TG_ATTENTION_PLUGIN_DECLARE, "
+                       "tapegrad 0.12's), which tapegrad 0.20 no longer loads (0.19 was the last): make the kernel a "
+                       "tg_attend_fn on tg_attn_args and export it with TG_ATTENTION_PLUGIN(%s, TG_ATTN_F_DV) "
+                       "(docs/plugins.md)", file, p->symbol);
     if (abi1)
         return tg_errf(err, errlen, "plugin %s: declares plugin ABI %d (tg_attention_plugin_abi) and exports no "
-                       "descriptor %s; this program takes ABI %d (TG_ATTENTION_PLUGIN) or 1", file, *abi1, dname,
+                       "descriptor %s; this program takes ABI %d (TG_ATTENTION_PLUGIN)", file, *abi1, dname,
                        TG_ATTENTION_PLUGIN_ABI);
     return tg_errf(err, errlen, "plugin %s: no kernel descriptor %s (ABI %d: TG_ATTENTION_PLUGIN(%s, features) after "
-                   "the kernel) and no ABI declaration (ABI 1: TG_ATTENTION_PLUGIN_DECLARE)%s; a plugin must say which "
-                   "ABI it was built for and what it supports", file, dname, TG_ATTENTION_PLUGIN_ABI, p->symbol,
-                   fn ? ", though it has a symbol of that name" : "");
+                   "the kernel)%s; a plugin must say which ABI it was built for and what it supports", file, dname,
+                   TG_ATTENTION_PLUGIN_ABI, p->symbol, fn ? ", though it has a symbol of that name" : "");
 }
 
 int tg_attn_plugin_open(tg_attn_plugin *p, const char *spec, char *err, size_t errlen) {
@@ -217,10 +211,6 @@ void tg_attn_plugin_close(tg_attn_plugin *p) {
 }
 
 const char *tg_attn_plugin_describe(const tg_attn_plugin *p, char *buf, size_t len) {
-    if (p->abi == 1) {
-        snprintf(buf, len, "ABI 1: textbook features only");
-        return buf;
-    }
     char f[300], c[300];
     if (p->kernel.conventions)
         snprintf(buf, len, "ABI %d: %s; conventions: %s", p->abi, tg_attn_features_str(p->kernel.features, f, sizeof f),

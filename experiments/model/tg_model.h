@@ -33,23 +33,22 @@
  * matrices only; gains, biases, QK-norm gains and head scales are never decayed. */
 #ifndef TG_MODEL_H
 #define TG_MODEL_H
+#include "attn_kernel.h"
 #include "tg_core.h"
 #include "tg_ops.h"
 
-/* Internal to the training kit since 0.18 (the toy transformer: attn_scale's and the checker's model): not installed, and hidden
- * in a shared libtapegrad_train; the programs and tests here link the kit's objects. */
+struct tg_kernel;   /* the kernel layer's registry (tg_kernel.h) */
+
+/* The experiments' model (experiments/model/, internal: not installed; in the training kit from 0.18 to
+ * 0.19): attn_scale's and attn_check --train's. */
 #pragma GCC visibility push(hidden)
 
 enum { TG_SCALE_SQRT, TG_SCALE_NONE, TG_SCALE_DK, TG_SCALE_QKNORM, TG_SCALE_LEARNED, TG_SCALE_MULT };
 extern const char *const tg_scale_names[];
 enum { TG_INIT_FANIN, TG_INIT_GPT2, TG_INIT_LM };   /* tg_init_names: fanin, gpt2, lm (model.c) */
 extern const char *const tg_init_names[];
-/* composed: tg_attention (saves P [B,H,T,T]); fused: tg_flash_attention (tiled,
- * saves one float a row). The same function and stats to float tolerance. */
-enum { TG_ATTN_COMPOSED, TG_ATTN_FUSED };
 enum { TG_BIAS_NONE, TG_BIAS_TABLE };
 extern const char *const tg_bias_names[];
-extern const char *const tg_attn_names[];
 /* where a learned scale starts: s_h = 1 (the 1/√dh of sqrt) or s_h = √dh (the unscaled kernel) */
 enum { TG_LEARNED_FROM_SQRT, TG_LEARNED_FROM_NONE };
 extern const char *const tg_learned_init_names[];
@@ -60,17 +59,15 @@ extern const char *const tg_learned_param_names[];
 typedef struct {
     int vocab, seq_len, d_model, heads, d_head, layers;
     int scale_mode, init;
-    int attn;                    /* TG_ATTN_COMPOSED (0) or TG_ATTN_FUSED */
     int learned_init;            /* learned only: TG_LEARNED_FROM_SQRT (0) or TG_LEARNED_FROM_NONE */
     int learned_param;           /* learned only: TG_LEARNED_LINEAR (0) or TG_LEARNED_LOG */
     float mult;                  /* mult only: c in c/√dh, finite and > 0 */
     float scale_lr_mult;         /* learned only: the head scales' lr_mult (0: 1, the model's rate) */
-    /* The attention op of every layer: NULL for the built-in one `attn` names,
-     * or any kernel (a plugin: tg_attn_plugin.h), called through
-     * tg_attn_kernel_call with the args the built-in ops get (the kernel must
-     * declare every feature the model's settings use). attn_measure = 1: do
-     * not trust the op's stats; measure its weights from the outside at logged
-     * steps (tg_attn_measure) and log the multiplier it applied. */
+    /* The attention kernel of every layer (attn_kernel.h; NULL: the built-in saved op), called
+     * through tg_attn_kernel_call with one args for every kernel (tg_model_attn_args; the kernel
+     * must take them: tg_kernel_refuses_call). attn_measure = 1: a kernel from outside, whose stats
+     * are not taken: its weights are measured at logged steps (tg_attn_measure) and the
+     * multiplier it applied logged; 0: a built-in op, which fills its stats itself. */
     const tg_attn_kernel *attn_kernel;
     int attn_measure;
     int kv_heads;                /* key/value heads Hkv, dividing heads (0: heads, the textbook model) */
@@ -114,33 +111,35 @@ float tg_model_scale(const tg_model_cfg *cfg);   /* the float passed to the atte
 int tg_model_kv_heads(const tg_model_cfg *cfg);  /* Hkv: kv_heads, or heads when 0 */
 /* The entropy of uniform attention over the keys each query sees (causal, the window). */
 double tg_model_uniform_entropy(const tg_model_cfg *cfg);
-/* The features (TG_ATTN_F_*) the model's attention calls use. */
-unsigned tg_model_attn_features(const tg_model_cfg *cfg);
 /* The model's attention args of layer l for q, k, v (the one place they are made:
  * the built-in ops, a kernel and its measurement get the same). */
 tg_attn_args tg_model_attn_args(tg_model *m, int l, tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *hs);
+/* The model's attention call under cfg without data: its shapes and settings (head scales, bias,
+ * sinks, ALiBi, dropout as in a training step), what a kernel is asked before a run
+ * (tg_kernel_refuses_call); the tensors are headers in room (no data). */
+tg_attn_args tg_model_attn_call(const tg_model_cfg *cfg, tg_tensor room[4]);
 /* Builds the graph on ctx and returns the scalar loss. With stats != 0 the
  * attention health arrays are filled. */
 tg_tensor *tg_model_forward(tg_model *m, tg_ctx *ctx, const int *tokens, const int *targets, int B,
                          int stats);
 /* The logits [B, T, vocab] of a batch, on ctx (no loss, no stats). */
 tg_tensor *tg_model_logits(tg_model *m, tg_ctx *ctx, const int *tokens, int B);
-/* Before a run with attn_kernel: one training step's forward and backward, then
- * a logged step's forward with its measurement, exactly as training calls the
- * kernel (the model's shapes, B, head scales, every feature), in a child
- * process with a limit of `seconds` (a kernel that crashes or hangs takes the
+/* Before a run with a kernel from outside (K, opened by the registry, is m's attn_kernel): one
+ * training step's forward and backward, then a logged step's forward with its measurement,
+ * exactly as training calls the kernel (the model's shapes, B, head scales, every feature), in a
+ * sandbox (tg_sandbox.h) with a limit of `seconds` (a kernel that crashes or hangs takes the
  * child with it). tokens, targets: one batch. Returns
  *   0  both ran and the weights were measured;
  *   1  training works but the weights cannot be measured (why in err);
  *   2  the weights leak: keys the mask hides get weight (err);
  *   3  the training step itself failed, crashed or hung (err).
  * Call it before any OpenMP region has run in this process. m is unchanged. */
-int tg_model_preflight(tg_model *m, const int *tokens, const int *targets, int B, double seconds, char *err,
-                       size_t errlen);
+int tg_model_preflight(tg_model *m, struct tg_kernel *K, const int *tokens, const int *targets, int B, double seconds,
+                       char *err, size_t errlen);
 /* The attention weights of every layer for one batch of tokens: out gets
- * layers × [B, H, T, T] floats (invisible entries 0). They come from the composed
- * op whatever cfg.attn says (the fused op keeps no weights), or for an
- * attn_kernel measured from the outside (tg_attn_measure), on ctx (reset first);
+ * layers × [B, H, T, T] floats (invisible entries 0). They come from the saved
+ * op for either built-in kernel (the online op keeps no weights), or for a
+ * kernel from outside measured (tg_attn_measure), on ctx (reset first);
  * nothing of the model changes: no stats, no gradient. Returns 0, or -1 when
  * the kernel's weights could not be measured (why: m->measure_note). */
 int tg_model_attention_maps(tg_model *m, tg_ctx *ctx, const int *tokens, int B, float *out);

@@ -1,0 +1,212 @@
+/* attn_check's textbook probes (tg_attn_check.h): the forward against tg_attend, the temperature. */
+#include "check_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- forward ------------------------------------------------------------------------ */
+void tgc_probe_forward(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
+    int ds[4], nd = tgc_grid(o, ds);
+    const int Ts[4] = {1, 7, 64, 256};
+    for (int di = 0; di < nd; di++) {
+        const int d = ds[di], dv = K->features & TG_ATTN_F_DV ? d / 2 + 3 : d, B = 2, H = 2;
+        double worst = 0, worst_rel = 0;
+        char where[120] = "", what[24], bad[400] = "";
+        snprintf(what, sizeof what, "d_head=%d", d);
+        for (int ti = 0; ti < 4 && !bad[0]; ti++)
+            for (int causal = 0; causal <= 1 && !bad[0]; causal++)
+                for (int with_hs = 0; with_hs <= 1 && !bad[0]; with_hs++) {
+                    if (!tgc_takes(K, causal, with_hs)) continue;   /* outside its conventions */
+                    const int T = Ts[ti];
+                    tg_ctx ctx;
+                    tg_ctx_init(&ctx, 0);
+                    ctx.grad_enabled = 0;
+                    tg_rng rng;
+                    tg_rng_seed(&rng, 1000u + (uint64_t)(d * 10 + ti), (uint64_t)(causal * 2 + with_hs));
+                    tg_tensor *q = tgc_randn(&ctx, &rng, B, T, H, d, 1), *k = tgc_randn(&ctx, &rng, B, T, H, d, 1);
+                    tg_tensor *v = tgc_randn(&ctx, &rng, B, T, H, dv, 1);
+                    tg_attn_args a = tg_attn_args_make(q, k, v, 1.0f / sqrtf((float)d));
+                    a.head_scale = with_hs ? tgc_head_scales(&ctx, H, 0.5f, 2.0f) : NULL, a.causal = causal;
+                    tgc_conform(K, &a);
+                    char msg[300];
+                    tg_tensor *out = tgc_call(&ctx, K, &a, msg, sizeof msg);
+                    tg_tensor *ref = tg_attend(&ctx, &a);
+                    char at[100];
+                    snprintf(at, sizeof at, "T=%d, %s, %s head_scale", T, causal ? "causal" : "not causal",
+                             with_hs ? "with" : "without");
+                    int64_t nf;
+                    if (!out) snprintf(bad, sizeof bad, "at %s (dv = %d): %.250s", at, dv, msg);
+                    else {
+                        double rel = tgc_rel_err(out, ref, &nf), tol = TG_ATTN_CHECK_FWD_TOL(d, T);
+                        if (nf >= 0)
+                            snprintf(bad, sizeof bad, "at %s: a non-finite output (%g, row %d of %d)", at,
+                                     out->data[nf], (int)(nf / (H * dv) % T), T);
+                        else if (rel / tol > worst_rel) {
+                            worst_rel = rel / tol, worst = rel;
+                            snprintf(where, sizeof where, "%s", at);
+                        }
+                    }
+                    tg_ctx_free(&ctx);
+                }
+        double tol = TG_ATTN_CHECK_FWD_TOL(d, 256);
+        if (bad[0]) tgc_add(r, "forward", what, TG_ATTN_CHECK_FAIL, NAN, tol, "%s", bad);
+        else if (worst_rel > 1)
+            tgc_add(r, "forward", what, TG_ATTN_CHECK_FAIL, worst, worst / worst_rel,
+                "differs from tg_attend by %.3g of the output's scale at %s (limit %.2g): not the same function", worst,
+                where, worst / worst_rel);
+        else
+            tgc_add(r, "forward", what, TG_ATTN_CHECK_PASS, worst, tol,
+                "agrees with tg_attend to %.2g of the output's scale (limit %.2g at T = 256) over T 1, 7, 64, 256, "
+                "%s, %s, dv = %d", worst, tol, tgc_takes(K, 0, 0) ? "causal and not" : "causal",
+                tgc_takes(K, 1, 1) ? "with and without head_scale" : "without head_scale", dv);
+    }
+    /* each declared feature alone (dropout's mask is the kernel's own: the dropout probe) */
+    for (int i = 1; i < TG_ATTN_N_FEATURES; i++) {
+        const unsigned f = 1u << i;
+        if (!(K->features & f) || f == TG_ATTN_F_DROPOUT) continue;
+        tgc_feature_case c;
+        tgc_make_case(&c, f, !!(K->features & TG_ATTN_F_DV), 0, NULL, 2024);
+        tgc_conform(K, &c.a);
+        c.ctx.grad_enabled = 0;
+        char msg[300];
+        tg_tensor *out = tgc_call(&c.ctx, K, &c.a, msg, sizeof msg), *ref = tg_attend(&c.ctx, &c.a);
+        const double tol = TG_ATTN_CHECK_FWD_TOL(c.a.q->shape[3], c.a.k->shape[1]);
+        int64_t nf;
+        double rel = out ? tgc_rel_err(out, ref, &nf) : NAN;
+        if (!out) tgc_add(r, "forward", c.what, TG_ATTN_CHECK_FAIL, NAN, tol, "with %s: %s", c.what, msg);
+        else if (nf >= 0) tgc_add(r, "forward", c.what, TG_ATTN_CHECK_FAIL, NAN, tol, "with %s: a non-finite output (%g)", c.what, out->data[nf]);
+        else if (rel > tol)
+            tgc_add(r, "forward", c.what, TG_ATTN_CHECK_FAIL, rel, tol, "with %s: differs from tg_attend by %.3g of the output's "
+                "scale (limit %.2g): see the %s probe for what", c.what, rel, tol,
+                f == TG_ATTN_F_GQA ? "gqa" : f == TG_ATTN_F_TQ_TK ? "alignment" : c.what);
+        else
+            tgc_add(r, "forward", c.what, TG_ATTN_CHECK_PASS, rel, tol, "with %s: agrees with tg_attend to %.2g", c.what, rel);
+        tg_ctx_free(&c.ctx);
+    }
+}
+
+/* ---- temperature ----------------------------------------------------------------------- */
+/* The multiplier the kernel applies to q·k at `scale` (mean over heads; per head into ph), measured
+ * where its rows are not saturated: q is shrunk by 8 until fewer than a fifth of the rows are (c does
+ * not depend on q's size in softmax(c·scale·q·k)). NaN with why when it cannot be measured. */
+double tgc_multiplier(const tg_attn_kernel *K, int d, int H, float scale, const float *hs, float *ph, char *why,
+                         size_t len) {
+    const int B = 2, T = d < 64 ? d : 64;   /* T <= d: V = identity padded to dv = d, which any kernel takes */
+    float mult[8], sat[8];
+    double c = NAN;
+    for (int shrink = 0; shrink < 6; shrink++) {
+        tg_ctx ctx;
+        tg_ctx_init(&ctx, 0);
+        tg_rng rng;
+        tg_rng_seed(&rng, 77, (uint64_t)d);
+        const float qs = 0.5f / powf(8.0f, (float)shrink);
+        tg_tensor *q = tgc_randn(&ctx, &rng, B, T, H, d, qs), *k = tgc_randn(&ctx, &rng, B, T, H, d, 0.5f);
+        tg_attn_args a = tg_attn_args_make(q, k, k, scale);
+        a.head_scale = hs ? tgc_vec(&ctx, H, hs) : NULL;   /* not causal: a mask's bug is the mask probe's */
+        tgc_conform(K, &a);   /* causal for a causal-only kernel: c is measured under its mask */
+        tg_attn_stats st = {H, NULL, NULL, sat};
+        int rc = tg_attn_measure(&ctx, K, &a, &st, mult, NULL, why, len);
+        tg_ctx_free(&ctx);
+        if (rc) return NAN;
+        double s = 0, m = 0;
+        int ok = 1;
+        for (int h = 0; h < H; h++) s += sat[h] / H, m += mult[h] / H, ok &= isfinite(mult[h]);
+        c = m;
+        if (ph)
+            for (int h = 0; h < H; h++) ph[h] = mult[h];
+        if (ok && s < 0.2) return c;
+    }
+    if (isnan(c)) snprintf(why, len, "the weights stay saturated (one-hot rows) however small q is");
+    return c;
+}
+
+/* c's known signatures at d_head d and H heads: what each would mean, as possibilities. */
+static void signatures(double c, int d, int H, char *out, size_t len) {
+    const double sd = sqrt((double)d);
+    struct { double v; const char *what; } sig[] = {
+        {sd, "√d_head: `scale` ignored, softmax of the raw q·k (the seed's bug)"},
+        {1 / sd, "1/√d_head: divided by d_head, or the scale applied twice"},
+        {(double)d, "d_head: multiplied by √d_head instead of divided (the exponent's sign flipped)"},
+        {1 / sqrt((double)H), "1/√H: scaled by the model width H·d_head, not the head's d_head"}};
+    out[0] = 0;
+    size_t used = 0;
+    for (size_t i = 0; i < sizeof sig / sizeof sig[0]; i++)
+        if (tgc_near(c, sig[i].v, 0.01)) {
+            int n = snprintf(out + used, len - used, "%s%s", used ? "; or " : "; possibly c = ", sig[i].what);
+            if (n < 0 || (size_t)n >= len - used) break;
+            used += (size_t)n;
+        }
+}
+
+void tgc_probe_temperature(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
+    int ds[4], nd = tgc_grid(o, ds);
+    const int H = 3;
+    for (int di = 0; di < nd; di++) {
+        const int d = ds[di];
+        const float s = 1.0f / sqrtf((float)d);
+        char what[24], why[400], sig[400];
+        snprintf(what, sizeof what, "d_head=%d", d);
+        double m1 = tgc_multiplier(K, d, H, s, NULL, NULL, why, sizeof why);
+        if (isnan(m1)) {
+            tgc_add(r, "temperature", what, TG_ATTN_CHECK_FAIL, NAN, NAN, "not measured: %s", why);
+            continue;
+        }
+        const double c = m1 / s;
+        signatures(c, d, H, sig, sizeof sig);
+        if (tgc_fitted_scale(K, d, 2 * s) != 2 * s) {   /* its own multiplier: only s is sent, and it must be s */
+            if (tgc_near(c, 1, TG_ATTN_CHECK_C_TOL))
+                tgc_add(r, "temperature", what, TG_ATTN_CHECK_PASS, c, 1, "c = %.4f: softmax(q·k/√d_head) with its own "
+                    "multiplier, as declared (scale_rsqrt_d: calls with another scale are refused)", c);
+            else
+                tgc_add(r, "temperature", what, TG_ATTN_CHECK_FAIL, c, 1, "c = %.4g: the kernel declares its own 1/√d_head "
+                    "but applies %.4g to q·k, not %.4g%s", c, m1, (double)s, sig);
+        } else {
+        double m2 = tgc_multiplier(K, d, H, 2 * s, NULL, NULL, why, sizeof why);
+        const double ratio = m2 / m1;
+        const char *rel = tgc_near(ratio, 2, 0.01) ? "follows" : tgc_near(ratio, 1, 0.01) ? "ignores"
+                          : tgc_near(ratio, 0.5, 0.01) ? "inverse" : tgc_near(ratio, 4, 0.02) ? "square" : "other";
+        if (rel[0] == 'f' && tgc_near(c, 1, TG_ATTN_CHECK_C_TOL))
+            tgc_add(r, "temperature", what, TG_ATTN_CHECK_PASS, c, 1, "c = %.4f: softmax(scale · q·k) with the scale passed, "
+                "and it follows the scale (c the same at twice the scale)", c);
+        else if (rel[0] == 'f')
+            tgc_add(r, "temperature", what, TG_ATTN_CHECK_FAIL, c, 1, "c = %.4g: it follows `scale` but %.2f times too %s%s", c,
+                c > 1 ? c : 1 / c, c > 1 ? "warm (logits too large)" : "cold (logits too small)", sig);
+        else if (rel[0] == 'i' && rel[1] == 'g' && tgc_near(m1, 1, 0.01))
+            tgc_add(r, "temperature", what, TG_ATTN_CHECK_FAIL, c, 1, "c = %.2f = √%d: the kernel ignores `scale` (softmax of "
+                "the raw q·k, the seed's bug)", c, d);
+        else if (rel[0] == 'i' && rel[1] == 'g')
+            tgc_add(r, "temperature", what, TG_ATTN_CHECK_FAIL, c, 1, "c = %.4g: the kernel ignores `scale` and applies its own "
+                "multiplier %.4g to q·k (the same at twice the scale)%s%s", c, m1,
+                tgc_near(m1, s, 0.01) ? ": its own 1/√d_head, right at this scale only (declare scale_rsqrt_d if the "
+                                    "model's own code does so)"
+                : tgc_near(m1, 1.0 / d, 0.01) ? ": its own 1/d_head" : "", sig);
+        else if (rel[1] == 'n')
+            tgc_add(r, "temperature", what, TG_ATTN_CHECK_FAIL, c, 1, "c = %.4g: the kernel follows `scale` inversely (half the "
+                "multiplier at twice the scale): it divides by `scale` instead of multiplying%s", c, sig);
+        else if (rel[0] == 's')
+            tgc_add(r, "temperature", what, TG_ATTN_CHECK_FAIL, c, 1, "c = %.4g: the multiplier grows as scale² (4 times at twice "
+                "the scale): the scale is applied twice%s", c, sig);
+        else
+            tgc_add(r, "temperature", what, TG_ATTN_CHECK_FAIL, c, 1, "c = %.4g and %.4g times that at twice the scale: the "
+                "multiplier does not follow `scale` in any simple way%s", c, ratio, sig);
+        }
+        if (!tgc_takes(K, 1, 1)) continue;
+        /* head scales 0.5, 2, 0.5 must multiply the heads' multipliers */
+        float hm[3];
+        const float hs[3] = {0.5f, 2.0f, 0.5f};
+        double mh = tgc_multiplier(K, d, H, s, hs, hm, why, sizeof why);
+        if (isnan(mh)) continue;
+        double c0 = hm[0] / (0.5 * m1), c1 = hm[1] / (2.0 * m1);
+        if (tgc_near(c0, 1, 0.01) && tgc_near(c1, 1, 0.01))
+            tgc_add(r, "temperature", "head_scale", TG_ATTN_CHECK_PASS, c1, 1, "at d_head %d head scales 0.5 and 2 multiply the "
+                "multiplier as they should", d);
+        else if (tgc_near(hm[0], m1, 0.01) && tgc_near(hm[1], m1, 0.01))
+            tgc_add(r, "temperature", "head_scale", TG_ATTN_CHECK_FAIL, c1, 1, "at d_head %d the kernel ignores head_scale (its "
+                "multiplier is %.4g with head scales 0.5 and 2 as without; declare no_head_scale if the model has none)", d, m1);
+        else
+            tgc_add(r, "temperature", "head_scale", TG_ATTN_CHECK_FAIL, c1, 1, "at d_head %d head scales 0.5 and 2 change the "
+                "multiplier by %.3g and %.3g, not 0.5 and 2", d, hm[0] / m1, hm[1] / m1);
+    }
+}
+
