@@ -181,10 +181,38 @@ static void to_stdout(void *u, const char *b, size_t n) {
 }
 
 typedef struct {
-    int d_head, tsv, train, window, kv_heads, threads, bias, alibi, sinks;
+    int d_head, tsv, train, window, kv_heads, threads, bias, alibi, sinks, tables;
     float timeout, softcap, attn_dropout;
     const char *spec;   /* KERNEL */
 } flags;
+
+static void upper(const char *s, char *out, size_t len) {
+    size_t i = 0;
+    for (; s[i] && i + 1 < len; i++) out[i] = (char)(s[i] >= 'a' && s[i] <= 'z' ? s[i] - 'a' + 'A' : s[i]);
+    out[i] = 0;
+}
+
+/* --tables: the features' and conventions' rows (attn_tables.h) as the docs show them */
+static void print_tables(void) {
+    char id[64], names[300];
+    printf("| feature | in messages | a plugin declares | attn_scale's flag | on the exec wire | a call with it | "
+           "attn_check's probe |\n|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < TG_ATTN_N_FEATURES; i++) {
+        const tg_attn_feature *r = tg_attn_feature_row(i);
+        upper(r->token, id, sizeof id);
+        printf("| `%s` | %s | `TG_ATTN_F_%s` | %s%s%s | %s | %s | %s |\n", r->token, r->name, id, r->flag ? "`" : "",
+               r->flag ? r->flag : "-", r->flag ? "`" : "", r->wire, r->what, tg_attn_check_probe_of(r->bit));
+    }
+    printf("\n| convention | in messages | a plugin declares | needs | not with | the model code that does so |\n"
+           "|---|---|---|---|---|---|\n");
+    for (int i = 0; i < TG_ATTN_N_CONVENTIONS; i++) {
+        const tg_attn_convention *r = tg_attn_convention_row(i);
+        upper(r->token, id, sizeof id);
+        printf("| `%s` | %s | `TG_ATTN_C_%s` | %s | ", r->token, r->name, id,
+               r->needs ? tg_attn_features_str(r->needs, names, sizeof names) : "-");
+        printf("%s | %s |\n", r->excludes ? tg_attn_convention_token(r->excludes) : "-", r->what);
+    }
+}
 
 /* The flags and KERNEL into f: -1 to go on, or the exit status (0 after --help). */
 static int parse(int argc, char **argv, flags *f) {
@@ -210,6 +238,8 @@ static int parse(int argc, char **argv, flags *f) {
          "must declare sinks)"},
         {"attn-dropout", TG_CLI_FLOAT, &f->attn_dropout, 0, 0.99, NULL, "--train: dropout of the weights (as attn_scale "
          "--attn-dropout; the kernel must declare dropout)"},
+        {"tables", TG_CLI_FLAG, &f->tables, 0, 0, NULL, "print the features and conventions a kernel may declare (their "
+         "table, ops/attn_tables.h) as markdown, and which probe checks each; no KERNEL"},
     };
     const int nopt = (int)(sizeof opts / sizeof opts[0]);
     /* the one positional argument, KERNEL, anywhere among the flags: what is not a flag or a flag's value */
@@ -233,6 +263,10 @@ static int parse(int argc, char **argv, flags *f) {
     int rc = tg_cli_parse(opts, nopt, n, args, err, sizeof err, NULL);
     if (rc == TG_CLI_HELP) {
         tg_cli_usage(stdout, "attn_check KERNEL", summary, opts, nopt);
+        return 0;
+    }
+    if (rc == TG_CLI_OK && f->tables) {
+        print_tables();
         return 0;
     }
     if (rc != TG_CLI_OK || !f->spec) {

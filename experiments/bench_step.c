@@ -181,6 +181,31 @@ static void profile_steps(tg_model *m, const tg_train_cfg *c, tg_adamw *opt, tg_
     tg_profile_print(&prof, stdout);
 }
 
+/* The machine's limit (the FMA peak at the width the products run at, on the step's threads), the
+ * step's share of it, the loss and the kernels; into *bi, the BLAS; returns the peak. */
+static double print_limit(int threads, double gflop, double med, float loss, tg_blas_info *bi) {
+    tg_blas_info_get(bi);
+    const double fma = tg_timing_fma_gflops(bi->xsmm_bits, threads, 5);
+    printf(" fma_bits=%d fma_gflops=%.1f of_fma=%.3f", bi->xsmm_bits, fma, fma > 0 ? gflop / (med / 1e3) / fma : NAN);
+    char plan[TG_PLAN_NAME_BUF];
+    printf(" loss=%.4f blas_core=%s libxsmm=%s tiles=%s plan=%s\n", loss, bi->core, bi->xsmm, tg_attn_tiles(),
+           tg_gemm_plan_name(plan));
+    return fma;
+}
+
+/* attn_scale's model (attn_cfg_model) at a size's dimensions z (V T D H d_head L B; T seq_len when
+ * not 0), on kernel K; its batch into *B. */
+static tg_model_cfg size_model(const int *z, int seq_len, const tg_kernel *K, int *B) {
+    attn_cfg a;
+    attn_cfg_defaults(&a);
+    a.vocab = z[0], a.seq_len = seq_len ? seq_len : z[1], a.d_model = z[2], a.heads = z[3], a.d_head = z[4];
+    a.layers = z[5], a.batch = z[6];
+    tg_model_cfg mc = attn_cfg_model(&a);
+    mc.attn_kernel = K->k, mc.attn_measure = !tg_kernel_trusted(K);
+    *B = a.batch;
+    return mc;
+}
+
 int main(int argc, char **argv) {
     if (tg_runtime_init("bench_step", argc, argv)) return 1;   /* first: it may restart the program; threads */
     tg_gemm_plan_setup_env("bench_step", "measure");   /* the product plan: this program's decision (TG_PLAN overrides) */
@@ -212,15 +237,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_step: --attn %s\n", err);
         return 2;
     }
-    const int *z = sizes[size];
-    attn_cfg a;   /* attn_scale's model at the size's dimensions */
-    attn_cfg_defaults(&a);
-    a.vocab = z[0], a.seq_len = seq_len ? seq_len : z[1], a.d_model = z[2], a.heads = z[3], a.d_head = z[4];
-    a.layers = z[5], a.batch = z[6];
-    tg_model_cfg mc = attn_cfg_model(&a);
-    mc.attn_kernel = K.k, mc.attn_measure = !tg_kernel_trusted(&K);
+    int B;
+    const tg_model_cfg mc = size_model(sizes[size], seq_len, &K, &B);
     const tg_train_cfg tc = step_cfg();
-    int B = a.batch, T = mc.seq_len;
+    const int T = mc.seq_len;
     const char *attn = K.kind == TG_KERNEL_BUILTIN ? K.id : K.spec;
 
     tg_model m;
@@ -247,16 +267,9 @@ int main(int argc, char **argv) {
            (double)allocs / steps, cpu_med);
     if (sgemm) print_sgemm(&mc, B, threads, gflop, med);
     tg_blas_info bi;
-    tg_blas_info_get(&bi);
-    /* the limit: the FMA peak at the width the products run at, on the step's threads */
-    const double fma = tg_timing_fma_gflops(bi.xsmm_bits, threads, 5);
-    printf(" fma_bits=%d fma_gflops=%.1f of_fma=%.3f", bi.xsmm_bits, fma, fma > 0 ? gflop / (med / 1e3) / fma : NAN);
-    char plan_blas[256];
-    char plan[TG_PLAN_NAME_BUF];
-    printf(" loss=%.4f blas_core=%s libxsmm=%s tiles=%s plan=%s\n", loss, bi.core, bi.xsmm, tg_attn_tiles(),
-           tg_gemm_plan_name(plan));
+    const double fma = print_limit(threads, gflop, med, loss, &bi);
     if (profile) {   /* after the timed steps, so that they are timed as without it */
-        char head[6000], what[1200];
+        char head[6000], what[1200], plan_blas[256];
         snprintf(head, sizeof head,
                  "# bench_step --profile: size=%s threads=%d attn=%s T=%d; plan %s; blas=%s; attention tiles=%s\n",
                  size_names[size], threads, attn, T, tg_gemm_plan_describe(what, sizeof what),

@@ -10,6 +10,38 @@ unsigned tg_attn_kernel_conventions(const tg_attn_kernel *k) {
     return k && k->size >= offsetof(tg_attn_kernel, conventions) + sizeof k->conventions ? k->conventions : 0;
 }
 
+int tg_attn_declared_valid(const tg_attn_kernel *k, char *msg, size_t len) {
+    const unsigned conv = tg_attn_kernel_conventions(k);
+    if (k->features & ~TG_ATTN_F_ALL)
+        return snprintf(msg, len, "features 0x%x this program does not know (it knows 0x%x): built against a newer "
+                        "tapegrad?", k->features, (unsigned)TG_ATTN_F_ALL), -1;
+    if (conv & ~TG_ATTN_C_ALL)
+        return snprintf(msg, len, "conventions 0x%x this program does not know (it knows 0x%x): built against a "
+                        "newer tapegrad?", conv, (unsigned)TG_ATTN_C_ALL), -1;
+    return tg_attn_conventions_valid(k->features, conv, msg, len);
+}
+
+int tg_attn_declared_read(tg_attn_kernel *k, const char *(*value)(void *u, const char *key), void *u, char *msg,
+                          size_t len) {
+    const char *feats = value(u, "features"), *convs = value(u, "conventions");   /* conventions: optional (0.17) */
+    char bad[48] = "";
+    if (!feats) return snprintf(msg, len, "the kernel gave no features"), -1;
+    k->features = tg_attn_features_of_tokens(feats, bad, sizeof bad);
+    if (bad[0]) return snprintf(msg, len, "unknown feature %s", bad), -1;
+    k->conventions = convs ? tg_attn_conventions_of_tokens(convs, bad, sizeof bad) : 0;
+    if (bad[0]) return snprintf(msg, len, "unknown convention %s", bad), -1;
+    return tg_attn_declared_valid(k, msg, len);
+}
+
+const char *tg_attn_declared_str(const tg_attn_kernel *k, char *buf, size_t len) {
+    char feats[256], conv[256];
+    const unsigned c = tg_attn_kernel_conventions(k);
+    tg_attn_features_str(k->features, feats, sizeof feats);
+    if (c) snprintf(buf, len, "%s; conventions: %s", feats, tg_attn_conventions_str(c, conv, sizeof conv));
+    else snprintf(buf, len, "%s", feats);
+    return buf;
+}
+
 int tg_attn_kernel_refuses(const tg_attn_kernel *k, const tg_attn_args *args, char *msg, size_t len) {
     const unsigned missing = tg_attn_args_features(args) & ~k->features;
     if (missing) {

@@ -62,6 +62,21 @@ typedef struct tg_attn_kernel {
 /* The conventions a descriptor declares (0 when its size does not hold the field). */
 unsigned tg_attn_kernel_conventions(const tg_attn_kernel *kernel);
 
+/* ---- what a kernel declares, in one place (since 0.20): a plugin's descriptor, an exec kernel's
+ * hello, a run's identity and the logs' words all go through these three. */
+/* 0 when kernel's declaration is one this tapegrad knows and whose parts fit together (each
+ * convention's needs and excludes); else -1 with why in msg. */
+int tg_attn_declared_valid(const tg_attn_kernel *kernel, char *msg, size_t len);
+/* The declaration read from its words outside C, value(u, KEY) giving each field's text or NULL:
+ * "features" (required: tokens, comma-separated, "" for none), "conventions" (optional). Into
+ * kernel's fields; 0, or -1 with why in msg ("no features", "unknown feature X", "unknown
+ * convention X", or tg_attn_declared_valid's). */
+int tg_attn_declared_read(tg_attn_kernel *kernel, const char *(*value)(void *u, const char *key), void *u, char *msg,
+                          size_t len);
+/* The declaration in words: "dv != d, grouped heads" and, when it has any, "; conventions: causal
+ * only" (a run's identity records it: another declaration is another run). */
+const char *tg_attn_declared_str(const tg_attn_kernel *kernel, char *buf, size_t len);
+
 /* Whether kernel takes args: 0, or 1 with why in msg: the features args use that it did not
  * declare (named), or the first convention it declared that args fall outside (named). The gate's
  * test without the call: a program asks it of its model's calls (shapes and settings, no data)

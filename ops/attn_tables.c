@@ -35,7 +35,7 @@ static const tg_attn_feature features[] = {
      "padding: batch row b's keys from kv_len[b] on hidden", uses_padding},
     {TG_ATTN_F_BIAS, name_BIAS, token_BIAS, "--bias", "bias [B or 1, H or 1, Tq, Tk]; dbias",
      "an additive bias on the scaled logits (-inf hides a key)", uses_bias},
-    {TG_ATTN_F_ALIBI, name_ALIBI, token_ALIBI, "--alibi", "alibi [H]", "ALiBi: logit -= slope_h * |j - p_i|", uses_alibi},
+    {TG_ATTN_F_ALIBI, name_ALIBI, token_ALIBI, "--alibi", "alibi [H]", "ALiBi: logit -= slope_h * abs(j - p_i)", uses_alibi},
     {TG_ATTN_F_SOFTCAP, name_SOFTCAP, token_SOFTCAP, "--softcap", "softcap",
      "soft-capping: cap * tanh(x / cap) on the scaled logits, before bias and ALiBi", uses_softcap},
     {TG_ATTN_F_SINKS, name_SINKS, token_SINKS, "--sinks", "sinks [H]; dsinks",

@@ -46,6 +46,11 @@ class FeatureTable(unittest.TestCase):
             self.assertEqual([r[0] for r in rows], ids, name)
             self.assertTrue(all(a == b == c for a, b, c in rows), rows)
 
+    def test_ids_are_the_tokens_upper_case(self):   # attn_check --tables names TG_ATTN_F_<TOKEN>
+        for name in ("FEATURE", "CONVENTION"):
+            for r in table(name):
+                self.assertEqual(r[0], r[3].upper(), r)
+
     def test_conformance_checks_take_the_module_tokens(self):
         import exec_conformance
         self.assertEqual(tuple(exec_conformance.KNOWN), tuple(tapegrad_exec.FEATURES))

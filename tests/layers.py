@@ -9,12 +9,16 @@ Y.h and Y.c includes X.h: ops/gemm.c and ops/gemm_plan.c once did), directly or
 round a longer circle; and no headers include each other. (A header below an
 implementation that includes it is no circle: attn_geom.h includes the
 contract in attention.h, and attention.c, the op, includes attn_geom.h.)
-Usage: layers.py SOURCE_DIR; exit 1 with each breach named (file, line, header)."""
+Usage: layers.py SOURCE_DIR; exit 1 with each breach named (file, line, header).
+layers.py --draw SOURCE_DIR: the house as text, a room a layer from the top down: its folder, its
+modules and the rooms below it whose headers it includes (README.md's Layout prints it)."""
 import os
 import re
 import sys
 
-top = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
+draw = len(sys.argv) > 1 and sys.argv[1] == "--draw"
+args = sys.argv[2:] if draw else sys.argv[1:]
+top = args[0] if args else os.path.join(os.path.dirname(__file__), "..")
 LAYERS = [("core", "core"), ("ops", "ops"), ("optim", "optim"),
           ("kernels", os.path.join("experiments", "libtapegrad_attn")),
           ("kit", os.path.join("experiments", "libtapegrad_train")),
@@ -85,6 +89,25 @@ for ext, kind in ((".c", "implementations"), (".h", "headers")):
         if not state.get(u):
             visit(edges[ext], kind, u)
 
+if draw:   # the rooms, the top one first
+    for name, folder in reversed(LAYERS):
+        mods = sorted({os.path.splitext(n)[0] for l, n, _ in sources if l == name})
+        below = set()
+        for ext in edges:
+            for u, vs in edges[ext].items():
+                if u.split("/")[0] == name:
+                    below |= {v.split("/")[0] for v in vs if v.split("/")[0] != name}
+        uses = ", ".join(n for n, _ in reversed(LAYERS) if n in below) or "-"
+        print("+-- %s (%s/)" % (name, folder.replace(os.sep, "/")))
+        line = "|   "
+        for m in mods:
+            if len(line) + len(m) > 100:
+                print(line.rstrip())
+                line = "|   "
+            line += m + " "
+        print(line.rstrip())
+        print("|   includes from: %s" % uses)
+    sys.exit(1 if bad else 0)
 for b in bad:
     print(b)
 n_mod = len({f"{l}/{os.path.splitext(n)[0]}" for l, n, _ in sources})

@@ -29,6 +29,21 @@ static int check_subset(unsigned feats) {
     return rc;
 }
 
+/* every feature of the table (ops/attn_tables.h) has the probe that checks it: a feature added without
+ * one fails here */
+static void test_every_feature_has_a_probe(void **s) {
+    (void)s;
+    for (int i = 0; i < TG_ATTN_N_FEATURES; i++) {
+        const tg_attn_feature *f = tg_attn_feature_row(i);
+        assert_int_equal(f->bit, 1u << i);
+        assert_non_null(f->uses);
+        if (!tg_attn_check_probe_of(f->bit)) fail_msg("feature %s has no probe in attn_check", f->token);
+    }
+    assert_null(tg_attn_check_probe_of(1u << TG_ATTN_N_FEATURES));
+    for (int i = 0; i < TG_ATTN_N_CONVENTIONS; i++)   /* the conventions' rows in bit order too */
+        assert_int_equal(tg_attn_convention_row(i)->bit, 1u << i);
+}
+
 static void test_each_feature_alone(void **s) {
     (void)s;
     int bad = 0;
@@ -48,6 +63,7 @@ static void test_random_subsets(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_feature_has_a_probe),
         cmocka_unit_test(test_each_feature_alone),
         cmocka_unit_test(test_random_subsets),
     };

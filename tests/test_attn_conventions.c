@@ -1,4 +1,4 @@
-/* Conventions a kernel declares (issue 38, part 2; ops/attention.h's TG_ATTN_CONVENTION_TABLE).
+/* Conventions a kernel declares (issue 38, part 2; ops/attn_tables.h's TG_ATTN_CONVENTION_TABLE).
  * Each kernel here is tg_attend bent the way real model code bends it: only causal, its own
  * 1/√d, no per-head scale, causal left windows only, BLOOM's one-sided ALiBi ramp, sinks it
  * cannot do without, transformers' finfo.min mask. Declared, each passes attn_check's whole

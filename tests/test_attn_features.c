@@ -1,4 +1,4 @@
-/* The attention contract of tg_attn_args (ops/attention.h) in both ops:
+/* The attention contract of tg_attn_args (ops/attn_args.h) in both ops:
  * grouped-query heads, bottom-right alignment with Tq != Tk, windows, key
  * padding, rows that see nothing; an additive bias (broadcast, learned, −inf
  * masks), ALiBi, soft-capping, sinks and dropout; against a float64 reference written here

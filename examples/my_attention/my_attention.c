@@ -3,7 +3,7 @@
  * grouped heads and a sliding window. Built as an attention plugin (ABI 2) for
  * attn_scale (--attn plugin:FILE.so) and attn_check.
  *
- * Shapes as tg_attend (the args of ops/attention.h): q [B, Tq, H, d], k [B, Tk,
+ * Shapes as tg_attend (the args of ops/attn_args.h): q [B, Tq, H, d], k [B, Tk,
  * Hkv, d], v [B, Tk, Hkv, dv]; query head h reads key/value head h / (H/Hkv);
  * query i sits at key position p = i + Tk − Tq. Per batch b and head h, with
  *   s = scale · head_scale[h]                   (the right kernel)

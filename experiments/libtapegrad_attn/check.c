@@ -160,6 +160,29 @@ void tgc_make_case(tgc_feature_case *c, unsigned f, int dv_ok, int grad_inputs, 
 }
 
 
+/* ---- the probes, in order: the textbook ones, then each feature's (it runs when the kernel declares
+ * the feature; dv != d has none of its own: the forward and every probe's V = identity call take
+ * dv != d when it is declared) ---------------------------------------------------------------------- */
+static const struct {
+    const char *name;
+    tgc_probe_fn p;
+    unsigned f;
+} probes[] = {
+    {"forward", tgc_probe_forward, 0},          {"temperature", tgc_probe_temperature, 0},
+    {"mask", tgc_probe_mask, 0},                {"gqa", tgc_probe_gqa, TG_ATTN_F_GQA},
+    {"alignment", tgc_probe_alignment, TG_ATTN_F_TQ_TK}, {"window", tgc_probe_window, TG_ATTN_F_WINDOW},
+    {"padding", tgc_probe_padding, TG_ATTN_F_PADDING},   {"bias", tgc_probe_bias, TG_ATTN_F_BIAS},
+    {"alibi", tgc_probe_alibi, TG_ATTN_F_ALIBI},         {"softcap", tgc_probe_softcap, TG_ATTN_F_SOFTCAP},
+    {"sinks", tgc_probe_sinks, TG_ATTN_F_SINKS},         {"dropout", tgc_probe_dropout, TG_ATTN_F_DROPOUT},
+    {"gradient", tgc_probe_gradient, 0},        {"health", tgc_probe_health, 0}};
+
+const char *tg_attn_check_probe_of(unsigned feature) {
+    if (feature == TG_ATTN_F_DV) return "forward";
+    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++)
+        if (probes[i].f == feature) return probes[i].name;
+    return NULL;
+}
+
 /* ---- the probes in sandboxes ----------------------------------------------------------------------- */
 typedef struct {
     tgc_probe_fn p;
@@ -248,14 +271,6 @@ int tg_attn_check(const tg_attn_kernel *K, const tg_attn_check_opts *opts, tg_at
             tgc_add(r, "convention", tg_attn_convention_token(c), TG_ATTN_CHECK_INFO, NAN, NAN, "declared: %s; the probes send only "
                 "calls within it, and the programs refuse a call or run outside it, naming it", tg_attn_convention_name(c));
         }
-    static const struct { const char *name; tgc_probe_fn p; unsigned f; } probes[] = {
-        {"forward", tgc_probe_forward, 0},          {"temperature", tgc_probe_temperature, 0},
-        {"mask", tgc_probe_mask, 0},                {"gqa", tgc_probe_gqa, TG_ATTN_F_GQA},
-        {"alignment", tgc_probe_alignment, TG_ATTN_F_TQ_TK}, {"window", tgc_probe_window, TG_ATTN_F_WINDOW},
-        {"padding", tgc_probe_padding, TG_ATTN_F_PADDING},   {"bias", tgc_probe_bias, TG_ATTN_F_BIAS},
-        {"alibi", tgc_probe_alibi, TG_ATTN_F_ALIBI},         {"softcap", tgc_probe_softcap, TG_ATTN_F_SOFTCAP},
-        {"sinks", tgc_probe_sinks, TG_ATTN_F_SINKS},         {"dropout", tgc_probe_dropout, TG_ATTN_F_DROPOUT},
-        {"gradient", tgc_probe_gradient, 0},        {"health", tgc_probe_health, 0}};
     /* An exec kernel runs in a process of its own: what it does cannot crash this one, and each of
      * its calls has a time limit. So its probes run here, on one kernel process, started again only
      * after it died or hung (issue 38: a probe's child started its own, an interpreter and its

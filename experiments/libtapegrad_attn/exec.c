@@ -463,6 +463,8 @@ static void free_kernel_env(char **env) {
     free(env);
 }
 
+static const char *hello_field(void *f, const char *key) { return tg_st_meta(f, key); }
+
 int tg_attn_exec_open(tg_attn_exec *x, const char *cmd, double timeout, char *err, size_t errlen) {
     *x = (tg_attn_exec){.to = -1, .from = -1, .err = -1, .timeout = timeout > 0 ? timeout : TG_ATTN_EXEC_TIMEOUT,
                         .owner = getpid()};
@@ -518,23 +520,21 @@ int tg_attn_exec_open(tg_attn_exec *x, const char *cmd, double timeout, char *er
         drop_buffers(x);   /* a failed open leaves nothing to close */
         return tg_errf(err, errlen, "exec:%s: %s", cmd, x->why);
     }
-    const char *name = tg_st_meta(&f, "name"), *feats = tg_st_meta(&f, "features");
-    const char *convs = tg_st_meta(&f, "conventions");   /* optional (0.17): none when left out */
-    char bad[48], cbad[48], why[200] = "";
-    unsigned bits = feats ? tg_attn_features_of_tokens(feats, bad, sizeof bad) : 0;
-    unsigned conv = convs ? tg_attn_conventions_of_tokens(convs, cbad, sizeof cbad) : (cbad[0] = 0, 0u);
-    if (!bad[0] && !cbad[0] && feats) tg_attn_conventions_valid(bits, conv, why, sizeof why);
-    if (!name || !*name || !feats || bad[0] || cbad[0] || why[0]) {
+    const char *name = tg_st_meta(&f, "name");
+    /* what it declares, read as the tables read every declaration (attn_kernel.h) */
+    x->kernel = (tg_attn_kernel){sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, 0, x->name, NULL, NULL, x,
+                                 exec_attend, 0};
+    char why[400] = "";
+    if (!name || !*name) snprintf(why, sizeof why, "the kernel gave no name");
+    else (void)tg_attn_declared_read(&x->kernel, hello_field, &f, why, sizeof why);
+    if (why[0]) {
         tg_st_free(&f);
-        broke(x, "hello: %s", !name || !*name ? "the kernel gave no name" : !feats ? "the kernel gave no features"
-                              : bad[0] ? "unknown feature" : cbad[0] ? "unknown convention" : why);
+        broke(x, "hello: %s", why);
         drop_buffers(x);
-        return tg_errf(err, errlen, "exec:%s: %s%s%s", cmd, x->why, bad[0] || cbad[0] ? " " : "", bad[0] ? bad : cbad);
+        return tg_errf(err, errlen, "exec:%s: %s", cmd, x->why);
     }
     snprintf(x->name, sizeof x->name, "%s", name);
     tg_st_free(&f);
-    x->kernel = (tg_attn_kernel){sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, bits, x->name, NULL, NULL, x,
-                                 exec_attend, conv};
     return 0;
 }
 
@@ -548,16 +548,17 @@ int tg_attn_exec_reopen(tg_attn_exec *x, char *err, size_t errlen) {
     char cmd[sizeof x->cmd], name[sizeof x->name];
     snprintf(cmd, sizeof cmd, "%s", x->cmd);
     snprintf(name, sizeof name, "%s", x->name);
-    const unsigned features = x->kernel.features, conventions = x->kernel.conventions;
+    char declared[600], again[600];
+    tg_attn_declared_str(&x->kernel, declared, sizeof declared);
     const double timeout = x->timeout;
     if (tg_attn_exec_open(x, cmd, timeout, err, errlen)) {
         x->failed = 1;
         snprintf(x->why, sizeof x->why, "%s", err);
         return -1;
     }
-    if (strcmp(name, x->name) || features != x->kernel.features || conventions != x->kernel.conventions) {
-        broke(x, "hello: this copy greets as '%s' with other features or conventions than the first ('%s')", x->name,
-              name);
+    if (strcmp(name, x->name) || strcmp(declared, tg_attn_declared_str(&x->kernel, again, sizeof again))) {
+        broke(x, "hello: this copy greets as '%s' declaring other features or conventions than the first ('%s')",
+              x->name, name);
         return tg_errf(err, errlen, "exec:%s: %s", cmd, x->why);
     }
     return 0;

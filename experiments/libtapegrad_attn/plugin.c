@@ -133,21 +133,12 @@ static int read_descriptor(tg_attn_plugin *p, const char *file, char *err, size_
             return tg_errf(err, errlen, "plugin %s: its descriptor %s has size %zu, less than ABI %d's %zu: not made "
                            "with TG_ATTENTION_PLUGIN", file, dname, desc->size, TG_ATTENTION_PLUGIN_ABI, least);
         if (!desc->attend) return tg_errf(err, errlen, "plugin %s: its descriptor %s has no kernel (attend NULL)", file, dname);
-        if (desc->features & ~TG_ATTN_F_ALL)
-            return tg_errf(err, errlen, "plugin %s: its descriptor %s declares features 0x%x this program does not "
-                           "know (it knows 0x%x): built against a newer tapegrad?", file, dname, desc->features,
-                           (unsigned)TG_ATTN_F_ALL);
-        const unsigned conv = tg_attn_kernel_conventions(desc);   /* 0 from a descriptor before 0.17 */
-        char why[200];
-        if (conv & ~TG_ATTN_C_ALL)
-            return tg_errf(err, errlen, "plugin %s: its descriptor %s declares conventions 0x%x this program does not "
-                           "know (it knows 0x%x): built against a newer tapegrad?", file, dname, conv,
-                           (unsigned)TG_ATTN_C_ALL);
-        if (tg_attn_conventions_valid(desc->features, conv, why, sizeof why))
+        char why[300];
+        if (tg_attn_declared_valid(desc, why, sizeof why))   /* what it declares, checked as every declaration */
             return tg_errf(err, errlen, "plugin %s: its descriptor %s declares %s", file, dname, why);
         p->abi = TG_ATTENTION_PLUGIN_ABI;
         p->kernel = (tg_attn_kernel){sizeof(tg_attn_kernel), desc->abi, desc->features, p->symbol, desc->attend, NULL, NULL,
-                                     NULL, conv};
+                                     NULL, tg_attn_kernel_conventions(desc)};   /* 0 from a descriptor before 0.17 */
         return 0;
     }
     void *fn = dlsym(p->handle, p->symbol);
@@ -211,11 +202,7 @@ void tg_attn_plugin_close(tg_attn_plugin *p) {
 }
 
 const char *tg_attn_plugin_describe(const tg_attn_plugin *p, char *buf, size_t len) {
-    char f[300], c[300];
-    if (p->kernel.conventions)
-        snprintf(buf, len, "ABI %d: %s; conventions: %s", p->abi, tg_attn_features_str(p->kernel.features, f, sizeof f),
-                 tg_attn_conventions_str(p->kernel.conventions, c, sizeof c));
-    else
-        snprintf(buf, len, "ABI %d: %s", p->abi, tg_attn_features_str(p->kernel.features, f, sizeof f));
+    char declared[600];
+    snprintf(buf, len, "ABI %d: %s", p->abi, tg_attn_declared_str(&p->kernel, declared, sizeof declared));
     return buf;
 }

@@ -79,7 +79,7 @@ void tgc_probe_forward(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_
         else if (rel > tol)
             tgc_add(r, "forward", c.what, TG_ATTN_CHECK_FAIL, rel, tol, "with %s: differs from tg_attend by %.3g of the output's "
                 "scale (limit %.2g): see the %s probe for what", c.what, rel, tol,
-                f == TG_ATTN_F_GQA ? "gqa" : f == TG_ATTN_F_TQ_TK ? "alignment" : c.what);
+                tg_attn_check_probe_of(f));
         else
             tgc_add(r, "forward", c.what, TG_ATTN_CHECK_PASS, rel, tol, "with %s: agrees with tg_attend to %.2g", c.what, rel);
         tg_ctx_free(&c.ctx);

@@ -103,13 +103,7 @@ static int open_exec(tg_kernel *K, const char *cmd, double timeout, char *err, s
     K->k = &K->exec->kernel, K->id = "exec";
     /* the features and, since 0.17, the conventions it declares: part of the run's identity (a resume
      * with a kernel that now declares other conventions is another run) */
-    char feats[256], conv[256];
-    tg_attn_features_str(K->k->features, feats, sizeof feats);
-    if (K->k->conventions)
-        snprintf(K->exec_decl, sizeof K->exec_decl, "%s; conventions: %s", feats,
-                 tg_attn_conventions_str(K->k->conventions, conv, sizeof conv));
-    else
-        snprintf(K->exec_decl, sizeof K->exec_decl, "%s", feats);
+    tg_attn_declared_str(K->k, K->exec_decl, sizeof K->exec_decl);
     snprintf(K->declared, sizeof K->declared, "it declares %s", K->exec_decl);
     snprintf(K->what, sizeof K->what, "the exec kernel '%s' (exec:%s)", K->exec->name, cmd);
     snprintf(K->who, sizeof K->who, "%s", K->what);

@@ -1,15 +1,15 @@
 /* attn_check: what is wrong with an attention kernel, before training it.
  *
- * The kernel is a black box (tg_attn_kernel: a plugin of ABI 2 or 1, or a
- * built-in op); tg_attend is the reference. Each probe of a kernel in this
- * process (a plugin, a built-in op) runs in a child process with a time limit (a
- * kernel that crashes or hangs is reported as such, not a crash of the caller);
- * an exec kernel's run here, its calls each under the limit, on one kernel
- * process restarted after it died or hung. Each probe isolates one thing. The textbook probes run on every
- * kernel; a feature's probe runs when the kernel declares the feature (its
- * descriptor), and a line "features" says which were and were not checked. A kernel's conventions
- * (attention.h, TG_ATTN_CONVENTION_TABLE: causal only, its own 1/√d, ...) are an info line each, and
- * every probe sends only calls within them (its args fitted to them: causal for a causal-only
+ * The kernel is a black box (tg_attn_kernel: a plugin, an exec kernel or a built-in op, as the
+ * registry opens it: tg_kernel.h); tg_attend is the reference. Each probe of a kernel in this
+ * process (a plugin, a built-in op) runs in a sandbox (tg_sandbox.h: a child with a time limit; a
+ * kernel that crashes or hangs is reported as such, not a crash of the caller, and what it prints
+ * on stdout is kept out of the report and said in an info line); an exec kernel's run here, its
+ * calls each under the limit, on one kernel process restarted after it died or hung. Each probe
+ * isolates one thing. The textbook probes run on every kernel; a feature's probe runs when the
+ * kernel declares the feature (its descriptor; tg_attn_check_probe_of names it), and a line
+ * "features" says which were and were not checked. A kernel's conventions (attn_tables.h: causal
+ * only, its own 1/√d, ...) are an info line each, and every probe sends only calls within them (its args fitted to them: causal for a causal-only
  * kernel, whose temperature is then measured under the mask, its own scale, ...).
  *
  * forward      against tg_attend on random q, k, v ~ N(0, 1): d_head 8, 32, 64,
@@ -92,6 +92,11 @@ typedef struct tg_attn_check_report {
     int failed;        /* lines that failed or crashed */
     void *sink;        /* internal (0.20): in a probe's sandbox, where its lines go; NULL otherwise */
 } tg_attn_check_report;
+
+/* The probe that checks a feature (a TG_ATTN_F_* bit): "gqa", "alignment", "window", ...; "forward" for
+ * dv != d (no probe of its own); NULL for a bit no probe checks (tests/test_attn_check_subsets.c:
+ * every row of attn_tables.h has one). Since 0.20. */
+const char *tg_attn_check_probe_of(unsigned feature);
 
 /* Runs every probe on kernel; returns 0 when it conforms, 1 when a check failed
  * (report->failed lines say which). */

@@ -18,7 +18,7 @@
  * A forked child must not speak on its parent's pipes (the two would interleave
  * frames): a child that calls the kernel first calls tg_attn_exec_reopen, which
  * starts a kernel of its own with the same command; a call from a child that
- * did not fails naming the problem. tg_model_preflight does this itself. */
+ * did not fails naming the problem. The sandbox (tg_sandbox.h, opts.kernel) does this itself. */
 #ifndef TG_ATTN_EXEC_H
 #define TG_ATTN_EXEC_H
 #include <stddef.h>

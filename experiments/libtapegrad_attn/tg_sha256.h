@@ -5,8 +5,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Internal to the training kit since 0.18 (a digest the kit names files and plugins by): not installed, and hidden
- * in a shared libtapegrad_train; the programs and tests here link the kit's objects. */
+/* Internal to the kernel layer since 0.20 (the training kit's from 0.18: a digest plugins, exec kernels' files and
+ * the code task's corpus are named by): not installed, and hidden in a shared libtapegrad_attn; the programs and
+ * tests here link the layer's objects. */
 #pragma GCC visibility push(hidden)
 
 typedef struct tg_sha256 {

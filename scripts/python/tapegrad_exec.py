@@ -25,7 +25,7 @@ from collections import namedtuple
 PROTOCOL = "1"
 MAX_FRAME = 1 << 30
 FEATURES = ("dv", "gqa", "tq_tk", "window", "padding", "bias", "alibi", "softcap", "sinks", "dropout")
-# Conventions a kernel may declare in its hello (tapegrad 0.17; ops/attention.h's table, in its order):
+# Conventions a kernel may declare in its hello (tapegrad 0.17; ops/attn_tables.h's table, in its order):
 # tapegrad sends no call outside them (it refuses such a call itself, naming the convention), and
 # supplies sinks of -inf to a sinks_always kernel whose call has none.
 CONVENTIONS = ("causal_only", "no_head_scale", "scale_rsqrt_d", "window_causal", "alibi_causal", "sinks_always",
