@@ -277,10 +277,15 @@ static int parse(int argc, char **argv, flags *f) {
     return -1;
 }
 
+/* --train's settings from the flags: attn_scale's defaults, d_head 128 unless --d-head. */
+static train_set train_set_of(const flags *f) {
+    return (train_set){f->d_head > 0 ? f->d_head : 128, f->window, f->kv_heads, f->bias, f->alibi, f->sinks,
+                       f->train, f->softcap, f->attn_dropout};
+}
+
 /* --train's model against what K takes: 0, or 2 with the reason said. */
 static int takes_train_model(const tg_kernel *K, const flags *f) {
-    const train_set ts = {f->d_head > 0 ? f->d_head : 128, f->window, f->kv_heads, f->bias, f->alibi, f->sinks,
-                          f->train, f->softcap, f->attn_dropout};
+    const train_set ts = train_set_of(f);
     attn_cfg a;
     tg_model_cfg mc = train_model(&ts, &a);
     tg_tensor room[4];
@@ -293,8 +298,7 @@ static int takes_train_model(const tg_kernel *K, const flags *f) {
 
 /* --train N, in a sandbox: a kernel that crashes while training is a finding, not our crash. 0 or 1. */
 static int train_side_by_side(tg_kernel *K, const flags *f) {
-    train_job j = {K->k, f->spec, {f->d_head > 0 ? f->d_head : 128, f->window, f->kv_heads, f->bias, f->alibi, f->sinks,
-                                   f->train, f->softcap, f->attn_dropout}};
+    train_job j = {K->k, f->spec, train_set_of(f)};
     tg_sandbox_end end;
     fflush(stdout);
     if (tg_sandbox_run(train_child, &j, &(tg_sandbox_opts){.kernel = K, .on_output = to_stdout}, &end)) {

@@ -6,9 +6,13 @@
 #include "attn_tables.h"
 
 /* ---- features ------------------------------------------------------------------------------ */
-static int uses_dv(const tg_attn_args *a) { return a->v->shape[3] != a->q->shape[3]; }
-static int uses_gqa(const tg_attn_args *a) { return a->k->shape[2] != a->q->shape[2]; }
-static int uses_tq_tk(const tg_attn_args *a) { return a->k->shape[1] != a->q->shape[1]; }
+/* the shape features: only of q, k, v that are 4-D (a malformed call is the op's to refuse) */
+static int shaped3(const tg_attn_args *a) {
+    return a->q && a->k && a->v && a->q->ndim == 4 && a->k->ndim == 4 && a->v->ndim == 4;
+}
+static int uses_dv(const tg_attn_args *a) { return shaped3(a) && a->v->shape[3] != a->q->shape[3]; }
+static int uses_gqa(const tg_attn_args *a) { return shaped3(a) && a->k->shape[2] != a->q->shape[2]; }
+static int uses_tq_tk(const tg_attn_args *a) { return shaped3(a) && a->k->shape[1] != a->q->shape[1]; }
 static int uses_window(const tg_attn_args *a) { return a->window_left >= 0 || (a->window_right >= 0 && !a->causal); }
 static int uses_padding(const tg_attn_args *a) { return a->kv_len != NULL; }
 static int uses_bias(const tg_attn_args *a) { return a->bias != NULL; }
@@ -207,12 +211,9 @@ const char *tg_attn_conventions_str(unsigned c, char *buf, size_t len) { return 
 /* ---- what the gate, the pre-check and the probes ask ------------------------------------------ */
 unsigned tg_attn_args_features(const tg_attn_args *args) {
     const tg_attn_args a = tg_attn_args_of(args);   /* fields past the caller's size at their defaults */
-    const int shapes = a.q && a.k && a.v && a.q->ndim == 4 && a.k->ndim == 4 && a.v->ndim == 4;
     unsigned f = 0;
-    for (int i = 0; i < TG_ATTN_N_FEATURES; i++) {
-        const tg_attn_feature *r = tg_attn_feature_row(i);
-        if ((shapes || r->bit & ~(TG_ATTN_F_DV | TG_ATTN_F_GQA | TG_ATTN_F_TQ_TK)) && r->uses(&a)) f |= r->bit;
-    }
+    for (int i = 0; i < TG_ATTN_N_FEATURES; i++)
+        if (features[i].uses(&a)) f |= features[i].bit;
     return f;
 }
 
@@ -234,6 +235,7 @@ int tg_attn_conventions_valid(unsigned f, unsigned c, char *msg, size_t len) {
 }
 
 int tg_attn_convention_refuses(unsigned c, const tg_attn_args *args, char *msg, size_t len) {
+    if (!c) return 0;   /* every call of a kernel without conventions: the gate's common case */
     const tg_attn_args a = tg_attn_args_of(args);
     for (int i = 0; i < TG_ATTN_N_CONVENTIONS; i++) {
         const tg_attn_convention *r = tg_attn_convention_row(i);

@@ -76,7 +76,7 @@ typedef struct tg_attn_feature {
     const char *flag;      /* the programs' flag that makes the model use it ("--window"); NULL: none does */
     const char *wire;      /* what carries it in the exec protocol's forward (docs/exec_protocol.md) */
     const char *what;      /* the docs' line: what a call that uses it holds */
-    /* 1 when args use it; args complete (tg_attn_args_of), q, k and v 4-D */
+    /* 1 when args use it; args complete (tg_attn_args_of) */
     int (*uses)(const tg_attn_args *a);
 } tg_attn_feature;
 

@@ -30,9 +30,11 @@ typedef struct {
     tg_sandbox_end *end;
     unsigned char head[5];
     size_t got;          /* bytes of the record at hand so far (head, then body) */
-    unsigned char *body;
+    unsigned char *body; /* room for the body, kept from record to record */
+    size_t cap;
     uint32_t len;
     int failed;          /* a REC_FAIL came */
+    int lost;            /* a head our child did not write (over MAX_RECORD, out of memory): the rest ignored */
 } reader;
 
 static int send_record(tg_sandbox *sb, int kind, const void *data, size_t n) {
@@ -77,14 +79,14 @@ static void record(reader *r) {
     if (r->head[0] == REC_STAGE && r->len == sizeof(int)) memcpy(&r->end->stage, r->body, sizeof(int));
     else if (r->head[0] == REC_FAIL) {
         r->failed = 1;
-        snprintf(r->end->msg, sizeof r->end->msg, "%.*s", (int)r->len, (const char *)r->body);
+        snprintf(r->end->msg, sizeof r->end->msg, "%.*s", (int)r->len, r->len ? (const char *)r->body : "");
     } else if (r->head[0] == REC_DATA && r->o->on_record)
         r->o->on_record(r->o->u, r->body, r->len);
 }
 
 static void on_bytes(void *u, const char *b, size_t n) {
     reader *r = u;
-    while (n) {
+    while (n && !r->lost) {
         if (r->got < 5) {   /* the head */
             const size_t take = 5 - r->got < n ? 5 - r->got : n;
             memcpy(r->head + r->got, b, take);
@@ -92,15 +94,18 @@ static void on_bytes(void *u, const char *b, size_t n) {
             if (r->got < 5) return;
             r->len = (uint32_t)r->head[1] | (uint32_t)r->head[2] << 8 | (uint32_t)r->head[3] << 16 |
                      (uint32_t)r->head[4] << 24;
-            free(r->body);
-            r->body = malloc(r->len ? r->len : 1);
-            if (!r->body || r->len > MAX_RECORD) r->len = 0;   /* not a record of ours: dropped */
+            if (r->len > MAX_RECORD) return (void)(r->lost = 1);
+            if (r->len > r->cap) {
+                unsigned char *grown = realloc(r->body, r->len);
+                if (!grown) return (void)(r->lost = 1);
+                r->body = grown, r->cap = r->len;
+            }
         }
         const size_t have = r->got - 5, take = r->len - have < n ? r->len - have : n;
-        if (r->body) memcpy(r->body + have, b, take);
+        if (take) memcpy(r->body + have, b, take);
         r->got += take, b += take, n -= take;
         if (r->got == 5 + (size_t)r->len) {
-            if (r->body) record(r);
+            record(r);
             r->got = 0;
         }
     }
