@@ -1,6 +1,7 @@
 /* safetensors writer (atomic) and validating reader. See safetensors.h. */
 #define _POSIX_C_SOURCE 200809L   /* fsync, mkstemp, fchmod */
 #include "safetensors.h"
+#include "tg_precision.h"
 #include "tg_file.h"
 #include "tg_core.h"
 
@@ -80,6 +81,11 @@ static size_t elem_le(const tg_st_tensor *t, int64_t i, unsigned char *out) {
         for (int k = 0; k < 4; k++) out[k] = (unsigned char)(u >> (8 * k));
         return 4;
     }
+    if (t->dtype == TG_ST_BF16 || t->dtype == TG_ST_F16) {
+        const uint16_t h = ((const uint16_t *)t->data)[i];
+        out[0] = (unsigned char)h, out[1] = (unsigned char)(h >> 8);
+        return 2;
+    }
     uint64_t u;
     memcpy(&u, (const unsigned char *)t->data + 8 * i, 8);   /* F64 or I64 */
     put_u64(out, u);
@@ -87,6 +93,13 @@ static size_t elem_le(const tg_st_tensor *t, int64_t i, unsigned char *out) {
 }
 
 void tg_st_get_f32(const tg_st_entry *e, float *out) {
+    if (e->dtype == TG_ST_BF16 || e->dtype == TG_ST_F16) {   /* widened: exact */
+        for (int64_t i = 0; i < e->numel; i++) {
+            const uint16_t h = (uint16_t)(e->bytes[2 * i] | e->bytes[2 * i + 1] << 8);
+            out[i] = e->dtype == TG_ST_BF16 ? tg_f32_of_bf16(h) : tg_f32_of_f16(h);
+        }
+        return;
+    }
     for (int64_t i = 0; i < e->numel; i++) {
         uint32_t u = get_u32(e->bytes + 4 * i);
         memcpy(out + i, &u, 4);
@@ -215,8 +228,9 @@ static int build_header(const char *who, const tg_st_tensor *t, int n, const tg_
             return tg_errf(err, errlen, "%s: tensor %d has an empty, reserved or non-UTF-8 name", who, j);
         for (int k = 0; k < j; k++)
             if (strcmp(t[k].name, x->name) == 0) return tg_errf(err, errlen, "%s: two tensors named '%s'", who, x->name);
-        if (x->dtype != TG_ST_F32 && x->dtype != TG_ST_F64 && x->dtype != TG_ST_I64)
-            return tg_errf(err, errlen, "%s: tensor '%s': only F32, F64 and I64 can be written", who, x->name);
+        if (x->dtype != TG_ST_F32 && x->dtype != TG_ST_F64 && x->dtype != TG_ST_I64 && x->dtype != TG_ST_BF16 &&
+            x->dtype != TG_ST_F16)
+            return tg_errf(err, errlen, "%s: tensor '%s': only F32, F64, I64, BF16 and F16 can be written", who, x->name);
         if (x->ndim < 0 || x->ndim > TG_ST_MAX_DIMS)
             return tg_errf(err, errlen, "%s: tensor '%s' has %d dimensions", who, x->name, x->ndim);
         uint64_t bytes = tg_st_dtype_size(x->dtype);

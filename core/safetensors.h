@@ -37,10 +37,10 @@ size_t tg_st_dtype_size(tg_st_dtype d);
 /* ---- writing -------------------------------------------------------------- */
 typedef struct {
     const char *name;        /* UTF-8, unique, not "__metadata__" */
-    tg_st_dtype dtype;       /* TG_ST_F32, TG_ST_F64 or TG_ST_I64 */
+    tg_st_dtype dtype;       /* TG_ST_F32, TG_ST_F64, TG_ST_I64, or (since 0.21) TG_ST_BF16, TG_ST_F16 */
     int ndim;                /* 0..TG_ST_MAX_DIMS */
     int64_t shape[TG_ST_MAX_DIMS];
-    const void *data;        /* host-order values (float, double, int64_t) */
+    const void *data;        /* host-order values (float, double, int64_t; uint16_t bits for BF16, F16) */
 } tg_st_tensor;
 
 typedef struct { const char *key, *value; } tg_st_kv;   /* UTF-8 strings */
@@ -102,7 +102,8 @@ void tg_st_free(tg_st_file *f);
 
 const tg_st_entry *tg_st_find(const tg_st_file *f, const char *name);
 const char *tg_st_meta(const tg_st_file *f, const char *key);   /* NULL if absent */
-/* Copies an entry's values in host order; the entry must have that dtype. */
+/* Copies an entry's values in host order; the entry must have that dtype (tg_st_get_f32 also
+ * takes BF16 and F16, widened exactly: tg_precision.h). */
 void tg_st_get_f32(const tg_st_entry *e, float *out);
 void tg_st_get_f64(const tg_st_entry *e, double *out);
 void tg_st_get_i64(const tg_st_entry *e, int64_t *out);

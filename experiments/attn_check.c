@@ -184,7 +184,26 @@ typedef struct {
     int d_head, tsv, train, window, kv_heads, threads, bias, alibi, sinks, tables;
     float timeout, softcap, attn_dropout;
     const char *spec;   /* KERNEL */
+    const char *layers_s;
+    int n_layers, layers[TG_ATTN_CHECK_MAX_LAYERS];
 } flags;
+
+/* --layers' list into f; 0, or -1 with why in err */
+static int parse_layers(flags *f, char *err, size_t len) {
+    f->n_layers = 0;
+    for (const char *p = f->layers_s; *p;) {
+        char *end;
+        const long l = strtol(p, &end, 10);
+        if (end == p || (*end && *end != ',') || l < 0 || l > 100000)
+            return snprintf(err, len, "--layers '%s': layer indices 0 .. 100000, comma-separated (0,1,11)", f->layers_s), -1;
+        if (f->n_layers == TG_ATTN_CHECK_MAX_LAYERS)
+            return snprintf(err, len, "--layers '%s': at most %d layers", f->layers_s, TG_ATTN_CHECK_MAX_LAYERS), -1;
+        f->layers[f->n_layers++] = (int)l;
+        p = *end ? end + 1 : end;
+    }
+    if (!f->n_layers) return snprintf(err, len, "--layers is empty: give at least one layer index"), -1;
+    return 0;
+}
 
 static void upper(const char *s, char *out, size_t len) {
     size_t i = 0;
@@ -210,13 +229,17 @@ static void print_tables(void) {
         upper(r->token, id, sizeof id);
         printf("| `%s` | %s | `TG_ATTN_C_%s` | %s | ", r->token, r->name, id,
                r->needs ? tg_attn_features_str(r->needs, names, sizeof names) : "-");
-        printf("%s | %s |\n", r->excludes ? tg_attn_convention_token(r->excludes) : "-", r->what);
+        char ex[200] = "";
+        for (int j = 0; j < TG_ATTN_N_CONVENTIONS; j++)
+            if (r->excludes & (1u << j))
+                snprintf(ex + strlen(ex), sizeof ex - strlen(ex), "%s%s", ex[0] ? ", " : "", tg_attn_convention_token(1u << j));
+        printf("%s | %s |\n", ex[0] ? ex : "-", r->what);
     }
 }
 
 /* The flags and KERNEL into f: -1 to go on, or the exit status (0 after --help). */
 static int parse(int argc, char **argv, flags *f) {
-    *f = (flags){.threads = 1, .timeout = 60};
+    *f = (flags){.threads = 1, .timeout = 60, .layers_s = "0,1,11"};
     tg_cli_opt opts[] = {
         {"d-head", TG_CLI_INT, &f->d_head, 0, 4096, NULL, "check this head size alone (0: 8, 32, 64 and 128)"},
         {"tsv", TG_CLI_FLAG, &f->tsv, 0, 0, NULL, "the report as TSV: check, what, status, value, limit, text"},
@@ -238,6 +261,9 @@ static int parse(int argc, char **argv, flags *f) {
          "must declare sinks)"},
         {"attn-dropout", TG_CLI_FLOAT, &f->attn_dropout, 0, 0.99, NULL, "--train: dropout of the weights (as attn_scale "
          "--attn-dropout; the kernel must declare dropout)"},
+        {"layers", TG_CLI_STR, &f->layers_s, 0, 0, NULL, "the model layers the probes' calls carry, comma-separated: "
+         "every probe at the first, the forward and temperature probes again at the rest (a kernel that "
+         "computes by layer: GPTBigCode's 1/(layer + 1), alternating sliding and global layers)"},
         {"tables", TG_CLI_FLAG, &f->tables, 0, 0, NULL, "print the features and conventions a kernel may declare (their "
          "table, ops/attn_tables.h) as markdown, and which probe checks each; no KERNEL"},
     };
@@ -269,6 +295,7 @@ static int parse(int argc, char **argv, flags *f) {
         print_tables();
         return 0;
     }
+    if (rc == TG_CLI_OK && parse_layers(f, err, sizeof err)) rc = TG_CLI_ERROR;
     if (rc != TG_CLI_OK || !f->spec) {
         fprintf(stderr, "attn_check: %s\n", rc != TG_CLI_OK ? err : "no KERNEL (plugin:FILE.so[:SYMBOL], exec:CMD, saved or online)");
         fprintf(stderr, "(attn_check --help lists every flag)\n");
@@ -327,7 +354,9 @@ int main(int argc, char **argv) {
     }
     /* an exec kernel: the probes run on this process's kernel (tg_attn_check_opts.exec_cmd) */
     tg_attn_check_opts o = {.d_head = f.d_head, .timeout = f.timeout,
-                            .exec_cmd = K.kind == TG_KERNEL_EXEC ? K.spec + 5 : NULL, .softcap = f.softcap};
+                            .exec_cmd = K.kind == TG_KERNEL_EXEC ? K.spec + 5 : NULL, .softcap = f.softcap,
+                            .n_layers = f.n_layers};
+    memcpy(o.layers, f.layers, sizeof o.layers);
     tg_attn_check_report r;
     int status = tg_attn_check(K.k, &o, &r);
     char abi[400] = "";

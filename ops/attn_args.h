@@ -80,6 +80,10 @@ typedef struct tg_attn_args {
     tg_tensor *sinks;              /* NULL or [H]: a learnable logit per query head in each row's denominator */
     float dropout;                 /* p in [0, 1): dropout of the weights (0: none) */
     uint64_t dropout_seed;         /* which weights drop: any value; a run derives it from its seed and step */
+    /* Since 0.21: */
+    int layer;                     /* the model's layer of this call, 0 first (≥ 0): for kernels whose
+                                      computation depends on it (GPTBigCode's 1/(layer + 1) in fp16,
+                                      alternating sliding and global layers); the built-in ops ignore it */
 } tg_attn_args;
 
 /* The size of the first version of tg_attn_args (tapegrad 0.12): the least an op accepts. */

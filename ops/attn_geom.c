@@ -56,6 +56,7 @@ void tg_attn_read(tg_ctx *ctx, const char *op, const tg_attn_args *args, tg_attn
         v->shape[1] != k->shape[1] || v->shape[2] != k->shape[2])
         tg_fail(ctx, "%s: expected q [B,Tq,H,d], k [B,Tk,Hkv,d], v [B,Tk,Hkv,dv] (one B, q and k one d, k and v one "
                 "Tk and Hkv): q %s, k %s, v %s", op, TG_SHAPE(q), TG_SHAPE(k), TG_SHAPE(v));
+    if (a->layer < 0) tg_fail(ctx, "%s: layer %d: a model's layer index is 0 or more", op, a->layer);
     const int B = q->shape[0], H = q->shape[2], Hkv = k->shape[2], Tk = k->shape[1];
     if (H % Hkv)
         tg_fail(ctx, "%s: H = %d query heads is not a multiple of Hkv = %d key/value heads (q %s, k %s)", op, H, Hkv,

@@ -10,8 +10,15 @@ unsigned tg_attn_kernel_conventions(const tg_attn_kernel *k) {
     return k && k->size >= offsetof(tg_attn_kernel, conventions) + sizeof k->conventions ? k->conventions : 0;
 }
 
+int tg_attn_kernel_precision(const tg_attn_kernel *k) {
+    return k && k->size >= offsetof(tg_attn_kernel, precision) + sizeof k->precision ? k->precision : TG_FP32;
+}
+
 int tg_attn_declared_valid(const tg_attn_kernel *k, char *msg, size_t len) {
     const unsigned conv = tg_attn_kernel_conventions(k);
+    const int prec = tg_attn_kernel_precision(k);
+    if (prec < 0 || prec >= TG_N_PRECISIONS)
+        return snprintf(msg, len, "precision %d this program does not know (it knows fp32, bf16 and fp16)", prec), -1;
     if (k->features & ~TG_ATTN_F_ALL)
         return snprintf(msg, len, "features 0x%x this program does not know (it knows 0x%x): built against a newer "
                         "tapegrad?", k->features, (unsigned)TG_ATTN_F_ALL), -1;
@@ -30,6 +37,9 @@ int tg_attn_declared_read(tg_attn_kernel *k, const char *(*value)(void *u, const
     if (bad[0]) return snprintf(msg, len, "unknown feature %s", bad), -1;
     k->conventions = convs ? tg_attn_conventions_of_tokens(convs, bad, sizeof bad) : 0;
     if (bad[0]) return snprintf(msg, len, "unknown convention %s", bad), -1;
+    const char *prec = value(u, "precision");   /* optional (0.21) */
+    k->precision = prec ? tg_precision_of(prec) : TG_FP32;
+    if (k->precision < 0) return snprintf(msg, len, "unknown precision %.40s (fp32, bf16 or fp16)", prec), -1;
     return tg_attn_declared_valid(k, msg, len);
 }
 
@@ -37,8 +47,11 @@ const char *tg_attn_declared_str(const tg_attn_kernel *k, char *buf, size_t len)
     char feats[256], conv[256];
     const unsigned c = tg_attn_kernel_conventions(k);
     tg_attn_features_str(k->features, feats, sizeof feats);
-    if (c) snprintf(buf, len, "%s; conventions: %s", feats, tg_attn_conventions_str(c, conv, sizeof conv));
-    else snprintf(buf, len, "%s", feats);
+    const int prec = tg_attn_kernel_precision(k);
+    char p[32] = "";
+    if (prec != TG_FP32) snprintf(p, sizeof p, "; precision %s", tg_precision_name(prec));
+    if (c) snprintf(buf, len, "%s; conventions: %s%s", feats, tg_attn_conventions_str(c, conv, sizeof conv), p);
+    else snprintf(buf, len, "%s%s", feats, p);
     return buf;
 }
 
@@ -81,9 +94,9 @@ tg_tensor *tg_attn_kernel_call(tg_ctx *ctx, const tg_attn_kernel *k, const tg_at
 }
 
 const tg_attn_kernel tg_attn_kernel_saved = {sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, TG_ATTN_F_ALL, "saved",
-                                             tg_attend, NULL, NULL, NULL, 0};
+                                             tg_attend, NULL, NULL, NULL, 0, TG_FP32};
 const tg_attn_kernel tg_attn_kernel_online = {sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, TG_ATTN_F_ALL, "online",
-                                              tg_flash_attend, NULL, NULL, NULL, 0};
+                                              tg_flash_attend, NULL, NULL, NULL, 0, TG_FP32};
 /* 0.19's names: the same objects */
 extern const tg_attn_kernel tg_attn_kernel_composed __attribute__((alias("tg_attn_kernel_saved")));
 extern const tg_attn_kernel tg_attn_kernel_fused __attribute__((alias("tg_attn_kernel_online")));

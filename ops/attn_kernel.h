@@ -11,6 +11,7 @@
 
 #include "attn_args.h"
 #include "attn_tables.h"
+#include "tg_precision.h"
 
 /* The plugin ABI this tapegrad takes: 2 = tg_attend_fn on tg_attn_args, and the
  * tg_ctx / tg_node / tg_tensor of tapegrad 0.12. 1 = tg_attention_fn (textbook
@@ -34,6 +35,10 @@ typedef struct tg_attn_kernel {
     tg_tensor *(*attend_self)(void *self, tg_ctx *ctx, const tg_attn_args *args);
     /* Since 0.17 (read only when `size` holds it; 0 for an older descriptor): TG_ATTN_C_*. */
     unsigned conventions;
+    /* Since 0.21 (read alike): the precision its products compute in, TG_FP32 (0), TG_BF16 or
+     * TG_FP16 (tg_precision.h). An exec kernel is sent q, k, v and dout in it; attn_check judges it
+     * against a textbook computed in it (docs/attn_check.md#kernels-in-bf16-and-fp16). */
+    int precision;
 } tg_attn_kernel;
 
 #ifdef __cplusplus
@@ -49,18 +54,25 @@ typedef struct tg_attn_kernel {
 #define TG_ATTENTION_PLUGIN(fn, feats) TG_ATTENTION_PLUGIN_(fn, feats)   /* fn may be a macro: expanded first */
 #define TG_ATTENTION_PLUGIN_(fn, feats)                                                                \
     TG_ATTN_EXTERN_C __attribute__((visibility("default"), used)) const tg_attn_kernel tg_attn_plugin_##fn = \
-        {sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, (feats), #fn, fn, 0, 0, 0, 0};
+        {sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, (feats), #fn, fn, 0, 0, 0, 0, 0};
 /* A kernel with conventions (0.17): TG_ATTENTION_PLUGIN_CONV(fn, TG_ATTN_F_GQA, TG_ATTN_C_CAUSAL_ONLY) */
 #define TG_ATTENTION_PLUGIN_CONV(fn, feats, conv) TG_ATTENTION_PLUGIN_CONV_(fn, feats, conv)
 #define TG_ATTENTION_PLUGIN_CONV_(fn, feats, conv)                                                     \
     TG_ATTN_EXTERN_C __attribute__((visibility("default"), used)) const tg_attn_kernel tg_attn_plugin_##fn = \
-        {sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, (feats), #fn, fn, 0, 0, 0, (conv)};
+        {sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, (feats), #fn, fn, 0, 0, 0, (conv), 0};
+/* A kernel that computes in bf16 or fp16 (0.21): TG_ATTENTION_PLUGIN_PREC(fn, feats, conv, TG_BF16) */
+#define TG_ATTENTION_PLUGIN_PREC(fn, feats, conv, prec) TG_ATTENTION_PLUGIN_PREC_(fn, feats, conv, prec)
+#define TG_ATTENTION_PLUGIN_PREC_(fn, feats, conv, prec)                                               \
+    TG_ATTN_EXTERN_C __attribute__((visibility("default"), used)) const tg_attn_kernel tg_attn_plugin_##fn = \
+        {sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, (feats), #fn, fn, 0, 0, 0, (conv), (prec)};
 /* An ABI 1 plugin (a tg_attention_fn): declares ABI 1, exported alike. */
 #define TG_ATTENTION_PLUGIN_DECLARE \
     TG_ATTN_EXTERN_C __attribute__((visibility("default"), used)) const int tg_attention_plugin_abi = 1;
 
 /* The conventions a descriptor declares (0 when its size does not hold the field). */
 unsigned tg_attn_kernel_conventions(const tg_attn_kernel *kernel);
+/* Its precision (TG_FP32 when its size does not hold the field). */
+int tg_attn_kernel_precision(const tg_attn_kernel *kernel);
 
 /* ---- what a kernel declares, in one place (since 0.20): a plugin's descriptor, an exec kernel's
  * hello, a run's identity and the logs' words all go through these three. */
@@ -68,13 +80,15 @@ unsigned tg_attn_kernel_conventions(const tg_attn_kernel *kernel);
  * convention's needs and excludes); else -1 with why in msg. */
 int tg_attn_declared_valid(const tg_attn_kernel *kernel, char *msg, size_t len);
 /* The declaration read from its words outside C, value(u, KEY) giving each field's text or NULL:
- * "features" (required: tokens, comma-separated, "" for none), "conventions" (optional). Into
- * kernel's fields; 0, or -1 with why in msg ("no features", "unknown feature X", "unknown
- * convention X", or tg_attn_declared_valid's). */
+ * "features" (required: tokens, comma-separated, "" for none), "conventions" (optional),
+ * "precision" (optional, since 0.21: fp32, bf16 or fp16). Into kernel's fields; 0, or -1 with why
+ * in msg ("no features", "unknown feature X", "unknown convention X", "unknown precision X", or
+ * tg_attn_declared_valid's). */
 int tg_attn_declared_read(tg_attn_kernel *kernel, const char *(*value)(void *u, const char *key), void *u, char *msg,
                           size_t len);
 /* The declaration in words: "dv != d, grouped heads" and, when it has any, "; conventions: causal
- * only" (a run's identity records it: another declaration is another run). */
+ * only", and when not fp32 "; precision bf16" (a run's identity records it: another declaration is
+ * another run). */
 const char *tg_attn_declared_str(const tg_attn_kernel *kernel, char *buf, size_t len);
 
 /* Whether kernel takes args: 0, or 1 with why in msg: the features args use that it did not

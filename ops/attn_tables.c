@@ -113,6 +113,34 @@ static int refuses_empty(const tg_attn_args *a, const char *gives, char *why, si
 }
 static int refuses_empty_mean(const tg_attn_args *a, char *why, size_t len) { return refuses_empty(a, "the mean of v", why, len); }
 static int refuses_empty_nan(const tg_attn_args *a, char *why, size_t len) { return refuses_empty(a, "NaN", why, len); }
+static int refuses_empty_prefix(const tg_attn_args *a, char *why, size_t len) {
+    return refuses_empty(a, "the mean of v over its causal prefix", why, len);
+}
+
+static int refuses_mqa_only(const tg_attn_args *a, char *why, size_t len) {
+    if (!shaped(a) || a->k->shape[2] == 1) return 0;
+    return snprintf(why, len, "the call has %d key/value heads, not 1", a->k->shape[2]), 1;
+}
+/* k's (and v's) first head, compacted in place: [B, Tk, Hkv, d] → [B, Tk, 1, d] */
+static void first_head(tg_tensor *t) {
+    const int B = t->shape[0], T = t->shape[1], Hkv = t->shape[2], d = t->shape[3];
+    if (Hkv == 1) return;
+    if (t->data)
+        for (int64_t r = 0; r < (int64_t)B * T; r++) memmove(t->data + r * d, t->data + r * Hkv * d, sizeof(float) * d);
+    t->shape[2] = 1, t->numel = (int64_t)B * T * d;
+}
+static void fit_mqa_only(tg_attn_args *a) {
+    if (!shaped(a) || !a->v || a->v->ndim != 4) return;
+    first_head(a->k);
+    if (a->v != a->k) first_head(a->v);
+}
+
+static int refuses_scale_folded(const tg_attn_args *a, char *why, size_t len) {
+    if (a->scale == 1.0f) return 0;
+    return snprintf(why, len, "the call's scale is %.6g, not 1, and the kernel applies none (1/sqrt(d_head) folded "
+                    "into W_q's initialisation)", a->scale), 1;
+}
+static void fit_scale_folded(tg_attn_args *a) { a->scale = 1.0f; }
 
 /* a row a convention, in the table's order */
 static const tg_attn_convention conventions[] = {
@@ -122,7 +150,7 @@ static const tg_attn_convention conventions[] = {
     {TG_ATTN_C_NO_HEAD_SCALE, name_NO_HEAD_SCALE, token_NO_HEAD_SCALE, 0, 0,
      "no per-head scale: a call with head_scale is refused", refuses_no_head_scale, fit_no_head_scale, NULL,
      TG_ATTN_EMPTY_ZERO},
-    {TG_ATTN_C_SCALE_RSQRT_D, name_SCALE_RSQRT_D, token_SCALE_RSQRT_D, 0, 0,
+    {TG_ATTN_C_SCALE_RSQRT_D, name_SCALE_RSQRT_D, token_SCALE_RSQRT_D, 0, TG_ATTN_C_SCALE_FOLDED,
      "its own multiplier 1/sqrt(d), `scale` ignored: a call with another scale is refused (nanoGPT)",
      refuses_scale_rsqrt_d, fit_scale_rsqrt_d, NULL, TG_ATTN_EMPTY_ZERO},
     {TG_ATTN_C_WINDOW_CAUSAL, name_WINDOW_CAUSAL, token_WINDOW_CAUSAL, TG_ATTN_F_WINDOW, 0,
@@ -134,11 +162,20 @@ static const tg_attn_convention conventions[] = {
     {TG_ATTN_C_SINKS_ALWAYS, name_SINKS_ALWAYS, token_SINKS_ALWAYS, TG_ATTN_F_SINKS, 0,
      "no call without sinks: one without gets sinks of -inf (GPT-OSS)", NULL, NULL, complete_sinks_always,
      TG_ATTN_EMPTY_ZERO},
-    {TG_ATTN_C_EMPTY_MEAN, name_EMPTY_MEAN, token_EMPTY_MEAN, 0, TG_ATTN_C_EMPTY_NAN,
+    {TG_ATTN_C_EMPTY_MEAN, name_EMPTY_MEAN, token_EMPTY_MEAN, 0, TG_ATTN_C_EMPTY_NAN | TG_ATTN_C_EMPTY_PREFIX,
      "a row that sees no key gives the mean of v (an additive finfo.min mask: transformers' eager code)",
      refuses_empty_mean, NULL, NULL, TG_ATTN_EMPTY_MEAN},
-    {TG_ATTN_C_EMPTY_NAN, name_EMPTY_NAN, token_EMPTY_NAN, 0, TG_ATTN_C_EMPTY_MEAN,
+    {TG_ATTN_C_EMPTY_NAN, name_EMPTY_NAN, token_EMPTY_NAN, 0, TG_ATTN_C_EMPTY_MEAN | TG_ATTN_C_EMPTY_PREFIX,
      "a row that sees no key gives NaN (a -inf mask: 0/0)", refuses_empty_nan, NULL, NULL, TG_ATTN_EMPTY_NAN},
+    {TG_ATTN_C_MQA_ONLY, name_MQA_ONLY, token_MQA_ONLY, TG_ATTN_F_GQA, 0,
+     "exactly one key/value head (multi-query: StarCoder/GPTBigCode's kernels)", refuses_mqa_only, fit_mqa_only, NULL,
+     TG_ATTN_EMPTY_ZERO},
+    {TG_ATTN_C_EMPTY_PREFIX, name_EMPTY_PREFIX, token_EMPTY_PREFIX, 0, TG_ATTN_C_EMPTY_MEAN | TG_ATTN_C_EMPTY_NAN,
+     "a row that sees no key averages v over its causal prefix (a causal where(., finfo.min) plus an added finfo.min "
+     "padding mask: CodeGen, GPT-NeoX)", refuses_empty_prefix, NULL, NULL, TG_ATTN_EMPTY_PREFIX},
+    {TG_ATTN_C_SCALE_FOLDED, name_SCALE_FOLDED, token_SCALE_FOLDED, 0, TG_ATTN_C_SCALE_RSQRT_D,
+     "no multiplier, `scale` ignored: 1/sqrt(d_head) folded into W_q's initialisation (T5); a call with another scale "
+     "is refused", refuses_scale_folded, fit_scale_folded, NULL, TG_ATTN_EMPTY_ZERO},
 };
 _Static_assert(sizeof conventions / sizeof conventions[0] == TG_ATTN_N_CONVENTIONS,
                "a convention of TG_ATTN_CONVENTION_TABLE without its row in conventions[]");

@@ -53,6 +53,13 @@ enum { TG_ATTN_N_FEATURES = 0 TG_ATTN_FEATURE_TABLE(TG_ATTN_FEATURE_COUNT_) };
  *   empty_mean     a row that sees no key weighs every key of the buffer equally (an additive
  *                  finfo.min mask: transformers' eager code), so it gives the mean of v
  *   empty_nan      a row that sees no key gives NaN (a −inf mask: 0/0)
+ *   mqa_only       exactly one key/value head (multi-query: StarCoder's kernels); a call with
+ *                  another Hkv is refused (since 0.21, as the next two)
+ *   empty_prefix   a row that sees no key averages v over the keys the causal mask alone leaves it
+ *                  (a causal where(·, finfo.min) and an added finfo.min padding mask: a key hidden
+ *                  twice gets −inf; CodeGen, GPT-NeoX)
+ *   scale_folded   no multiplier at all, `scale` ignored: 1/√d_head is folded into W_q's
+ *                  initialisation (T5); a call whose scale is not 1 is refused
  * Empty-row conventions make the call that has such a row be refused (its out would not be the
  * contract's 0). */
 #define TG_ATTN_CONVENTION_TABLE(X)                                            \
@@ -63,7 +70,10 @@ enum { TG_ATTN_N_FEATURES = 0 TG_ATTN_FEATURE_TABLE(TG_ATTN_FEATURE_COUNT_) };
     X(ALIBI_CAUSAL, 4, "ALiBi under a causal mask only", "alibi_causal")       \
     X(SINKS_ALWAYS, 5, "sinks always on", "sinks_always")                      \
     X(EMPTY_MEAN, 6, "an empty row gives the mean of v", "empty_mean")         \
-    X(EMPTY_NAN, 7, "an empty row gives NaN", "empty_nan")
+    X(EMPTY_NAN, 7, "an empty row gives NaN", "empty_nan")                    \
+    X(MQA_ONLY, 8, "one key/value head only", "mqa_only")                     \
+    X(EMPTY_PREFIX, 9, "an empty row averages its causal prefix", "empty_prefix") \
+    X(SCALE_FOLDED, 10, "no scale: 1/sqrt(d_head) folded into W_q", "scale_folded")
 #define TG_ATTN_CONVENTION_ENUM_(id, bit, name, token) TG_ATTN_C_##id = 1u << (bit),
 enum { TG_ATTN_CONVENTION_TABLE(TG_ATTN_CONVENTION_ENUM_) };
 enum { TG_ATTN_N_CONVENTIONS = 0 TG_ATTN_CONVENTION_TABLE(TG_ATTN_FEATURE_COUNT_) };
@@ -81,7 +91,7 @@ typedef struct tg_attn_feature {
 } tg_attn_feature;
 
 /* What a row that sees no key gives, by the contract (ZERO) or by a convention. */
-enum { TG_ATTN_EMPTY_ZERO, TG_ATTN_EMPTY_MEAN, TG_ATTN_EMPTY_NAN };
+enum { TG_ATTN_EMPTY_ZERO, TG_ATTN_EMPTY_MEAN, TG_ATTN_EMPTY_NAN, TG_ATTN_EMPTY_PREFIX };
 
 /* A convention's behaviour (since 0.20). */
 typedef struct tg_attn_convention {
@@ -93,7 +103,8 @@ typedef struct tg_attn_convention {
     /* 1 with why (about the call: "the call is not causal") when args fall outside it; args
      * complete, q and k 4-D */
     int (*refuses)(const tg_attn_args *a, char *why, size_t len);
-    /* args moved to the nearest call inside it (NULL: nothing to move) */
+    /* args moved to the nearest call inside it (NULL: nothing to move); mqa_only's keeps the first
+     * key/value head of k and v in place (their tensors shrink to Hkv = 1) */
     void (*fit)(tg_attn_args *a);
     /* what the gate completes a call with before the kernel sees it (NULL: nothing) */
     void (*complete)(tg_ctx *ctx, tg_attn_args *a);

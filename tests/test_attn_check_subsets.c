@@ -15,7 +15,7 @@
 static int check_subset(unsigned feats) {
     char name[64];
     snprintf(name, sizeof name, "tg_attend declaring 0x%03x", feats);
-    const tg_attn_kernel K = {sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, feats, name, tg_attend, NULL, NULL, NULL, 0};
+    const tg_attn_kernel K = {sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, feats, name, tg_attend, NULL, NULL, NULL, 0, 0};
     tg_attn_check_report r = {0};
     const int rc = tg_attn_check(&K, &(tg_attn_check_opts){.d_head = 8}, &r);
     if (rc || r.failed) {

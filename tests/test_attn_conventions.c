@@ -111,7 +111,7 @@ static void test_declared_passes(void **s) {
     int bad = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const tg_attn_kernel K = {sizeof K, TG_ATTENTION_PLUGIN_ABI, cases[c].features, cases[c].name, cases[c].fn, NULL, NULL,
-                                  NULL, cases[c].conventions};
+                                  NULL, cases[c].conventions, 0};
         tg_attn_check_report r = {0};
         const int rc = tg_attn_check(&K, &(tg_attn_check_opts){.d_head = 8}, &r);
         int infos = 0;
@@ -132,7 +132,7 @@ static void test_undeclared_named(void **s) {
     int bad = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const tg_attn_kernel K = {sizeof K, TG_ATTENTION_PLUGIN_ABI, cases[c].features, cases[c].name, cases[c].fn, NULL, NULL,
-                                  NULL, 0};
+                                  NULL, 0, 0};
         tg_attn_check_report r = {0};
         const int rc = tg_attn_check(&K, &(tg_attn_check_opts){.d_head = 8}, &r);
         int named = 0;
@@ -174,7 +174,7 @@ static void test_gate(void **s) {
     int kv_len[2] = {5, 0};
     for (size_t i = 0; i < sizeof refuse / sizeof refuse[0]; i++) {
         const tg_attn_kernel K = {sizeof K, TG_ATTENTION_PLUGIN_ABI, refuse[i].f, "k", refuse[i].fn, NULL, NULL, NULL,
-                                  refuse[i].c};
+                                  refuse[i].c, 0};
         tg_attn_args a = tg_attn_args_make(q, k, k, 0.3f);   /* not 1/√4: refused by scale_rsqrt_d */
         if (refuse[i].f & TG_ATTN_F_WINDOW) a.window_left = 1, a.window_right = 1;
         if (refuse[i].f & TG_ATTN_F_ALIBI) a.alibi = alibi;
@@ -186,14 +186,14 @@ static void test_gate(void **s) {
         assert_non_null(strstr(why, refuse[i].token));
     }
     /* inside the conventions: taken */
-    const tg_attn_kernel C = {sizeof C, TG_ATTENTION_PLUGIN_ABI, 0, "c", causal_kernel, NULL, NULL, NULL, TG_ATTN_C_CAUSAL_ONLY};
+    const tg_attn_kernel C = {sizeof C, TG_ATTENTION_PLUGIN_ABI, 0, "c", causal_kernel, NULL, NULL, NULL, TG_ATTN_C_CAUSAL_ONLY, 0};
     tg_attn_args a = tg_attn_args_make(q, k, k, 0.3f);
     a.causal = 1;
     char why[300];
     assert_non_null(tg_attn_call_caught(&ctx, &C, &a, 0, why, sizeof why));
     /* sinks_always without sinks: −inf sinks, the plain softmax to the last bit */
     const tg_attn_kernel S = {sizeof S, TG_ATTENTION_PLUGIN_ABI, TG_ATTN_F_SINKS, "s", needs_sinks, NULL, NULL, NULL,
-                              TG_ATTN_C_SINKS_ALWAYS};
+                              TG_ATTN_C_SINKS_ALWAYS, 0};
     tg_tensor *got = tg_attn_call_caught(&ctx, &S, &a, 0, why, sizeof why), *want = tg_attend(&ctx, &a);
     assert_non_null(got);
     assert_memory_equal(got->data, want->data, sizeof(float) * (size_t)want->numel);

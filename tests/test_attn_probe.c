@@ -23,7 +23,7 @@
 enum { B = 2, T = 9, H = 3, D = 6 };
 
 static tg_attn_kernel textbook(tg_attention_fn fn) {   /* an ABI 1 kernel, as the plugin loader makes one */
-    return (tg_attn_kernel){sizeof(tg_attn_kernel), 1, TG_ATTN_F_DV, "test", NULL, fn, NULL, NULL, 0};
+    return (tg_attn_kernel){sizeof(tg_attn_kernel), 1, TG_ATTN_F_DV, "test", NULL, fn, NULL, NULL, 0, 0};
 }
 
 static void compare(tg_attention_fn fn, int causal, int with_hs, float std, float scale) {

@@ -4,11 +4,14 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
 #include "tg_core.h"
 #include "gradcheck.h"
+#include "safetensors.h"
+#include "tg_precision.h"
 #include "testutil.h"
 
 static void test_shape_helpers(void **s) {
@@ -281,6 +284,66 @@ static void test_rng_normal_moments(void **s) {
     }
 }
 
+/* bf16 and fp16 (0.21): every value of each round-trips; known roundings; within u of any float */
+static void test_precision_rounding(void **s) {
+    (void)s;
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        const float f = tg_f32_of_f16((uint16_t)h), b = tg_f32_of_bf16((uint16_t)h);
+        if (!isnan(f)) assert_int_equal(tg_f16_of(f), h);
+        if (!isnan(b)) assert_int_equal(tg_bf16_of(b), h);
+        if (isnan(f)) assert_true(isnan(tg_f32_of_f16(tg_f16_of(f))));
+    }
+    assert_int_equal(tg_bf16_of(1.0f), 0x3f80);
+    assert_int_equal(tg_bf16_of(1.0f + 0x1p-8f), 0x3f80);         /* a tie: to even */
+    assert_int_equal(tg_bf16_of(1.0f + 3 * 0x1p-8f), 0x3f82);     /* a tie: to even, up */
+    assert_int_equal(tg_bf16_of(3.4e38f), 0x7f80);                /* past bf16's largest: inf */
+    assert_int_equal(tg_f16_of(65504.0f), 0x7bff);
+    assert_int_equal(tg_f16_of(65519.0f), 0x7bff);
+    assert_int_equal(tg_f16_of(65520.0f), 0x7c00);
+    assert_int_equal(tg_f16_of(0x1p-24f), 0x0001);
+    assert_int_equal(tg_f16_of(0x1p-25f), 0x0000);                /* a tie at the smallest subnormal: to 0 */
+    assert_int_equal(tg_f16_of(3 * 0x1p-25f), 0x0002);
+    assert_int_equal(tg_f16_of(1.0f / 3), 0x3555);
+    assert_int_equal(tg_f16_of(-0.0f), 0x8000);
+    assert_true(isnan(tg_round_to(TG_BF16, NAN)) && isnan(tg_round_to(TG_FP16, NAN)));
+    tg_rng r;
+    tg_rng_seed(&r, 9, 9);
+    for (int i = 0; i < 100000; i++) {
+        /* |x| in [2^-11, 2^10): normal in both (fp16's subnormals, below 2^-14, round absolutely) */
+        const float x = ldexpf((tg_rng_uniform(&r) < 0.5f ? -0.5f : 0.5f) * (1 + tg_rng_uniform(&r)),
+                               (int)(tg_rng_uniform(&r) * 20) - 10);
+        for (int p = TG_BF16; p <= TG_FP16; p++)
+            assert_true(fabs((double)tg_round_to(p, x) - x) <= tg_precision_u(p) * fabs(x));
+    }
+    assert_int_equal(tg_precision_of("bf16"), TG_BF16);
+    assert_int_equal(tg_precision_of("fp8"), -1);
+    assert_string_equal(tg_precision_name(TG_FP16), "fp16");
+}
+
+/* safetensors carries BF16 and F16 (0.21): written from their bits, read back widened */
+static void test_safetensors_half(void **s) {
+    (void)s;
+    const float x[5] = {1.0f, -2.5f, 0.1f, 65504.0f, 1e-6f};
+    uint16_t b[5], h[5];
+    for (int i = 0; i < 5; i++) b[i] = tg_bf16_of(x[i]), h[i] = tg_f16_of(x[i]);
+    const tg_st_tensor t[2] = {{.name = "b", .dtype = TG_ST_BF16, .ndim = 1, .shape = {5}, .data = b},
+                               {.name = "h", .dtype = TG_ST_F16, .ndim = 1, .shape = {5}, .data = h}};
+    unsigned char *bytes;
+    size_t len;
+    char err[200];
+    assert_int_equal(tg_st_encode(t, 2, NULL, 0, &bytes, &len, err, sizeof err), 0);
+    tg_st_file f;
+    assert_int_equal(tg_st_parse(bytes, len, &f, err, sizeof err), 0);
+    float got[5];
+    tg_st_get_f32(tg_st_find(&f, "b"), got);
+    for (int i = 0; i < 5; i++) assert_true(got[i] == tg_round_to(TG_BF16, x[i]));
+    tg_st_get_f32(tg_st_find(&f, "h"), got);
+    for (int i = 0; i < 5; i++) assert_true(got[i] == tg_round_to(TG_FP16, x[i]));
+    assert_int_equal(tg_st_find(&f, "h")->dtype, TG_ST_F16);
+    tg_st_free(&f);
+    free(bytes);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shape_helpers),
@@ -291,6 +354,8 @@ int main(void) {
         cmocka_unit_test(test_forgotten_grad_rule),
         cmocka_unit_test(test_rng_reference),
         cmocka_unit_test(test_rng_normal_moments),
+        cmocka_unit_test(test_precision_rounding),
+        cmocka_unit_test(test_safetensors_half),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -109,6 +109,8 @@ int tgc_grid(const tg_attn_check_opts *o, int *d) {
 
 int tgc_near(double a, double b, double rel) { return fabs(a - b) <= rel * fabs(b); }
 
+double tgc_wtol(const tg_attn_kernel *K) { return 1e-3 + 2 * tg_precision_u(tg_attn_kernel_precision(K)); }
+
 /* max |out − ref| / max |ref| over a call; -1 with *bad set when out holds a non-finite value */
 double tgc_rel_err(const tg_tensor *out, const tg_tensor *ref, int64_t *bad) {
     double maxref = 0, err = 0;
@@ -257,6 +259,39 @@ static void point_forward_lines(tg_attn_check_report *r) {
     }
 }
 
+/* ---- layers: the kernel seen through a layer (its calls carry it) -------------------------------- */
+typedef struct {
+    const tg_attn_kernel *K;
+    int layer;
+} at_layer;
+
+static tg_tensor *layer_attend(void *self, tg_ctx *ctx, const tg_attn_args *args) {
+    const at_layer *w = self;
+    tg_attn_args a = tg_attn_args_of(args);
+    a.layer = w->layer;
+    return tg_attn_kernel_call(ctx, w->K, &a);
+}
+
+/* K as a kernel whose every call carries layer: its declaration, calls through layer_attend */
+static tg_attn_kernel kernel_at(const tg_attn_kernel *K, at_layer *w) {
+    tg_attn_kernel L = {sizeof L, TG_ATTENTION_PLUGIN_ABI, K->features, K->name, NULL, NULL, w, layer_attend,
+                        tg_attn_kernel_conventions(K), tg_attn_kernel_precision(K)};
+    return L;
+}
+
+/* the lines from n0 on: a further layer's, named by it */
+static void name_layer(tg_attn_check_report *r, int n0, int layer) {
+    for (int i = n0; i < r->n; i++) {
+        char w[sizeof r->lines[i].what];
+        snprintf(w, sizeof w, "L%d %.30s", layer, r->lines[i].what);
+        memcpy(r->lines[i].what, w, sizeof w);
+    }
+}
+
+/* at a further layer: the function and its multiplier (the finite differences of the gradient probe
+ * would double a battery's time for each layer: ~6 s an exec kernel on 2 cores) */
+static int probe_at_layer(const char *name) { return !strcmp(name, "forward") || !strcmp(name, "temperature"); }
+
 int tg_attn_check(const tg_attn_kernel *K, const tg_attn_check_opts *opts, tg_attn_check_report *r) {
     tg_attn_check_opts o = opts ? *opts : (tg_attn_check_opts){0};
     *r = (tg_attn_check_report){0};
@@ -277,10 +312,26 @@ int tg_attn_check(const tg_attn_kernel *K, const tg_attn_check_opts *opts, tg_at
      * imports each time). A plugin or built-in op runs in this process: each probe in a child. */
     tg_attn_exec *caller = o.exec_cmd ? tg_attn_exec_of(K) : NULL, own = {.to = -1, .from = -1, .err = -1};
     tg_attn_exec *x = caller && caller->owner == getpid() ? caller : NULL;
-    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
+    const int n_layers = o.n_layers > 0 ? (o.n_layers < TG_ATTN_CHECK_MAX_LAYERS ? o.n_layers : TG_ATTN_CHECK_MAX_LAYERS) : 1;
+    if (o.n_layers <= 0) o.layers[0] = 0;
+    if (n_layers > 1 || o.layers[0]) {
+        char ls[80] = "";
+        for (int l = 0; l < n_layers; l++)
+            snprintf(ls + strlen(ls), sizeof ls - strlen(ls), "%s%d", l ? ", " : "", o.layers[l]);
+        tgc_add(r, "layers", "calls", TG_ATTN_CHECK_INFO, NAN, NAN, "the calls carry layer %s: every probe at layer %d, "
+            "the forward and temperature probes at each further one (lines L<layer>)", ls, o.layers[0]);
+    }
+    for (size_t n = 0; n < n_layers * (sizeof probes / sizeof probes[0]); n++) {
+        const size_t i = n % (sizeof probes / sizeof probes[0]);
+        const int l = (int)(n / (sizeof probes / sizeof probes[0])), n0 = r->n;
         if (probes[i].f && !(K->features & probes[i].f)) continue;
+        if (l && !probe_at_layer(probes[i].name)) continue;
+        at_layer w = {K, o.layers[l]};
+        tg_attn_kernel KL;
         if (!o.exec_cmd) {
-            run_probe(probes[i].name, probes[i].p, K, &o, r);
+            KL = kernel_at(K, &w);
+            run_probe(probes[i].name, probes[i].p, o.layers[l] ? &KL : K, &o, r);
+            if (l) name_layer(r, n0, o.layers[l]);
             continue;
         }
         if (!x || x->failed) {
@@ -295,7 +346,9 @@ int tg_attn_check(const tg_attn_kernel *K, const tg_attn_check_opts *opts, tg_at
             }
             x = &own;
         }
-        probes[i].p(&x->kernel, &o, r);
+        w.K = &x->kernel, KL = kernel_at(&x->kernel, &w);
+        probes[i].p(o.layers[l] ? &KL : &x->kernel, &o, r);
+        if (l) name_layer(r, n0, o.layers[l]);
     }
     if (x == &own) tg_attn_exec_close(&own);
     point_forward_lines(r);

@@ -33,8 +33,26 @@ tg_tensor *tgc_head_scales(tg_ctx *ctx, int H, float a, float b);
 /* the head sizes checked: opts' d_head, or 8, 32, 64, 128; how many into d */
 int tgc_grid(const tg_attn_check_opts *o, int *d);
 int tgc_near(double a, double b, double rel);
+/* How far K's weights may stray from exact ones (a row's sum from 1, a weight from its equal): 1e-3,
+ * plus two roundings of its precision (each weight, then the output: 0.0088 in bf16). */
+double tgc_wtol(const tg_attn_kernel *K);
 /* max |out − ref| / max |ref|; -1 with *bad the first non-finite entry of out */
 double tgc_rel_err(const tg_tensor *out, const tg_tensor *ref, int64_t *bad);
+
+/* The textbook attention of a (every feature of the contract; q, k, v rounded to prec first) in
+ * double, or with inner set rounded to prec where a computation in it rounds (FlashAttention's
+ * reference with upcast off): the logits, the weights before the product with v, the output; dout
+ * rounded, dP and dS before their products, each gradient. out [B,Tq,H,dv]; dout NULL: no backward,
+ * else dq, dk, dv in q's, k's and v's shapes (textbook.c). */
+void tgc_textbook(const tg_attn_args *a, int prec, int inner, const float *dout, float *out, float *dq, float *dk,
+                  float *dv);
+/* FlashAttention's rule for a low-precision kernel: its error against the exact reference at most
+ * mult (2; 4 for gradients under a soft-cap) times the textbook's in its precision, plus floor_rel of
+ * the values' scale (the probes: u, the precision's unit roundoff, as FlashAttention's Hopper tests
+ * add the rounding of values near 0.3 in the dtype). *err and *allowed relative to max |exact|; returns err/allowed (≤ 1: passes),
+ * -1 when got holds a non-finite value. */
+double tgc_lowprec_ratio(const float *got, const float *exact, const float *textbook, int64_t n, double mult,
+                         double floor_rel, double *err, double *allowed);
 
 /* One call of a declared feature alone, on random data: the args of feature f (a TG_ATTN_F_* bit). */
 typedef struct {

@@ -258,13 +258,14 @@ static int exchange(tg_attn_exec *x, const char *call, const tg_st_kv *meta, int
     return 0;
 }
 
-/* The reply's tensor `name`: F32 of exactly that shape, copied to dst. 0, or -1 with x broken. */
+/* The reply's tensor `name`: F32 (or BF16, F16, widened: a kernel may answer in its precision) of
+ * exactly that shape, copied to dst. 0, or -1 with x broken. */
 static int take(tg_attn_exec *x, const char *call, const tg_st_file *f, const char *name, const tg_tensor *like,
                 float *dst) {
     const tg_st_entry *e = tg_st_find(f, name);
     char want[TG_SHAPE_BUF];
     tg_shape_str(like, want);
-    int ok = e && e->dtype == TG_ST_F32 && e->ndim == like->ndim;
+    int ok = e && (e->dtype == TG_ST_F32 || e->dtype == TG_ST_BF16 || e->dtype == TG_ST_F16) && e->ndim == like->ndim;
     for (int d = 0; ok && d < like->ndim; d++) ok = e->shape[d] == like->shape[d];
     if (!ok) {
         char got[160] = "missing";
@@ -312,6 +313,18 @@ static void release(tg_ctx *ctx, tg_attn_exec *x, uint64_t id) {
     tg_st_free(&f);
 }
 
+/* t as a tensor of the frame: F32, or in prec (BF16, F16: rounded to nearest even, in ctx's arena) */
+static tg_st_tensor st_of(tg_ctx *ctx, const char *name, const float *data, const tg_tensor *t, int prec) {
+    tg_st_tensor s = {.name = name, .dtype = TG_ST_F32, .ndim = t->ndim, .data = data};
+    for (int d = 0; d < t->ndim; d++) s.shape[d] = t->shape[d];
+    if (prec != TG_FP32) {
+        uint16_t *h = tg_arena_alloc(ctx, (size_t)t->numel * sizeof(uint16_t));
+        for (int64_t i = 0; i < t->numel; i++) h[i] = prec == TG_BF16 ? tg_bf16_of(data[i]) : tg_f16_of(data[i]);
+        s.dtype = prec == TG_BF16 ? TG_ST_BF16 : TG_ST_F16, s.data = h;
+    }
+    return s;
+}
+
 static void exec_backward(tg_ctx *ctx, const tg_node *n) {
     const exec_rec *r = n->saved;
     tg_attn_exec *x = r->x;
@@ -321,8 +334,7 @@ static void exec_backward(tg_ctx *ctx, const tg_node *n) {
     snprintf(call, sizeof call, "backward %llu", (unsigned long long)r->id);
     snprintf(idbuf, sizeof idbuf, "%llu", (unsigned long long)r->id);
     const tg_st_kv meta[] = {{"protocol", TG_ATTN_EXEC_PROTOCOL}, {"type", "backward"}, {"id", idbuf}};
-    tg_st_tensor dout = {.name = "dout", .dtype = TG_ST_F32, .ndim = n->out->ndim, .data = n->out->grad};
-    for (int d = 0; d < n->out->ndim; d++) dout.shape[d] = n->out->shape[d];
+    const tg_st_tensor dout = st_of(ctx, "dout", n->out->grad, n->out, tg_attn_kernel_precision(&x->kernel));
     tg_st_file f;
     if (exchange(x, call, meta, 3, &dout, 1, "grads", r->id, &f)) call_failed(ctx, x, x->why);
     for (int i = 0; i < N_IN; i++) {
@@ -343,12 +355,6 @@ static void exec_backward(tg_ctx *ctx, const tg_node *n) {
     release(ctx, x, r->id);
 }
 
-static tg_st_tensor st_of(const char *name, const tg_tensor *t) {
-    tg_st_tensor s = {.name = name, .dtype = TG_ST_F32, .ndim = t->ndim, .data = t->data};
-    for (int d = 0; d < t->ndim; d++) s.shape[d] = t->shape[d];
-    return s;
-}
-
 static tg_tensor *exec_attend(void *self, tg_ctx *ctx, const tg_attn_args *args) {
     tg_attn_exec *x = self;
     check_owner(ctx, x);
@@ -363,7 +369,7 @@ static tg_tensor *exec_attend(void *self, tg_ctx *ctx, const tg_attn_args *args)
     for (int i = 0; i < N_IN; i++)
         if (ins[i] && ins[i]->requires_grad && ctx->grad_enabled)
             snprintf(needs + strlen(needs), sizeof needs - strlen(needs), "%s%s", needs[0] ? "," : "", in_names[i]);
-    char sc[32], cap[32], drop[32], seed[32], wl[16], wr[16], idbuf[32], causal[4];
+    char sc[32], cap[32], drop[32], seed[32], wl[16], wr[16], idbuf[32], causal[4], layer[16];
     snprintf(sc, sizeof sc, "%.9g", a.scale);
     snprintf(cap, sizeof cap, "%.9g", a.softcap);
     snprintf(drop, sizeof drop, "%.9g", a.dropout);
@@ -372,14 +378,17 @@ static tg_tensor *exec_attend(void *self, tg_ctx *ctx, const tg_attn_args *args)
     snprintf(wr, sizeof wr, "%d", a.window_right);
     snprintf(idbuf, sizeof idbuf, "%llu", (unsigned long long)id);
     snprintf(causal, sizeof causal, "%d", a.causal ? 1 : 0);
+    snprintf(layer, sizeof layer, "%d", a.layer);
+    /* layer only when not 0: a kernel before 0.21 reads the call as before */
     const tg_st_kv meta[] = {{"protocol", TG_ATTN_EXEC_PROTOCOL}, {"type", "forward"}, {"id", idbuf}, {"scale", sc},
                              {"causal", causal}, {"window_left", wl}, {"window_right", wr}, {"softcap", cap},
-                             {"dropout", drop}, {"dropout_seed", seed}, {"needs_grad", needs}};
+                             {"dropout", drop}, {"dropout_seed", seed}, {"needs_grad", needs}, {"layer", layer}};
+    const int prec = tg_attn_kernel_precision(&x->kernel);
     tg_st_tensor t[N_IN + 2];
     int n = 0;
-    for (int i = 0; i < N_IN; i++)
-        if (ins[i]) t[n++] = st_of(in_names[i], ins[i]);
-    if (a.alibi) t[n++] = st_of("alibi", a.alibi);
+    for (int i = 0; i < N_IN; i++)   /* q, k, v in the kernel's precision; the rest F32 */
+        if (ins[i]) t[n++] = st_of(ctx, in_names[i], ins[i]->data, ins[i], i < 3 ? prec : TG_FP32);
+    if (a.alibi) t[n++] = st_of(ctx, "alibi", a.alibi->data, a.alibi, TG_FP32);
     float *kv_len = NULL;
     if (a.kv_len) {   /* whole numbers, as F32 (the protocol has one dtype) */
         kv_len = tg_arena_alloc(ctx, (size_t)B * sizeof(float));
@@ -391,7 +400,7 @@ static tg_tensor *exec_attend(void *self, tg_ctx *ctx, const tg_attn_args *args)
              (unsigned long long)id, B, Tq, H, a.q->shape[3], a.k->shape[0], a.k->shape[1], a.k->shape[2],
              a.k->shape[3], a.v->shape[0], a.v->shape[1], a.v->shape[2], dv);
     tg_st_file f;
-    if (exchange(x, call, meta, (int)(sizeof meta / sizeof meta[0]), t, n, "out", id, &f))
+    if (exchange(x, call, meta, (int)(sizeof meta / sizeof meta[0]) - !a.layer, t, n, "out", id, &f))
         call_failed(ctx, x, x->why);
     tg_tensor *out = tg_new(ctx, 4, (int[]){B, Tq, H, dv});
     if (take(x, call, &f, "out", out, out->data)) {
@@ -523,7 +532,7 @@ int tg_attn_exec_open(tg_attn_exec *x, const char *cmd, double timeout, char *er
     const char *name = tg_st_meta(&f, "name");
     /* what it declares, read as the tables read every declaration (attn_kernel.h) */
     x->kernel = (tg_attn_kernel){sizeof(tg_attn_kernel), TG_ATTENTION_PLUGIN_ABI, 0, x->name, NULL, NULL, x,
-                                 exec_attend, 0};
+                                 exec_attend, 0, TG_FP32};
     char why[400] = "";
     if (!name || !*name) snprintf(why, sizeof why, "the kernel gave no name");
     else (void)tg_attn_declared_read(&x->kernel, hello_field, &f, why, sizeof why);

@@ -138,7 +138,8 @@ static int read_descriptor(tg_attn_plugin *p, const char *file, char *err, size_
             return tg_errf(err, errlen, "plugin %s: its descriptor %s declares %s", file, dname, why);
         p->abi = TG_ATTENTION_PLUGIN_ABI;
         p->kernel = (tg_attn_kernel){sizeof(tg_attn_kernel), desc->abi, desc->features, p->symbol, desc->attend, NULL, NULL,
-                                     NULL, tg_attn_kernel_conventions(desc)};   /* 0 from a descriptor before 0.17 */
+                                     NULL, tg_attn_kernel_conventions(desc),   /* 0 from a descriptor before 0.17 */
+                                     tg_attn_kernel_precision(desc)};          /* fp32 from one before 0.21 */
         return 0;
     }
     void *fn = dlsym(p->handle, p->symbol);

@@ -47,6 +47,12 @@ static tg_tensor *call_identity(tg_ctx *ctx, const tg_attn_kernel *kernel, const
         for (int64_t r = 0; r < (int64_t)B * Tq * H; r++) memcpy(qp->data + r * dv, q->data + r * d, sizeof(float) * d);
         for (int64_t r = 0; r < (int64_t)B * Tk * Hkv; r++) memcpy(kp->data + r * dv, k->data + r * d, sizeof(float) * d);
         a.q = qp, a.k = kp;
+        if (tg_attn_kernel_conventions(kernel) & TG_ATTN_C_SCALE_RSQRT_D) {
+            /* its own 1/√d now reads 1/√dv: q grows by √(dv/d) so that the logits stay the call's */
+            const float grow = sqrtf((float)dv) / sqrtf((float)d);
+            for (int64_t i = 0; i < qp->numel; i++) qp->data[i] *= grow;
+            a.scale = 1.0f / sqrtf((float)dv);
+        }
     }
     char msg[400];
     tg_tensor *o = tg_attn_call_caught(ctx, kernel, &a, 0, msg, sizeof msg);
@@ -84,9 +90,12 @@ int tg_attn_weights(tg_ctx *ctx, const tg_attn_kernel *kernel, const tg_attn_arg
 }
 
 /* With V = identity, o holds the weights: each row's must be weights (finite,
- * >= 0, summing to 1, or at most 1 with sinks, 0 with no key) and none on a
- * key the call hides. TG_MEASURE_OK, _FAILED or _LEAK (err says where). */
-static int check_weights(const tg_attn_args *args, const tg_tensor *o, int dv, char *err, size_t errlen) {
+ * >= 0, summing to 1, or at most 1 with sinks, 0 with no key, within 1e-3 and
+ * two roundings of the kernel's precision: a bf16 kernel rounds each weight and
+ * its output) and none on a key the call hides. TG_MEASURE_OK, _FAILED or _LEAK
+ * (err says where). */
+static int check_weights(const tg_attn_args *args, const tg_tensor *o, int dv, int prec, char *err, size_t errlen) {
+    const double tol = 1e-3 + 2 * tg_precision_u(prec);
     const tg_attn_args *a = args;
     const int B = a->q->shape[0], Tq = a->q->shape[1], H = a->q->shape[2], Tk = a->k->shape[1];
     const float *bias = a->bias ? a->bias->data : NULL;
@@ -113,7 +122,7 @@ static int check_weights(const tg_attn_args *args, const tg_tensor *o, int dv, c
                     sum += p[j];
                 }
                 const int sinks = a->sinks != NULL;
-                if (lo == hi ? sum > 1e-3 : sinks ? sum > 1 + 1e-3 : fabs(sum - 1.0) > 1e-3)
+                if (lo == hi ? sum > tol : sinks ? sum > 1 + tol : fabs(sum - 1.0) > tol)
                     return tg_errf(err, errlen, "with V = identity row %d of head %d sums to %g, not %s: not attention "
                                    "weights (does the kernel assume dv = d?)", i, h, sum,
                                    lo == hi ? "0 (it sees no key)" : sinks ? "at most 1" : "1"), TG_MEASURE_FAILED;
@@ -124,8 +133,10 @@ static int check_weights(const tg_attn_args *args, const tg_tensor *o, int dv, c
 /* Head h's entropy, saturation, max logit and temperature c (the slope of
  * log-weights on q·k over each row's visible keys) from its weights in o.
  * s, lp: 2 rows of Tk doubles of room. */
-static void head_stats(const tg_attn_args *args, const tg_tensor *o, int dv, int h, double *s, double *lp,
+static void head_stats(const tg_attn_args *args, const tg_tensor *o, int dv, int h, int prec, double *s, double *lp,
                        tg_attn_stats *stats, float *mult) {
+    /* weights too small to hold their precision's significant bits (fp16's subnormals) say little of c */
+    const float tiny = prec == TG_FP16 ? 0x1p-14f : 1e-30f;
     const tg_attn_args *a = args;
     const tg_tensor *q = a->q, *k = a->k;
     const int B = q->shape[0], Tq = q->shape[1], H = q->shape[2], d = q->shape[3], Tk = k->shape[1],
@@ -153,7 +164,7 @@ static void head_stats(const tg_attn_args *args, const tg_tensor *o, int dv, int
                 const double pj = p[j];   /* as the built-in ops' stats: a sink's share is no key's */
                 if (pj > 0) ent -= pj * log(pj);
                 if (pj > pmax) pmax = pj;
-                if (p[j] > 1e-30f && !(brow && isinf(brow[j]))) {
+                if (p[j] > tiny && !(brow && isinf(brow[j]))) {
                     double known = (brow ? brow[j] : 0) - (alibi ? alibi[h] * fabs((double)j - (i + Tk - Tq)) : 0);
                     s[m] = dot, lp[m] = log(p[j]) - known;
                     ms += dot, ml += lp[m];
@@ -186,11 +197,12 @@ int tg_attn_measure(tg_ctx *ctx, const tg_attn_kernel *kernel, const tg_attn_arg
     tg_tensor *o = call_identity(ctx, kernel, &a, 0, err, errlen);
     if (!o) return TG_MEASURE_FAILED;
     /* the weights must be weights: that is what makes the rest mean anything */
-    const int rc = check_weights(&a, o, dv, err, errlen);
+    const int prec = tg_attn_kernel_precision(kernel);
+    const int rc = check_weights(&a, o, dv, prec, err, errlen);
     if (rc != TG_MEASURE_OK) return rc;
     /* one row's logits and log-weights, from the step's arena: a logged step mallocs nothing past the first */
     double *s = tg_arena_alloc(ctx, sizeof(double) * 2 * (size_t)(Tk > 0 ? Tk : 1)), *lp = s + (Tk > 0 ? Tk : 1);
-    for (int h = 0; h < H; h++) head_stats(&a, o, dv, h, s, lp, stats, mult);
+    for (int h = 0; h < H; h++) head_stats(&a, o, dv, h, prec, s, lp, stats, mult);
     if (probs)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++)

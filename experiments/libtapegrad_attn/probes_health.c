@@ -29,8 +29,94 @@ static int gc_can_call(const tg_attn_kernel *K, const tg_attn_args *a, char *msg
     return ok;
 }
 
+/* A low-precision kernel's gradients of q, k, v on the args of one case (q, k, v parameters of P)
+ * against FlashAttention's rule, the analytic gradients of the exact attention as the reference (finite
+ * differences of a rounded forward measure its rounding): the worst ratio of error to what the rule
+ * allows, into *worst (NAN and msg when the call failed). */
+static void lowprec_grads(const tg_attn_kernel *K, tg_params *P, tg_attn_args *a, double *worst, char *which,
+                          char *msg, size_t len) {
+    const int prec = tg_attn_kernel_precision(K);
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    tg_rng rng;
+    tg_rng_seed(&rng, 5, 5);
+    tg_params_zero_grad(P);
+    tg_tensor *out = tgc_call(&ctx, K, a, msg, len);
+    if (!out) {
+        *worst = NAN;
+        tg_ctx_free(&ctx);
+        return;
+    }
+    float *dout = tg_arena_alloc(&ctx, sizeof(float) * (size_t)out->numel);
+    tg_fill_normal(&rng, dout, out->numel, 0.0f, 1.0f);
+    tg_backward_seed(&ctx, out, dout);
+    const tg_tensor *in[3] = {a->q, a->k, a->v};
+    float *ex[3], *lo[3], *o2 = tg_arena_alloc(&ctx, sizeof(float) * (size_t)out->numel);
+    for (int i = 0; i < 3; i++)
+        ex[i] = tg_arena_alloc(&ctx, sizeof(float) * (size_t)in[i]->numel),
+        lo[i] = tg_arena_alloc(&ctx, sizeof(float) * (size_t)in[i]->numel);
+    tgc_textbook(a, prec, 0, dout, o2, ex[0], ex[1], ex[2]);
+    tgc_textbook(a, prec, 1, dout, o2, lo[0], lo[1], lo[2]);
+    for (int i = 0; i < 3; i++) {
+        double err, allowed;
+        const double ratio = !in[i]->grad ? 0
+                           : tgc_lowprec_ratio(in[i]->grad, ex[i], lo[i], in[i]->numel, a->softcap > 0 ? 4 : 2, tg_precision_u(prec),
+                                               &err, &allowed);
+        if (ratio < 0 || ratio > *worst) *worst = ratio < 0 ? INFINITY : ratio, *which = "qkv"[i];
+    }
+    tg_ctx_free(&ctx);
+}
+
+static void lowprec_gradient(const tg_attn_kernel *K, tg_attn_check_report *r) {
+    const int B = 2, T = 5, H = 2, d = 4, dv = K->features & TG_ATTN_F_DV ? 3 : 4;
+    const char *pn = tg_precision_name(tg_attn_kernel_precision(K));
+    for (int i = 0; i < TG_ATTN_N_FEATURES; i++) {   /* i = 0: the textbook call, causal and not */
+        const unsigned f = i ? 1u << i : 0;
+        if (i && !(K->features & f)) continue;
+        if (f == TG_ATTN_F_DV) continue;   /* every case has dv != d when declared */
+        double worst = 0;
+        char which = 'q', msg[300] = "", what[48];
+        for (int causal = 0; causal <= (i ? 0 : 1) && !msg[0]; causal++) {
+            if (!i && !tgc_takes(K, causal, 0)) continue;
+            tg_params P;
+            tg_params_init(&P);
+            tgc_feature_case fc;
+            if (i) {
+                tgc_make_case(&fc, f, !!(K->features & TG_ATTN_F_DV), 1, &P, 77);
+            } else {
+                tg_ctx_init(&fc.ctx, 0);
+                tg_tensor *q = tg_param(&P, "q", 4, (int[]){B, T, H, d}), *k = tg_param(&P, "k", 4, (int[]){B, T, H, d});
+                tg_tensor *v = tg_param(&P, "v", 4, (int[]){B, T, H, dv});
+                tg_params_alloc(&P);
+                tg_rng rng;
+                tg_rng_seed(&rng, 31, (uint64_t)causal);
+                tg_fill_normal(&rng, P.data, (int64_t)P.numel, 0.0f, 1.0f);
+                fc.a = tg_attn_args_make(q, k, v, 0.5f);
+                fc.a.causal = causal;
+            }
+            tgc_conform(K, &fc.a);
+            lowprec_grads(K, &P, &fc.a, &worst, &which, msg, sizeof msg);
+            tg_params_free(&P);
+            tg_ctx_free(&fc.ctx);
+        }
+        snprintf(what, sizeof what, i ? "with %s" : "d/d q, k, v", i ? tg_attn_feature_name(f) : "");
+        if (msg[0]) tgc_add(r, "gradient", what, TG_ATTN_CHECK_FAIL, NAN, 1, "%s", msg);
+        else if (worst <= 1)
+            tgc_add(r, "gradient", what, TG_ATTN_CHECK_PASS, worst, 1, "worst error/limit %.3f against the exact gradients "
+                "(%s: at most %dx a textbook backward's error in %s, plus u)", worst, pn, f == TG_ATTN_F_SOFTCAP ? 4 : 2, pn);
+        else
+            tgc_add(r, "gradient", what, TG_ATTN_CHECK_FAIL, worst, 1, "worst error/limit %.3g for d%c: the backward is not "
+                "the gradient of the forward, even allowing for %s's rounding (at most %dx a textbook backward's error in "
+                "it)", worst, which, pn, f == TG_ATTN_F_SOFTCAP ? 4 : 2);
+    }
+}
+
 void tgc_probe_gradient(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
     (void)o;
+    if (tg_attn_kernel_precision(K) != TG_FP32) {
+        lowprec_gradient(K, r);
+        return;
+    }
     const int B = 2, T = 5, H = 2, d = 4, dv = K->features & TG_ATTN_F_DV ? 3 : 4;
     const char *names[4] = {"q", "k", "v", "head_scale"};
     for (int which = 0; which < 4; which++) {
@@ -209,8 +295,17 @@ void tgc_probe_health(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_a
         return;
     }
     M = c * s * (M0 / s);   /* the largest logit at the kernel's own c */
-    char fc[300];
+    /* scale_folded: the model's W_q starts 1/√d_head smaller (T5's init): the logits at initialisation are
+     * those of c·(1/√d_head); that the fold survives training is an assumption, said */
+    const int folded = !!(tg_attn_kernel_conventions(K) & TG_ATTN_C_SCALE_FOLDED);
+    if (folded) c *= s, M *= s;
+    char fc[600], said[800];
     const int inside = forecast(o, c, fc, sizeof fc);
+    if (folded) {
+        snprintf(said, sizeof said, "%.599s; assuming 1/√d_head folded into W_q's initialisation (scale_folded: attn_scale "
+                 "does so with this kernel), not whether training keeps it folded", fc);
+        snprintf(fc, sizeof fc, "%.599s", said);
+    }
     tgc_add(r, "health", "d_head=128", inside ? TG_ATTN_CHECK_PASS : TG_ATTN_CHECK_FAIL, c, TG_BAND_HI,
         "at initialisation (q, k ~ N(0, 1), T = %d, causal): entropy/uniform %.3f (tg_attend: %.3f), largest "
         "logit %.1f (%.1f), saturated rows %.0f%% (%.0f%%); %s", T, E, E0, M, M0, 100 * S, 100 * S0, fc);

@@ -26,6 +26,7 @@ static int equal_logit_spans(tg_ctx *ctx, const tg_attn_kernel *K, tg_attn_args 
         return -1;
     }
     int expected = 0, zero_rows = 0;
+    const double wtol = tgc_wtol(K);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
             for (int i = 0; i < Tq; i++) {
@@ -53,7 +54,7 @@ static int equal_logit_spans(tg_ctx *ctx, const tg_attn_kernel *K, tg_attn_args 
                     }
                 }
                 for (int j = 0; j < Tk; j++)   /* equal logits: equal weights */
-                    if (p[j] > 1e-6f && !tgc_near(p[j], pos, 1e-3)) {
+                    if (p[j] > 1e-6f && !tgc_near(p[j], pos, wtol)) {
                         snprintf(msg, len, "row %d of head %d: equal logits give unequal weights (%g and %g): not a "
                                  "softmax of the logits (or a bias where none was asked)", i, h, p[j], pos);
                         free(P);
@@ -62,8 +63,8 @@ static int equal_logit_spans(tg_ctx *ctx, const tg_attn_kernel *K, tg_attn_args 
                 int vlo, vhi;
                 tg_attn_visible(a, b, i, &vlo, &vhi);
                 expected += vhi > vlo, zero_rows += vhi > vlo && sum == 0;
-                if (vhi > vlo && fabs(sum - 1) > 1e-3 && sum != 0 && !a->sinks) {   /* 0: no key seen, the spans say */
-                    if (n < Tk && fabs(sum - (double)n / Tk) < 1e-3)
+                if (vhi > vlo && fabs(sum - 1) > wtol && sum != 0 && !a->sinks) {   /* 0: no key seen, the spans say */
+                    if (n < Tk && fabs(sum - (double)n / Tk) < wtol)
                         snprintf(msg, len, "row %d of head %d (batch %d) sums to %g = %d/%d with equal logits: the mask "
                                  "is applied after the softmax (each seen key keeps 1/%d of all keys, not renormalised)",
                                  i, h, b, sum, n, Tk, Tk);
@@ -162,7 +163,11 @@ void tgc_probe_mask(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_att
 /* q = 0 and v of kv head g all g + 1: each query head's output is the number of the head it reads. */
 void tgc_probe_gqa(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
     (void)o;
-    const int B = 1, T = 6, H = 4, Hkv = 2, d = 8, group = H / Hkv;
+    /* a multi-query-only kernel: one kv head, which every query head reads */
+    const int mqa = !!(tg_attn_kernel_conventions(K) & TG_ATTN_C_MQA_ONLY);
+    const int B = 1, T = 6, H = 4, Hkv = mqa ? 1 : 2, d = 8, group = H / Hkv;
+    char what[24];
+    snprintf(what, sizeof what, "H=4, Hkv=%d", Hkv);
     tg_ctx ctx;
     tg_ctx_init(&ctx, 0);
     ctx.grad_enabled = 0;
@@ -176,7 +181,7 @@ void tgc_probe_gqa(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn
     char msg[300];
     tg_tensor *out = tgc_call(&ctx, K, &a, msg, sizeof msg);
     if (!out) {
-        tgc_add(r, "gqa", "H=4, Hkv=2", TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", msg);
+        tgc_add(r, "gqa", what, TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", msg);
         tg_ctx_free(&ctx);
         return;
     }
@@ -184,20 +189,21 @@ void tgc_probe_gqa(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn
     for (int h = 0; h < H; h++) {
         const double x = out->data[(size_t)h * d] - 1;   /* batch 0, row 0 */
         read[h] = (int)lround(x);
-        if (fabs(x - read[h]) > 1e-3 || read[h] < 0 || read[h] >= Hkv) mixed = h;
+        if (fabs(x - read[h]) > Hkv * tgc_wtol(K) || read[h] < 0 || read[h] >= Hkv) mixed = h;
         right &= read[h] == h / group, tile &= read[h] == h % Hkv;
     }
     if (mixed >= 0)
-        tgc_add(r, "gqa", "H=4, Hkv=2", TG_ATTN_CHECK_FAIL, NAN, NAN, "query head %d reads a mixture of key/value heads (its "
+        tgc_add(r, "gqa", what, TG_ATTN_CHECK_FAIL, NAN, NAN, "query head %d reads a mixture of key/value heads (its "
             "output is %.3g of a head numbered 0..1): keys repeated along the sequence, or heads mixed", mixed,
             out->data[(size_t)mixed * d] - 1);
     else if (right)
-        tgc_add(r, "gqa", "H=4, Hkv=2", TG_ATTN_CHECK_PASS, 0, 0, "query heads 0..3 read kv heads 0 0 1 1 (repeat_interleave: "
+        tgc_add(r, "gqa", what, TG_ATTN_CHECK_PASS, 0, 0, "%s", mqa ? "query heads 0..3 all read the one kv head "
+            "(multi-query: its convention mqa_only)" : "query heads 0..3 read kv heads 0 0 1 1 (repeat_interleave: "
             "h / (H/Hkv))");
     else {
         int h = 0;
         while (read[h] == h / group) h++;
-        tgc_add(r, "gqa", "H=4, Hkv=2", TG_ATTN_CHECK_FAIL, h, 0, "query head %d reads kv head %d, not %d%s (reads %d %d %d %d)",
+        tgc_add(r, "gqa", what, TG_ATTN_CHECK_FAIL, h, 0, "query head %d reads kv head %d, not %d%s (reads %d %d %d %d)",
             h, read[h], h / group, tile ? ": tile order (h mod Hkv) instead of repeat_interleave (h / group)" : "",
             read[0], read[1], read[2], read[3]);
     }
@@ -367,14 +373,20 @@ void tgc_probe_padding(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_
         int bad_empty = -1, empty_is = TG_ATTN_EMPTY_ZERO;   /* what the empty rows give: TG_ATTN_EMPTY_*, -1 neither */
         for (int i = 0; i < T; i++) {
             const span s = seen[T + i];
-            const int is = s.lo == 0 && s.hi == T ? TG_ATTN_EMPTY_MEAN : s.lo == -2 ? TG_ATTN_EMPTY_NAN
+            /* its causal prefix: keys 0..i (the last row's is every key: read as the first row's kind) */
+            const int all = s.lo == 0 && s.hi == T,
+                      prefix = a.causal ? s.lo == 0 && s.hi == i + 1 && (!all || empty_is == TG_ATTN_EMPTY_PREFIX)
+                                        : all && declared == TG_ATTN_EMPTY_PREFIX;   /* not causal: every key */
+            const int is = prefix ? TG_ATTN_EMPTY_PREFIX : all ? TG_ATTN_EMPTY_MEAN : s.lo == -2 ? TG_ATTN_EMPTY_NAN
                            : s.lo == s.hi ? TG_ATTN_EMPTY_ZERO : -1;
             if (i == 0) empty_is = is;
             if (is != empty_is && bad_empty < 0) bad_empty = i;
         }
         static const char *const gives[] = {[TG_ATTN_EMPTY_ZERO] = "0",
                                             [TG_ATTN_EMPTY_MEAN] = "the mean of v (every key weighs alike)",
-                                            [TG_ATTN_EMPTY_NAN] = "NaN"};
+                                            [TG_ATTN_EMPTY_NAN] = "NaN",
+                                            [TG_ATTN_EMPTY_PREFIX] = "the mean of v over its causal prefix (keys "
+                                                                     "0 up to its own)"};
         /* kv_len applied to the queries (a [B, T, 1] mask, not [B, 1, T]): rows past it see nothing,
          * the rest every key (not causal) or every key up to their own */
         int on_queries = 1;
@@ -383,7 +395,9 @@ void tgc_probe_padding(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_
                 const span s = seen[(size_t)b * T + i];
                 on_queries &= i < kv_len[b] ? s.lo == 0 && s.hi == (a.causal ? i + 1 : T)
                                             : s.lo == -2 || s.lo == s.hi ||
-                                                  (declared == TG_ATTN_EMPTY_MEAN && s.lo == 0 && s.hi == T);
+                                                  (declared == TG_ATTN_EMPTY_MEAN && s.lo == 0 && s.hi == T) ||
+                                                  (declared == TG_ATTN_EMPTY_PREFIX && s.lo == 0 &&
+                                                   s.hi == (a.causal ? i + 1 : T));
             }
         if (leak >= 0 && on_queries)
             tgc_add(r, "padding", "kv_len 5, 0", TG_ATTN_CHECK_FAIL, leak, 0, "rows 0..4 of batch 0 (kv_len 5) see every key%s "
@@ -398,10 +412,12 @@ void tgc_probe_padding(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_
             tgc_add(r, "padding", "kv_len 5, 0", TG_ATTN_CHECK_FAIL, bad_empty, 0, "a row that sees no key (kv_len 0) gives %s "
                 "instead of %s%s", empty_is < 0 || bad_empty >= 0 ? "weights on some keys"
                 : empty_is == TG_ATTN_EMPTY_NAN ? "NaN" : empty_is == TG_ATTN_EMPTY_MEAN ? "weights: every key alike, the mean of v"
+                : empty_is == TG_ATTN_EMPTY_PREFIX ? "weights: the keys up to its own alike, the mean of its causal prefix"
                 : "0", gives[declared], declared ? " (as its convention declares)" : empty_is == TG_ATTN_EMPTY_MEAN ? " (an "
                 "additive finfo.min mask? declare empty_mean if the model's own code does so)" : empty_is == TG_ATTN_EMPTY_NAN ?
-                " (a -inf mask: 0/0? declare empty_nan "
-                "if the model's own code does so)" : "");
+                " (a -inf mask: 0/0? declare empty_nan if the model's own code does so)" : empty_is == TG_ATTN_EMPTY_PREFIX ?
+                " (a causal where(., finfo.min) and an added finfo.min padding mask: a key hidden twice is -inf? declare "
+                "empty_prefix if the model's own code does so)" : "");
         else {
             tgc_add(r, "padding", "kv_len 5, 0", TG_ATTN_CHECK_PASS, 0, 0, "keys past kv_len get no weight%s", declared ? ""
                 : "; a row with no key (kv_len 0) is 0, not NaN");

@@ -6,12 +6,24 @@
 #include <string.h>
 
 /* ---- forward ------------------------------------------------------------------------ */
+/* A low-precision kernel's out on a against FlashAttention's rule: rel (its error, of the output's
+ * scale) over what the rule allows, in *tol (tgc_lowprec_ratio); -1: a non-finite output. */
+static double lowprec_forward(int prec, tg_ctx *ctx, const tg_attn_args *a, const tg_tensor *out, double *rel,
+                              double *tol) {
+    tg_tensor *exact = tg_new(ctx, 4, out->shape), *low = tg_new(ctx, 4, out->shape);
+    tgc_textbook(a, prec, 0, NULL, exact->data, NULL, NULL, NULL);
+    tgc_textbook(a, prec, 1, NULL, low->data, NULL, NULL, NULL);
+    return tgc_lowprec_ratio(out->data, exact->data, low->data, out->numel, 2, tg_precision_u(prec), rel, tol);
+}
+
 void tgc_probe_forward(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
     int ds[4], nd = tgc_grid(o, ds);
-    const int Ts[4] = {1, 7, 64, 256};
+    const int Ts[4] = {1, 7, 64, 256}, low = tg_attn_kernel_precision(K) != TG_FP32;
+    const char *ref_name = low ? "an exact attention" : "tg_attend";
     for (int di = 0; di < nd; di++) {
         const int d = ds[di], dv = K->features & TG_ATTN_F_DV ? d / 2 + 3 : d, B = 2, H = 2;
         double worst = 0, worst_rel = 0;
+        int explained = -1;   /* the precision that explains every failing case (0: none does) */
         char where[120] = "", what[24], bad[400] = "";
         snprintf(what, sizeof what, "d_head=%d", d);
         for (int ti = 0; ti < 4 && !bad[0]; ti++)
@@ -39,6 +51,14 @@ void tgc_probe_forward(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_
                     if (!out) snprintf(bad, sizeof bad, "at %s (dv = %d): %.250s", at, dv, msg);
                     else {
                         double rel = tgc_rel_err(out, ref, &nf), tol = TG_ATTN_CHECK_FWD_TOL(d, T);
+                        if (low && nf < 0 && lowprec_forward(tg_attn_kernel_precision(K), &ctx, &a, out, &rel, &tol) < 0)
+                            nf = 0;
+                        if (!low && nf < 0 && rel > tol) {   /* would a declared fp16 or bf16 explain it? */
+                            double r2, t2;
+                            const int p = lowprec_forward(TG_FP16, &ctx, &a, out, &r2, &t2) <= 1   ? TG_FP16
+                                          : lowprec_forward(TG_BF16, &ctx, &a, out, &r2, &t2) <= 1 ? TG_BF16 : 0;
+                            explained = explained < 0 ? p : !p || !explained ? 0 : p == TG_BF16 || explained == TG_BF16 ? TG_BF16 : TG_FP16;
+                        }
                         if (nf >= 0)
                             snprintf(bad, sizeof bad, "at %s: a non-finite output (%g, row %d of %d)", at,
                                      out->data[nf], (int)(nf / (H * dv) % T), T);
@@ -50,15 +70,22 @@ void tgc_probe_forward(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_
                     tg_ctx_free(&ctx);
                 }
         double tol = TG_ATTN_CHECK_FWD_TOL(d, 256);
+        char rule[120] = "";
+        if (low)
+            snprintf(rule, sizeof rule, " (%s: at most 2x a textbook attention's error in %s, plus u = its unit roundoff)",
+                     tg_precision_name(tg_attn_kernel_precision(K)), tg_precision_name(tg_attn_kernel_precision(K)));
         if (bad[0]) tgc_add(r, "forward", what, TG_ATTN_CHECK_FAIL, NAN, tol, "%s", bad);
         else if (worst_rel > 1)
             tgc_add(r, "forward", what, TG_ATTN_CHECK_FAIL, worst, worst / worst_rel,
-                "differs from tg_attend by %.3g of the output's scale at %s (limit %.2g): not the same function", worst,
-                where, worst / worst_rel);
+                "differs from %s by %.3g of the output's scale at %s (limit %.2g%s): not the same function%s", ref_name,
+                worst, where, worst / worst_rel, rule, explained > 0 ? explained == TG_BF16 ? " (it differs by about bf16's "
+                    "rounding: declare precision bf16 if the kernel computes in it)" : " (it differs by about fp16's rounding: "
+                    "declare precision fp16 if the kernel computes in it)" : "");
         else
-            tgc_add(r, "forward", what, TG_ATTN_CHECK_PASS, worst, tol,
-                "agrees with tg_attend to %.2g of the output's scale (limit %.2g at T = 256) over T 1, 7, 64, 256, "
-                "%s, %s, dv = %d", worst, tol, tgc_takes(K, 0, 0) ? "causal and not" : "causal",
+            tgc_add(r, "forward", what, TG_ATTN_CHECK_PASS, worst, low ? worst / worst_rel : tol,
+                "agrees with %s to %.2g of the output's scale (limit %.2g%s) over T 1, 7, 64, 256, "
+                "%s, %s, dv = %d", ref_name, worst, low ? worst / fmax(worst_rel, 1e-30) : tol,
+                low ? rule : " at T = 256", tgc_takes(K, 0, 0) ? "causal and not" : "causal",
                 tgc_takes(K, 1, 1) ? "with and without head_scale" : "without head_scale", dv);
     }
     /* each declared feature alone (dropout's mask is the kernel's own: the dropout probe) */
@@ -71,17 +98,18 @@ void tgc_probe_forward(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_
         c.ctx.grad_enabled = 0;
         char msg[300];
         tg_tensor *out = tgc_call(&c.ctx, K, &c.a, msg, sizeof msg), *ref = tg_attend(&c.ctx, &c.a);
-        const double tol = TG_ATTN_CHECK_FWD_TOL(c.a.q->shape[3], c.a.k->shape[1]);
+        double tol = TG_ATTN_CHECK_FWD_TOL(c.a.q->shape[3], c.a.k->shape[1]);
         int64_t nf;
         double rel = out ? tgc_rel_err(out, ref, &nf) : NAN;
+        if (out && low && nf < 0 && lowprec_forward(tg_attn_kernel_precision(K), &c.ctx, &c.a, out, &rel, &tol) < 0) nf = 0;
         if (!out) tgc_add(r, "forward", c.what, TG_ATTN_CHECK_FAIL, NAN, tol, "with %s: %s", c.what, msg);
         else if (nf >= 0) tgc_add(r, "forward", c.what, TG_ATTN_CHECK_FAIL, NAN, tol, "with %s: a non-finite output (%g)", c.what, out->data[nf]);
         else if (rel > tol)
-            tgc_add(r, "forward", c.what, TG_ATTN_CHECK_FAIL, rel, tol, "with %s: differs from tg_attend by %.3g of the output's "
-                "scale (limit %.2g): see the %s probe for what", c.what, rel, tol,
+            tgc_add(r, "forward", c.what, TG_ATTN_CHECK_FAIL, rel, tol, "with %s: differs from %s by %.3g of the output's "
+                "scale (limit %.2g): see the %s probe for what", c.what, ref_name, rel, tol,
                 tg_attn_check_probe_of(f));
         else
-            tgc_add(r, "forward", c.what, TG_ATTN_CHECK_PASS, rel, tol, "with %s: agrees with tg_attend to %.2g", c.what, rel);
+            tgc_add(r, "forward", c.what, TG_ATTN_CHECK_PASS, rel, tol, "with %s: agrees with %s to %.2g", c.what, ref_name, rel);
         tg_ctx_free(&c.ctx);
     }
 }
@@ -154,7 +182,15 @@ void tgc_probe_temperature(const tg_attn_kernel *K, const tg_attn_check_opts *o,
         }
         const double c = m1 / s;
         signatures(c, d, H, sig, sizeof sig);
-        if (tgc_fitted_scale(K, d, 2 * s) != 2 * s) {   /* its own multiplier: only s is sent, and it must be s */
+        if (tg_attn_kernel_conventions(K) & TG_ATTN_C_SCALE_FOLDED) {   /* no multiplier by design */
+            if (tgc_near(m1, 1, TG_ATTN_CHECK_C_TOL))
+                tgc_add(r, "temperature", what, TG_ATTN_CHECK_PASS, m1, 1, "multiplier %.4f on q·k: no scale, as declared "
+                    "(scale_folded: the model folds 1/√d_head into W_q's initialisation, as T5; c = √%d against the "
+                    "textbook's scale is the model's to absorb)", m1, d);
+            else
+                tgc_add(r, "temperature", what, TG_ATTN_CHECK_FAIL, m1, 1, "multiplier %.4g on q·k: the kernel declares no "
+                    "scale (scale_folded) but applies one%s", m1, sig);
+        } else if (tgc_fitted_scale(K, d, 2 * s) != 2 * s) {   /* its own multiplier: only s is sent, and it must be s */
             if (tgc_near(c, 1, TG_ATTN_CHECK_C_TOL))
                 tgc_add(r, "temperature", what, TG_ATTN_CHECK_PASS, c, 1, "c = %.4f: softmax(q·k/√d_head) with its own "
                     "multiplier, as declared (scale_rsqrt_d: calls with another scale are refused)", c);

@@ -67,6 +67,7 @@
 /* the status of a line (TG_ATTN_CHECK_FAIL is a line's, not a program's exit status) */
 enum { TG_ATTN_CHECK_PASS, TG_ATTN_CHECK_FAIL, TG_ATTN_CHECK_INFO, TG_ATTN_CHECK_CRASH };
 
+#define TG_ATTN_CHECK_MAX_LAYERS 8
 typedef struct tg_attn_check_opts {
     int d_head;        /* 0: 8, 32, 64 and 128 */
     double timeout;    /* seconds a probe may take (0: 60) */
@@ -76,6 +77,12 @@ typedef struct tg_attn_check_opts {
                                it died or hung (0.16; each probe's child started its own before) */
     float softcap;     /* the run's logit soft-cap (0: none; 0.17): the health forecast uses the temperature
                           map under that cap where it was measured (docs/results.md) */
+    /* Since 0.21: the model layers the calls carry (tg_attn_args.layer), for a kernel whose
+     * computation depends on it. Every probe runs at layers[0]; the forward and temperature
+     * probes again at each further one, their lines named "L<layer> ...". n_layers 0: layer
+     * 0 alone. */
+    int n_layers;
+    int layers[TG_ATTN_CHECK_MAX_LAYERS];
 } tg_attn_check_opts;
 
 typedef struct tg_attn_check_line {

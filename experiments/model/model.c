@@ -160,7 +160,7 @@ tg_attn_args tg_model_attn_args(tg_model *m, int l, tg_ctx *ctx, tg_tensor *q, t
     const tg_model_cfg *c = &m->cfg;
     const tg_model_layer *L = &m->layer[l];
     tg_attn_args aa = tg_attn_args_make(q, k, v, tg_model_scale(c));
-    aa.head_scale = hs, aa.causal = 1;
+    aa.head_scale = hs, aa.causal = 1, aa.layer = l;   /* a kernel that computes by layer knows which */
     if (c->window > 0) aa.window_left = c->window - 1, aa.window_right = 0;
     aa.bias = L->attn_bias, aa.sinks = L->sinks, aa.softcap = c->softcap;
     if (c->alibi) aa.alibi = &m->alibi_t;

@@ -22,7 +22,7 @@ set_target_properties(tapegrad tapegrad_attn tapegrad_train PROPERTIES VERSION $
 # The public API is exactly these headers; they include one another by plain
 # name, which resolves next to the including header once installed. core/parallel.h
 # (threading, includes cblas.h and omp.h) stays internal.
-set(TG_PUBLIC_HEADERS core/tg_core.h core/safetensors.h core/gradcheck.h core/tg_blas.h core/tg_file.h core/tg_profile.h core/tg_child.h optim/tg_optim.h
+set(TG_PUBLIC_HEADERS core/tg_core.h core/safetensors.h core/gradcheck.h core/tg_blas.h core/tg_file.h core/tg_profile.h core/tg_child.h core/tg_precision.h optim/tg_optim.h
     ops/tg_gemm_plan.h ops/attn_args.h ops/attn_tables.h ops/attn_kernel.h)
 foreach(op IN LISTS TG_OPS)
   list(APPEND TG_PUBLIC_HEADERS ops/${op}.h)

@@ -29,7 +29,11 @@ FEATURES = ("dv", "gqa", "tq_tk", "window", "padding", "bias", "alibi", "softcap
 # tapegrad sends no call outside them (it refuses such a call itself, naming the convention), and
 # supplies sinks of -inf to a sinks_always kernel whose call has none.
 CONVENTIONS = ("causal_only", "no_head_scale", "scale_rsqrt_d", "window_causal", "alibi_causal", "sinks_always",
-               "empty_mean", "empty_nan")
+               "empty_mean", "empty_nan", "mqa_only", "empty_prefix", "scale_folded")
+# The precision a kernel computes in (tapegrad 0.21; fp32 when it declares none): tapegrad sends a bf16 or
+# fp16 kernel q, k, v and dout as BF16 or F16 tensors; this module widens them to floats (exactly), and
+# serve_torch hands the function torch tensors of that dtype.
+PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIONAL = ("head_scale", "kv_len", "bias", "alibi", "sinks")   # a forward's tensors besides q, k, v
 GRADABLE = ("q", "k", "v", "head_scale", "bias", "sinks")
 
@@ -94,6 +98,23 @@ def _f32_bytes(name, t):
     return mv.cast("B")
 
 
+def _widen(dtype, raw):
+    """Little-endian F32, BF16 or F16 bytes as an array('f'): exact (every bf16 and fp16 value is a float)."""
+    a = array("f")
+    if dtype == "F32":
+        a.frombytes(raw)
+    elif dtype == "BF16":   # a bf16 is a float's top half: put it there, zeros below
+        wide = bytearray(2 * len(raw))
+        wide[2::4], wide[3::4] = raw[0::2], raw[1::2]
+        a.frombytes(bytes(wide))
+    else:
+        a.extend(struct.unpack("<%de" % (len(raw) // 2), raw))
+        return a
+    if sys.byteorder != "little":
+        a.byteswap()
+    return a
+
+
 def encode_parts(meta, tensors):
     """encode()'s bytes as a list of pieces (the header, then each tensor's bytes as a view when it
     can be one): write_frame sends them without joining them first."""
@@ -134,21 +155,19 @@ def decode(body):
     for name, e in header.items():
         if not isinstance(e, dict) or set(e) != {"dtype", "shape", "data_offsets"}:
             raise ProtocolError("tensor %s: not {dtype, shape, data_offsets}" % name)
-        if e["dtype"] != "F32":
-            raise ProtocolError("tensor %s: dtype %s, protocol 1 takes F32 only" % (name, e["dtype"]))
+        size = {"F32": 4, "BF16": 2, "F16": 2}.get(e["dtype"])
+        if size is None:
+            raise ProtocolError("tensor %s: dtype %s, protocol 1 takes F32, BF16 and F16" % (name, e["dtype"]))
         shape, off = e["shape"], e["data_offsets"]
         if not (isinstance(shape, list) and all(isinstance(s, int) and s >= 0 for s in shape)):
             raise ProtocolError("tensor %s: shape %r" % (name, shape))
         if not (isinstance(off, list) and len(off) == 2 and all(isinstance(o, int) for o in off)
                 and 0 <= off[0] <= off[1] <= len(data)):
             raise ProtocolError("tensor %s: data_offsets %r outside the %d data bytes" % (name, off, len(data)))
-        if off[1] - off[0] != 4 * numel(shape):
-            raise ProtocolError("tensor %s: %d bytes for shape %s (F32: %d)" % (name, off[1] - off[0], shape,
-                                                                               4 * numel(shape)))
-        a = array("f")
-        a.frombytes(data[off[0]:off[1]])
-        if sys.byteorder != "little":
-            a.byteswap()
+        if off[1] - off[0] != size * numel(shape):
+            raise ProtocolError("tensor %s: %d bytes for shape %s (%s: %d)" % (name, off[1] - off[0], shape, e["dtype"],
+                                                                              size * numel(shape)))
+        a = _widen(e["dtype"], data[off[0]:off[1]])
         tensors[name] = Tensor(tuple(shape), a)
         spans.append((off[0], off[1], name))
     spans.sort()
@@ -250,7 +269,8 @@ def forward_args(meta, tensors, features):
         raise ProtocolError("H %d is not a multiple of Hkv %d" % (H, Hkv))
     a = {"scale": _float(meta, "scale"), "causal": _int(meta, "causal", 0), "window_left": _int(meta, "window_left", -1, -1),
          "window_right": _int(meta, "window_right", -1, -1), "softcap": _float(meta, "softcap", 0.0),
-         "dropout": _float(meta, "dropout", 0.0), "dropout_seed": _int(meta, "dropout_seed", 0, 0)}
+         "dropout": _float(meta, "dropout", 0.0), "dropout_seed": _int(meta, "dropout_seed", 0, 0),
+         "layer": _int(meta, "layer", 0, 0)}
     if a["causal"] not in (0, 1):
         raise ProtocolError("causal %d: 0 or 1" % a["causal"])
     needs = [n for n in meta.get("needs_grad", "").split(",") if n]
@@ -279,10 +299,13 @@ def forward_args(meta, tensors, features):
     return a, (B, Tq, H, dv)
 
 
-def serve(forward, backward=None, *, name=None, features=(), conventions=(), stdin=None, stdout=None, log=None):
+def serve(forward, backward=None, *, name=None, features=(), conventions=(), precision="fp32", stdin=None, stdout=None,
+          log=None):
     """Answers tapegrad's requests until end of input or bye. Returns the exit status (0, or 2
     when the stream was lost); a kernel's script ends with sys.exit(serve(...)). name: what the
-    kernel greets as (default: the forward function's name); conventions: CONVENTIONS it keeps."""
+    kernel greets as (default: the forward function's name); conventions: CONVENTIONS it keeps;
+    precision: one of PRECISIONS, what its products compute in (q, k, v and dout then arrive
+    rounded to it, as floats). A forward's args include layer, the model's layer of the call."""
     if not name:
         name = getattr(forward, "__name__", "") or "kernel"
     features = list(features)
@@ -293,6 +316,8 @@ def serve(forward, backward=None, *, name=None, features=(), conventions=(), std
     bad = [c for c in conventions if c not in CONVENTIONS]
     if bad:
         raise ValueError("unknown conventions %s (known: %s)" % (", ".join(bad), ", ".join(CONVENTIONS)))
+    if precision not in PRECISIONS:
+        raise ValueError("unknown precision %s (known: %s)" % (precision, ", ".join(PRECISIONS)))
     fin = stdin if stdin is not None else sys.stdin.buffer
     fout = stdout if stdout is not None else sys.stdout.buffer
     log = log if log is not None else sys.stderr
@@ -333,10 +358,12 @@ def serve(forward, backward=None, *, name=None, features=(), conventions=(), std
                 if tensors:
                     raise ProtocolError("hello carries no tensors")
                 greeted = True
+                said = {"features": ",".join(features)}
                 if conventions:   # left out when none: a tapegrad before 0.17 reads the hello as before
-                    reply("hello", name=name, features=",".join(features), conventions=",".join(conventions))
-                else:
-                    reply("hello", name=name, features=",".join(features))
+                    said["conventions"] = ",".join(conventions)
+                if precision != "fp32":   # likewise before 0.21
+                    said["precision"] = precision
+                reply("hello", name=name, **said)
             elif not greeted:
                 raise ProtocolError("%s before hello" % kind)
             elif kind == "forward":
@@ -392,8 +419,8 @@ def serve(forward, backward=None, *, name=None, features=(), conventions=(), std
 
 
 # ---- PyTorch ------------------------------------------------------------------------------------
-def serve_torch(attention, *, name=None, features=(), conventions=(), layout="bthd", stdin=None, stdout=None,
-                log=None):
+def serve_torch(attention, *, name=None, features=(), conventions=(), precision="fp32", layout="bthd", stdin=None,
+                stdout=None, log=None):
     """serve() for one PyTorch function, attention(q, k, v, **args) -> out; its backward is
     torch.autograd's through whatever the function did (it must be differentiable in torch).
 
@@ -401,10 +428,15 @@ def serve_torch(attention, *, name=None, features=(), conventions=(), layout="bt
     [B, Tq, H, dv] is expected back; with layout="bhtd" they are [B, H, T, d] views (heads before
     positions, as torch.nn.functional and most PyTorch code keep them) and out is taken so.
     args: scale, causal (bool), window_left, window_right (-1: unbounded), softcap, dropout,
-    dropout_seed, and the call's optional tensors: head_scale [H], kv_len [B] (int64), bias
-    [B or 1, H or 1, Tq, Tk], alibi [H], sinks [H]; a function takes what its features need and
-    **rest. Importing torch happens here: the rest of this module needs only the standard library."""
+    dropout_seed, layer (the model's layer of the call, 0 first), and the call's optional tensors:
+    head_scale [H], kv_len [B] (int64), bias [B or 1, H or 1, Tq, Tk], alibi [H], sinks [H]; a
+    function takes what its features need and **rest. precision "bf16" or "fp16": q, k, v arrive
+    as torch.bfloat16 or torch.float16 (the values tapegrad sent), and out and the gradients may be
+    of any float dtype (sent back as float32). Importing torch happens here: the rest of this
+    module needs only the standard library."""
     import torch
+
+    low = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
     if layout not in ("bthd", "bhtd"):
         raise ValueError("layout '%s': bthd or bhtd" % layout)
@@ -427,7 +459,10 @@ def serve_torch(attention, *, name=None, features=(), conventions=(), layout="bt
             if n in a:
                 given[n] = a.pop(n)
         kv_len = a.pop("kv_len", None)
-        ins = {n: to_torch(t, n in needs) for n, t in given.items()}
+        ins = {n: to_torch(t, False) for n, t in given.items()}
+        if low is not None:   # the kernel's own dtype: exact, tapegrad rounded them to it
+            ins.update({n: ins[n].to(low) for n in ("q", "k", "v")})
+        ins = {n: x.requires_grad_(n in needs) for n, x in ins.items()}
         args = dict(a, causal=bool(a["causal"]))
         args.update({n: ins[n] for n in ins if n not in ("q", "k", "v")})
         if kv_len is not None:
@@ -443,9 +478,9 @@ def serve_torch(attention, *, name=None, features=(), conventions=(), layout="bt
 
     def backward(saved, dout, needs):
         out, inputs = saved
-        grads = torch.autograd.grad(out, inputs, grad_outputs=to_torch(dout, False), allow_unused=True)
+        grads = torch.autograd.grad(out, inputs, grad_outputs=to_torch(dout, False).to(out.dtype), allow_unused=True)
         return {n: from_torch(g if g is not None else torch.zeros_like(x)) for n, g, x in zip(needs, grads, inputs)}
 
     name = name or getattr(attention, "__name__", "") or "torch kernel"   # the user's function's, not ours
-    return serve(forward, backward, name=name, features=features, conventions=conventions, stdin=stdin, stdout=stdout,
-                 log=log)
+    return serve(forward, backward, name=name, features=features, conventions=conventions, precision=precision,
+                 stdin=stdin, stdout=stdout, log=log)

@@ -21,7 +21,7 @@ TG_ATTENTION_PLUGIN_DECLARE   /* exported even under -fvisibility=hidden */
 #elif defined(CASE_ABI3)
 static tg_tensor *attention(tg_ctx *ctx, const tg_attn_args *a) { return tg_attend(ctx, a); }
 __attribute__((visibility("default"))) const tg_attn_kernel tg_attn_plugin_attention = {sizeof(tg_attn_kernel), 3,
-                                                                                       TG_ATTN_F_DV, "x", attention, 0, 0, 0, 0};
+                                                                                       TG_ATTN_F_DV, "x", attention, 0, 0, 0, 0, 0};
 #elif defined(CASE_LONG)
 #define LONG_NAME k123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890abcdef
 static tg_tensor *LONG_NAME(tg_ctx *ctx, const tg_attn_args *a) { return tg_attend(ctx, a); }

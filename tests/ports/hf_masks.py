@@ -47,3 +47,11 @@ def window_of(window_left, window_right, causal):
         return None
     assert causal and window_right < 1, "a port with window_causal got another window"
     return window_left + 1
+
+
+def mm(a, b):
+    """a @ b as the model's GPU kernels compute it in its dtype: products accumulated in fp32, the
+    result rounded once to the inputs' dtype. torch 1.13's CPU matmul in bf16 accumulates in bf16
+    (4096 products of 0.01 sum to 4.0, not 40.96) and its bf16 baddbmm with beta=0 has given NaN
+    rows: no GPU kernel does either, so a port in bf16 or fp16 multiplies through this."""
+    return torch.matmul(a.float(), b.float()).to(a.dtype)
