@@ -1,7 +1,8 @@
 /* Conventions a kernel declares (issue 38, part 2; ops/attn_tables.h's TG_ATTN_CONVENTION_TABLE).
  * Each kernel here is tg_attend bent the way real model code bends it: only causal, its own
  * 1/√d, no per-head scale, causal left windows only, BLOOM's one-sided ALiBi ramp, sinks it
- * cannot do without, transformers' finfo.min mask. Declared, each passes attn_check's whole
+ * cannot do without, transformers' finfo.min mask; and (0.21) one kv head, CodeGen's double mask,
+ * T5's folded scale. Declared, each passes attn_check's whole
  * battery with its conventions as info lines; the same function undeclared fails, with the
  * cause named; and the gate refuses a call outside a declared convention, naming it. */
 #include <float.h>
@@ -80,24 +81,62 @@ static tg_tensor *finfo_mask(tg_ctx *ctx, const tg_attn_args *args) {
     return tg_attend(ctx, &a);
 }
 
+/* StarCoder's kernels (0.21): one key/value head, shared by every query head */
+static tg_tensor *one_kv_head(tg_ctx *ctx, const tg_attn_args *args) {
+    if (args->k->shape[2] != 1) tg_fail(ctx, "one_kv_head: one key/value head only (got %d)", args->k->shape[2]);
+    return tg_attend(ctx, args);
+}
+
+/* CodeGen, GPT-NeoX (0.21): the causal mask by where(·, finfo.min) and the padding added as finfo.min,
+ * so a key hidden by both is −inf and a row without keys averages its causal prefix */
+static tg_tensor *prefix_mask(tg_ctx *ctx, const tg_attn_args *args) {
+    tg_attn_args a = tg_attn_args_of(args);
+    a.causal = 1;   /* a decoder's: always */
+    if (!a.kv_len) return tg_attend(ctx, &a);
+    const int B = a.q->shape[0], T = a.q->shape[1];
+    tg_tensor *mask = tg_new(ctx, 4, (int[]){B, 1, T, T});
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++)
+                mask->data[((size_t)b * T + i) * T + j] = j > i ? -INFINITY : j >= a.kv_len[b] ? -FLT_MAX : 0.0f;
+    a.bias = mask, a.kv_len = NULL, a.causal = 0;
+    return tg_attend(ctx, &a);
+}
+
+/* T5 (0.21): no multiplier at all, the model folds 1/√d into W_q's initialisation */
+static tg_tensor *folded(tg_ctx *ctx, const tg_attn_args *args) {
+    tg_attn_args a = tg_attn_args_of(args);
+    a.scale = 1.0f;
+    return tg_attend(ctx, &a);
+}
+
 typedef struct {
     const char *name;
     tg_attend_fn fn;
     unsigned features, conventions;
     const char *check, *undeclared;   /* undeclared: the check that fails and words of its cause */
+    unsigned kept;                    /* conventions still declared in the undeclared run (0: none) */
 } conv_case;
 
 static const conv_case cases[] = {
-    {"causal only", causal_kernel, TG_ATTN_F_TQ_TK | TG_ATTN_F_GQA, TG_ATTN_C_CAUSAL_ONLY, "mask", "declare causal_only"},
+    {"causal only", causal_kernel, TG_ATTN_F_TQ_TK | TG_ATTN_F_GQA, TG_ATTN_C_CAUSAL_ONLY, "mask", "declare causal_only", 0},
     {"own scale", own_scale, TG_ATTN_F_DV, TG_ATTN_C_SCALE_RSQRT_D | TG_ATTN_C_NO_HEAD_SCALE, "temperature",
-     "declare scale_rsqrt_d"},
-    {"no head scale", no_head_scale, 0, TG_ATTN_C_NO_HEAD_SCALE, "temperature", "declare no_head_scale"},
-    {"left window", left_window, TG_ATTN_F_WINDOW, TG_ATTN_C_WINDOW_CAUSAL, "window", "declare window_causal"},
-    {"BLOOM ramp", bloom_ramp, TG_ATTN_F_ALIBI, TG_ATTN_C_ALIBI_CAUSAL, "alibi", "one-sided ramp"},
-    {"needs sinks", needs_sinks, TG_ATTN_F_SINKS, TG_ATTN_C_SINKS_ALWAYS, "forward", "no sinks given"},
-    {"finfo mask", finfo_mask, TG_ATTN_F_PADDING, TG_ATTN_C_EMPTY_MEAN, "padding", "declare empty_mean"},
+     "declare scale_rsqrt_d", 0},
+    {"no head scale", no_head_scale, 0, TG_ATTN_C_NO_HEAD_SCALE, "temperature", "declare no_head_scale", 0},
+    {"left window", left_window, TG_ATTN_F_WINDOW, TG_ATTN_C_WINDOW_CAUSAL, "window", "declare window_causal", 0},
+    {"BLOOM ramp", bloom_ramp, TG_ATTN_F_ALIBI, TG_ATTN_C_ALIBI_CAUSAL, "alibi", "one-sided ramp", 0},
+    {"needs sinks", needs_sinks, TG_ATTN_F_SINKS, TG_ATTN_C_SINKS_ALWAYS, "forward", "no sinks given", 0},
+    {"finfo mask", finfo_mask, TG_ATTN_F_PADDING, TG_ATTN_C_EMPTY_MEAN, "padding", "declare empty_mean", 0},
     {"finfo mask, causal only", finfo_mask, TG_ATTN_F_PADDING, TG_ATTN_C_EMPTY_MEAN | TG_ATTN_C_CAUSAL_ONLY, "padding",
-     "declare empty_mean"},
+     "declare empty_mean", 0},
+    /* its own scale without dv != d, with dropout and windows: the V = identity calls (dv = 64 > d = 8) pad q
+     * and k, and must keep the call's scale (issue 55: the gate read 1/√dv) */
+    {"own scale, no dv", own_scale, TG_ATTN_F_DROPOUT | TG_ATTN_F_WINDOW, TG_ATTN_C_SCALE_RSQRT_D | TG_ATTN_C_NO_HEAD_SCALE,
+     "temperature", "declare scale_rsqrt_d", 0},
+    {"one kv head", one_kv_head, TG_ATTN_F_GQA, TG_ATTN_C_MQA_ONLY, "gqa", "one key/value head only", 0},
+    {"prefix mask", prefix_mask, TG_ATTN_F_PADDING, TG_ATTN_C_EMPTY_PREFIX | TG_ATTN_C_CAUSAL_ONLY, "padding",
+     "declare empty_prefix", TG_ATTN_C_CAUSAL_ONLY},
+    {"folded scale", folded, 0, TG_ATTN_C_SCALE_FOLDED | TG_ATTN_C_NO_HEAD_SCALE, "temperature", "the seed's bug", 0},
 };
 
 static void print_failures(const char *name, const tg_attn_check_report *r) {
@@ -132,7 +171,7 @@ static void test_undeclared_named(void **s) {
     int bad = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const tg_attn_kernel K = {sizeof K, TG_ATTENTION_PLUGIN_ABI, cases[c].features, cases[c].name, cases[c].fn, NULL, NULL,
-                                  NULL, 0, 0};
+                                  NULL, cases[c].kept, 0};
         tg_attn_check_report r = {0};
         const int rc = tg_attn_check(&K, &(tg_attn_check_opts){.d_head = 8}, &r);
         int named = 0;
@@ -167,7 +206,10 @@ static void test_gate(void **s) {
         {own_scale, 0, TG_ATTN_C_SCALE_RSQRT_D, "scale_rsqrt_d"},
         {left_window, TG_ATTN_F_WINDOW, TG_ATTN_C_WINDOW_CAUSAL, "window_causal"},
         {bloom_ramp, TG_ATTN_F_ALIBI, TG_ATTN_C_ALIBI_CAUSAL, "alibi_causal"},
-        {finfo_mask, TG_ATTN_F_PADDING, TG_ATTN_C_EMPTY_MEAN | TG_ATTN_C_CAUSAL_ONLY, "empty_mean"}};
+        {finfo_mask, TG_ATTN_F_PADDING, TG_ATTN_C_EMPTY_MEAN | TG_ATTN_C_CAUSAL_ONLY, "empty_mean"},
+        {one_kv_head, TG_ATTN_F_GQA, TG_ATTN_C_MQA_ONLY, "mqa_only"},
+        {folded, 0, TG_ATTN_C_SCALE_FOLDED, "scale_folded"},
+        {prefix_mask, TG_ATTN_F_PADDING, TG_ATTN_C_EMPTY_PREFIX | TG_ATTN_C_CAUSAL_ONLY, "empty_prefix"}};
     const float slopes[2] = {0.5f, 0.25f};
     tg_tensor *alibi = tg_new(&ctx, 1, (int[]){2});
     memcpy(alibi->data, slopes, sizeof slopes);
@@ -220,6 +262,11 @@ static void test_tokens_and_validity(void **s) {
     assert_int_equal(tg_attn_conventions_valid(TG_ATTN_F_PADDING, TG_ATTN_C_EMPTY_MEAN | TG_ATTN_C_EMPTY_NAN, msg, sizeof msg),
                      -1);
     assert_int_equal(tg_attn_conventions_valid(0, 1u << TG_ATTN_N_CONVENTIONS, msg, sizeof msg), -1);
+    /* 0.21's: mqa_only needs grouped heads; one empty row, one scale of its own */
+    assert_int_equal(tg_attn_conventions_valid(0, TG_ATTN_C_MQA_ONLY, msg, sizeof msg), -1);
+    assert_int_equal(tg_attn_conventions_valid(TG_ATTN_F_GQA, TG_ATTN_C_MQA_ONLY, msg, sizeof msg), 0);
+    assert_int_equal(tg_attn_conventions_valid(0, TG_ATTN_C_EMPTY_PREFIX | TG_ATTN_C_EMPTY_MEAN, msg, sizeof msg), -1);
+    assert_int_equal(tg_attn_conventions_valid(0, TG_ATTN_C_SCALE_FOLDED | TG_ATTN_C_SCALE_RSQRT_D, msg, sizeof msg), -1);
 }
 
 int main(void) {
