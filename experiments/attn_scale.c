@@ -112,6 +112,9 @@ static double metric(void *u) {
 static void header(void *u, FILE *f) {
     run *r = u;
     fprintf(f, "# attn_scale_value=%.9g\n", tg_model_scale(&r->m.cfg));
+    if (r->m.cfg.qinit_fold)
+        fprintf(f, "# qinit=fold: W_q's initialisation times 1/sqrt(d_head) = %.9g (the kernel declares scale_folded: "
+                "T5's way)\n", 1.0 / sqrt((double)r->m.cfg.d_head));
     if (r->m.cfg.attn_measure) {
         /* a kernel from outside: the scale above is what it was passed; the scale_* columns what it applied */
         tg_kernel_header(r->kernel, f);
@@ -407,6 +410,8 @@ static int open_kernel(const attn_cfg *c, tg_model_cfg *mc, tg_kernel *K) {
         return 2;
     }
     mc->attn_kernel = K->k, mc->attn_measure = !tg_kernel_trusted(K);
+    /* a kernel with no scale by design: the model folds 1/√d_head into W_q's initialisation, as T5 */
+    mc->qinit_fold = !!(tg_attn_kernel_conventions(K->k) & TG_ATTN_C_SCALE_FOLDED);
     return 0;
 }
 

@@ -73,6 +73,7 @@ double tgc_multiplier(const tg_attn_kernel *K, int d, int H, float scale, const 
 /* the probes (probes_textbook.c, probes_spans.c, probes_logits.c, probes_health.c) */
 void tgc_probe_forward(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r);
 void tgc_probe_temperature(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r);
+void tgc_probe_layout(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r);
 void tgc_probe_mask(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r);
 void tgc_probe_gqa(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r);
 void tgc_probe_alignment(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r);

@@ -175,6 +175,9 @@ void tgc_probe_temperature(const tg_attn_kernel *K, const tg_attn_check_opts *o,
         const float s = 1.0f / sqrtf((float)d);
         char what[24], why[400], sig[400];
         snprintf(what, sizeof what, "d_head=%d", d);
+        /* c from weights rounded to the kernel's precision, of logits it may have rounded (OPT rounds
+         * q·scaling to bf16): within u of 1 is as near as such a kernel can be */
+        const double ctol = TG_ATTN_CHECK_C_TOL + tg_precision_u(tg_attn_kernel_precision(K));
         double m1 = tgc_multiplier(K, d, H, s, NULL, NULL, why, sizeof why);
         if (isnan(m1)) {
             tgc_add(r, "temperature", what, TG_ATTN_CHECK_FAIL, NAN, NAN, "not measured: %s", why);
@@ -183,7 +186,7 @@ void tgc_probe_temperature(const tg_attn_kernel *K, const tg_attn_check_opts *o,
         const double c = m1 / s;
         signatures(c, d, H, sig, sizeof sig);
         if (tg_attn_kernel_conventions(K) & TG_ATTN_C_SCALE_FOLDED) {   /* no multiplier by design */
-            if (tgc_near(m1, 1, TG_ATTN_CHECK_C_TOL))
+            if (tgc_near(m1, 1, ctol))
                 tgc_add(r, "temperature", what, TG_ATTN_CHECK_PASS, m1, 1, "multiplier %.4f on q·k: no scale, as declared "
                     "(scale_folded: the model folds 1/√d_head into W_q's initialisation, as T5; c = √%d against the "
                     "textbook's scale is the model's to absorb)", m1, d);
@@ -191,7 +194,7 @@ void tgc_probe_temperature(const tg_attn_kernel *K, const tg_attn_check_opts *o,
                 tgc_add(r, "temperature", what, TG_ATTN_CHECK_FAIL, m1, 1, "multiplier %.4g on q·k: the kernel declares no "
                     "scale (scale_folded) but applies one%s", m1, sig);
         } else if (tgc_fitted_scale(K, d, 2 * s) != 2 * s) {   /* its own multiplier: only s is sent, and it must be s */
-            if (tgc_near(c, 1, TG_ATTN_CHECK_C_TOL))
+            if (tgc_near(c, 1, ctol))
                 tgc_add(r, "temperature", what, TG_ATTN_CHECK_PASS, c, 1, "c = %.4f: softmax(q·k/√d_head) with its own "
                     "multiplier, as declared (scale_rsqrt_d: calls with another scale are refused)", c);
             else
@@ -202,7 +205,7 @@ void tgc_probe_temperature(const tg_attn_kernel *K, const tg_attn_check_opts *o,
         const double ratio = m2 / m1;
         const char *rel = tgc_near(ratio, 2, 0.01) ? "follows" : tgc_near(ratio, 1, 0.01) ? "ignores"
                           : tgc_near(ratio, 0.5, 0.01) ? "inverse" : tgc_near(ratio, 4, 0.02) ? "square" : "other";
-        if (rel[0] == 'f' && tgc_near(c, 1, TG_ATTN_CHECK_C_TOL))
+        if (rel[0] == 'f' && tgc_near(c, 1, ctol))
             tgc_add(r, "temperature", what, TG_ATTN_CHECK_PASS, c, 1, "c = %.4f: softmax(scale · q·k) with the scale passed, "
                 "and it follows the scale (c the same at twice the scale)", c);
         else if (rel[0] == 'f')
@@ -246,3 +249,59 @@ void tgc_probe_temperature(const tg_attn_kernel *K, const tg_attn_check_opts *o,
     }
 }
 
+
+/* ---- layout ----------------------------------------------------------------------------------- */
+/* Each query (i, h) points at one key of its own: k_j = e_j (one-hot, the same for every head), q = α·e_key(i, h),
+ * so row (i, h) of the weights peaks at key(i, h), whatever the multiplier. A kernel that reads q's heads and
+ * positions swapped ([B, H, T, d] where [B, T, H, d] is given) peaks where q's flat row (i·H + h) read as
+ * (h', i') points: the probe names that, which the equal-logit probes (q = 0) cannot see. */
+static int key_of(int i, int h, int causal, int T) { return causal ? (i - h > 0 ? i - h : 0) : (i + 3 * h + 1) % T; }
+
+void tgc_probe_layout(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn_check_report *r) {
+    (void)o;
+    const int B = 1, T = 8, H = 2, d = 8, causal = !tgc_takes(K, 0, 0);
+    tg_ctx ctx;
+    tg_ctx_init(&ctx, 0);
+    tg_tensor *q = tg_zeros(&ctx, 4, (int[]){B, T, H, d}), *k = tg_zeros(&ctx, 4, (int[]){B, T, H, d});
+    for (int j = 0; j < T; j++)
+        for (int h = 0; h < H; h++) k->data[((size_t)j * H + h) * d + j] = 1.0f;
+    for (int i = 0; i < T; i++)
+        for (int h = 0; h < H; h++) q->data[((size_t)i * H + h) * d + key_of(i, h, causal, T)] = 40.0f;
+    tg_attn_args a = tg_attn_args_make(q, k, k, 1.0f / sqrtf((float)d));
+    a.causal = causal;
+    tgc_conform(K, &a);
+    float *P = tg_arena_alloc(&ctx, sizeof(float) * (size_t)B * H * T * T);
+    char why[400], what[24];
+    snprintf(what, sizeof what, "T=%d, H=%d", T, H);
+    if (tg_attn_weights(&ctx, K, &a, P, why, sizeof why)) {
+        tgc_add(r, "layout", what, TG_ATTN_CHECK_FAIL, NAN, NAN, "%s", why);
+        tg_ctx_free(&ctx);
+        return;
+    }
+    int right = 0, swapped = 0, first = -1, first_h = 0, got = 0;
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < T; i++) {
+            const float *p = P + ((size_t)h * T + i) * T;
+            int m = 0;
+            for (int j = 1; j < T; j++)
+                if (p[j] > p[m]) m = j;
+            const int flat = h * T + i, target = key_of(flat / H, flat % H, causal, T);   /* as [B, H, T, d] */
+            int flat_row = 1;   /* a target the causal mask hides: every visible logit 0, the row uniform */
+            for (int j = 1; j <= i; j++) flat_row &= fabsf(p[j] - p[0]) < 0.01f;
+            right += m == key_of(i, h, causal, T);
+            swapped += causal && target > i ? flat_row : m == target;
+            if (m != key_of(i, h, causal, T) && first < 0) first = i, first_h = h, got = m;
+        }
+    if (right == H * T)
+        tgc_add(r, "layout", what, TG_ATTN_CHECK_PASS, 0, 0, "each query (position, head) reads its own row of q: "
+            "q is read as [B, T, H, d]");
+    else if (swapped == H * T)
+        tgc_add(r, "layout", what, TG_ATTN_CHECK_FAIL, H * T - right, 0, "query %d of head %d reads the row of q that "
+            "[B, H, T, d] puts there: heads and positions swapped (q read as [B, H, T, d], given [B, T, H, d]: a "
+            "transpose(1, 2) missing or doubled)", first, first_h);
+    else
+        tgc_add(r, "layout", what, TG_ATTN_CHECK_FAIL, H * T - right, 0, "query %d of head %d peaks at key %d, not %d: "
+            "rows of q are read from elsewhere (%d of %d rows right; not a heads/positions swap)", first, first_h, got,
+            key_of(first, first_h, causal, T), right, H * T);
+    tg_ctx_free(&ctx);
+}

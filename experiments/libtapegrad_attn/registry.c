@@ -184,4 +184,6 @@ void tg_kernel_header(const tg_kernel *K, FILE *f) {
         fprintf(f, "# attn_plugin_abi=%s\n", tg_attn_plugin_describe(K->plugin, abi, sizeof abi));
     } else if (K->kind == TG_KERNEL_EXEC)
         fprintf(f, "# attn_exec_protocol=%s\n", TG_ATTN_EXEC_PROTOCOL);
+    if (tg_attn_kernel_precision(K->k) != TG_FP32)   /* since 0.21: what its products computed in */
+        fprintf(f, "# attn_precision=%s\n", tg_precision_name(tg_attn_kernel_precision(K->k)));
 }

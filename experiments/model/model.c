@@ -111,6 +111,8 @@ void tg_model_init(tg_model *m, const tg_model_cfg *c, uint64_t seed) {
         fill_const(L->ln1_g, 1.0f);
         fill_const(L->ln2_g, 1.0f);
         init_weight(m, &r, L->wq, D);
+        if (c->qinit_fold)   /* T5: q·k starts as small as (q·k)/√dh would, with no scale in the kernel */
+            for (int64_t i = 0; i < L->wq->numel; i++) L->wq->data[i] /= sqrtf((float)dh);
         init_weight(m, &r, L->wk, D);
         init_weight(m, &r, L->wv, D);
         init_weight(m, &r, L->wo, HD);

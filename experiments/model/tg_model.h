@@ -75,6 +75,8 @@ typedef struct {
     int bias, alibi, sinks;      /* TG_BIAS_*, 0/1, 0/1 */
     float softcap;               /* 0: none */
     float attn_dropout;          /* in [0, 1) */
+    int qinit_fold;              /* 1: W_q's initialisation times 1/√dh, the scale folded into it as T5
+                                    does (a kernel that declares scale_folded; since 0.21) */
 } tg_model_cfg;
 
 typedef struct {

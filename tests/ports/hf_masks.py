@@ -55,3 +55,14 @@ def mm(a, b):
     (4096 products of 0.01 sum to 4.0, not 40.96) and its bf16 baddbmm with beta=0 has given NaN
     rows: no GPU kernel does either, so a port in bf16 or fp16 multiplies through this."""
     return torch.matmul(a.float(), b.float()).to(a.dtype)
+
+
+def softmax_in(x, dim=-1):
+    """softmax in x's dtype, as a GPU computes it (in fp32 inside, the result rounded to x's dtype):
+    torch 1.13 has no CPU softmax for float16."""
+    return torch.nn.functional.softmax(x.float(), dim=dim).to(x.dtype)
+
+
+def precision_arg(ap):
+    """--precision fp32 | bf16 | fp16: what the port declares and computes in (q, k, v arrive in it)."""
+    ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
