@@ -156,9 +156,12 @@ static int train_compare(const tg_attn_kernel *K, const char *name, const train_
     else if (gap <= -0.25)
         printf("FAIL, it ends more than 0.25 nats below tg_attention: does it see keys the mask hides, or is it "
                "another function?\n");
+    else if (isnan(eb))   /* a verdict says only what was measured (issue 55) */
+        printf("loss ok (within 0.25 nats of tg_attention); the heads' entropy was not measured, so whether they "
+               "spread as tg_attention's is not known: not judged\n");
     else
         printf("ok, it trains like tg_attention (within 0.25 nats, heads as spread)\n");
-    return main_result || collapse || fabs(gap) >= 0.25;
+    return main_result || collapse || fabs(gap) >= 0.25 || isnan(eb);
 }
 
 typedef struct {

@@ -405,7 +405,10 @@ static int open_kernel(const attn_cfg *c, tg_model_cfg *mc, tg_kernel *K) {
     tg_attn_args a = tg_model_attn_call(mc, room);
     snprintf(ctx, sizeof ctx, "--scale %s", tg_scale_names[mc->scale_mode]);
     if (tg_kernel_refuses_call(K, &a, ctx, err, sizeof err)) {
-        fprintf(stderr, "attn_scale: %s; nothing was written\n", err);
+        const int folded = !!(tg_attn_kernel_conventions(K->k) & TG_ATTN_C_SCALE_FOLDED);
+        fprintf(stderr, "attn_scale: %s; nothing was written%s\n", err,
+                folded && mc->scale_mode != TG_SCALE_NONE ? " (a kernel with the scale folded runs with --scale none: the "
+                "model then folds 1/sqrt(d_head) into W_q's initialisation, as T5)" : "");
         tg_kernel_close(K);
         return 2;
     }

@@ -29,6 +29,22 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
     report port_gemma2 "exec:/usr/bin/python3 tests/ports/gemma2.py"
     report port_gemma2_mask_before_cap "exec:/usr/bin/python3 tests/ports/gemma2.py --mistake mask-before-cap"
     report port_llama_forget_scaling "exec:/usr/bin/python3 tests/ports/llama.py --mistake forget-scaling"
+    # the code-completion models (0.21): each in fp32, bf16 and fp16, and its porting mistake in bf16
+    for m in starcoder codegen gpt_neox t5 opt phi; do
+        for p in fp32 bf16 fp16; do report "port_${m}_$p" "exec:/usr/bin/python3 tests/ports/$m.py --precision $p"; done
+    done
+    while read -r m mistake; do
+        report "port_${m}_bf16_$mistake" "exec:/usr/bin/python3 tests/ports/$m.py --precision bf16 --mistake $mistake"
+    done <<'MISTAKES'
+starcoder drop-unscale
+starcoder forget-scaling
+codegen mask-top-left
+gpt_neox causal-top-left
+t5 rsqrt-d
+opt scale-qk
+phi hidden-size
+phi view-heads
+MISTAKES
 else
     echo "scripts/attn_check_docs.sh: /usr/bin/python3 cannot import torch: the ports' reports are left as they are" >&2
 fi

@@ -66,6 +66,43 @@ grep -q "^ok    forward     d_head=8    agrees with an exact attention .*(bf16: 
 "$check" "exec:$(port starcoder.py) --precision bf16 --mistake forget-scaling" --d-head 8 >m4.out 2>&1; rc=$?
 [ $rc = 1 ] && grep -q "^FAIL  temperature d_head=8    c = 2.83 = √8: the kernel ignores .scale. (softmax of the raw q·k, the seed's bug)" m4.out &&
     grep -q "^FAIL  health .*expect the collapse" m4.out || { no "starcoder bf16 without scaling: exit $rc, not named"; grep FAIL m4.out | head -4; }
+# the code-completion models' ports (0.21), each in fp32, bf16 and fp16, its conventions as info lines
+while read -r name conventions; do
+    for p in fp32 bf16 fp16; do
+        "$check" "exec:$(port "$name.py") --precision $p" --d-head 8 >"$name-$p.out" 2>&1; rc=$?
+        [ $rc = 0 ] && grep -q "^verdict: the kernel conforms" "$name-$p.out" || { no "$name $p: exit $rc"; grep "^FAIL\|^CRASH" "$name-$p.out" | head -3; }
+        for c in ${conventions//,/ }; do
+            grep -q "^info  convention  $c " "$name-$p.out" || no "$name $p: no info line for its convention $c"
+        done
+    done
+done <<'PORTS'
+codegen causal_only,no_head_scale,empty_mean
+gpt_neox causal_only,no_head_scale,empty_prefix
+t5 no_head_scale,empty_mean,scale_folded
+opt causal_only,no_head_scale,empty_mean
+phi causal_only,no_head_scale,scale_rsqrt_d,empty_mean
+PORTS
+grep -q "^info  padding     empty row   a row with no key (kv_len 0) gives the mean of v over its causal prefix" gpt_neox-bf16.out ||
+    no "gpt_neox: its empty rows (the causal prefix) not reported"
+grep -q "^ok    temperature d_head=8    multiplier 1.000. on q·k: no scale, as declared (scale_folded" t5-fp16.out ||
+    no "t5: its folded scale not measured"
+grep -q "^ok    health .*assuming 1/√d_head folded into W_q's initialisation" t5-bf16.out || no "t5: the forecast does not say what it assumes"
+# their porting mistakes, each named in fp32 and bf16
+while read -r name mistake want; do
+    for p in fp32 bf16; do
+        "$check" "exec:$(port "$name.py") --precision $p --mistake $mistake" --d-head 8 --layers 0 >"m-$name-$p.out" 2>&1; rc=$?
+        [ $rc = 1 ] && grep -q "$want" "m-$name-$p.out" || { no "$name $p --mistake $mistake: exit $rc, not named"; grep "^FAIL" "m-$name-$p.out" | head -4; }
+        ! grep "^FAIL" "m-$name-$p.out" | grep -q "^FAIL  gradient" || no "$name $p --mistake $mistake: a gradient failure for a forward's mistake"
+    done
+done <<'MISTAKES'
+codegen mask-top-left ^FAIL  alignment   Tq=1, Tk=8, causal query 0 sees key 0, not keys 0..7: causal mask aligned top-left
+gpt_neox causal-top-left ^FAIL  alignment   Tq=3, Tk=8, causal query 0 sees key 0, not keys 0..5: causal mask aligned top-left
+t5 rsqrt-d ^FAIL  temperature d_head=8    multiplier 0.353.* the kernel declares no scale (scale_folded) but applies one
+opt scale-qk ^FAIL  temperature d_head=8    c = 0.35.*the scale is applied twice
+phi hidden-size ^FAIL  temperature d_head=8    c = 0.57.*possibly c = 1/√H: scaled by the model width
+phi view-heads ^FAIL  layout      T=8, H=2    query .* heads and positions swapped
+MISTAKES
+
 # declared fp32, a bf16 kernel fails with the cause named
 sed -e 's/precision=opt.precision/precision="fp32"/' -e 's/return attn(q, k, v,/return attn(q.bfloat16(), k.bfloat16(), v.bfloat16(),/' "$src/tests/ports/starcoder.py" >sc_undeclared.py
 cp "$src/tests/ports/hf_masks.py" .
@@ -78,6 +115,19 @@ small=(--d-head 16 --heads 2 --d-model 32 --seq-len 16 --batch 8 --steps 5 --log
 [ $rc != 0 ] && grep -q "scale_rsqrt_d" refused.err && [ ! -e none.tsv ] ||
     { no "attn_scale --scale none with nanoGPT's own scale: exit $rc"; cat refused.err; ls; }
 "$scale" "${small[@]}" --attn "exec:$(port gpt_oss.py)" --log oss.tsv >/dev/null 2>oss.err || { no "GPT-OSS's port without --sinks"; cat oss.err; }
+# T5's folded scale (0.21): refused under --scale sqrt with the way out said; under --scale none the model
+# folds 1/sqrt(d_head) into W_q's initialisation and logs it; StarCoder in bf16 trains with its heads measured
+"$scale" "${small[@]}" --attn "exec:$(port t5.py)" --log t5sqrt.tsv >/dev/null 2>t5sqrt.err; rc=$?
+[ $rc = 2 ] && grep -q "scale_folded.*runs with --scale none" t5sqrt.err && [ ! -e t5sqrt.tsv ] || { no "t5 under --scale sqrt: exit $rc"; cat t5sqrt.err; }
+"$scale" "${small[@]}" --scale none --attn "exec:$(port t5.py) --precision bf16" --log t5.tsv >/dev/null 2>t5.err || { no "t5 --scale none"; cat t5.err; }
+grep -q "^# qinit=fold: W_q's initialisation times 1/sqrt(d_head) = 0.25 " t5.tsv || no "t5: the fold not in the log's header"
+grep -q "^# attn_precision=bf16" t5.tsv || no "t5 bf16: the precision not in the log's header"
+"$scale" "${small[@]}" --kv-heads 1 --attn "exec:$(port starcoder.py) --precision bf16" --log sc.tsv >/dev/null 2>sc.err || { no "starcoder bf16 training"; cat sc.err; }
+python3 - sc.tsv <<'PY' || no "starcoder bf16: its heads' entropy not in the log"
+import csv, math, sys
+rows = [r for r in csv.DictReader((l for l in open(sys.argv[1]) if not l.startswith("#")), delimiter="\t")]
+assert rows and all(math.isfinite(float(r["nent_l0_h0"])) and math.isfinite(float(r["nent_l0_h1"])) for r in rows), rows[:2]
+PY
 
 sleep 0.5
 ! pgrep -f -- "$tag" >/dev/null || { no "kernel processes left: $(pgrep -af -- "$tag")"; pkill -f -- "$tag"; }

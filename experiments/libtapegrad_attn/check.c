@@ -382,6 +382,20 @@ void tg_attn_check_free(tg_attn_check_report *r) {
     *r = (tg_attn_check_report){0};
 }
 
+/* l is a further layer's line ("L<n> what") whose check failed at the first layer too */
+static int failed_at_first_layer(const tg_attn_check_report *r, const tg_attn_check_line *l) {
+    const char *base = l->what;
+    if (base[0] != 'L' || !strchr(base, ' ')) return 0;
+    for (const char *p = base + 1; *p != ' '; p++)
+        if (*p < '0' || *p > '9') return 0;
+    base = strchr(base, ' ') + 1;
+    for (int i = 0; i < r->n; i++)
+        if ((r->lines[i].status == TG_ATTN_CHECK_FAIL || r->lines[i].status == TG_ATTN_CHECK_CRASH) &&
+            !strcmp(r->lines[i].check, l->check) && !strcmp(r->lines[i].what, base))
+            return 1;
+    return 0;
+}
+
 void tg_attn_check_print(FILE *f, const tg_attn_check_report *r, int tsv) {
     static const char *const st[] = {"ok", "FAIL", "info", "CRASH"};
     if (tsv) {
@@ -395,12 +409,17 @@ void tg_attn_check_print(FILE *f, const tg_attn_check_report *r, int tsv) {
     if (r->failed) fprintf(f, "verdict: %d check%s FAILED:", r->failed, r->failed > 1 ? "s" : "");
     else fprintf(f, "verdict: the kernel conforms (%d checks)\n", r->n);
     if (r->failed) {
-        int first = 1;
+        int first = 1, same = 0;
         for (int i = 0; i < r->n; i++)
             if (r->lines[i].status == TG_ATTN_CHECK_FAIL || r->lines[i].status == TG_ATTN_CHECK_CRASH) {
+                if (failed_at_first_layer(r, &r->lines[i])) {   /* a further layer's repeat: said once below */
+                    same++;
+                    continue;
+                }
                 fprintf(f, "%s %s %s", first ? "" : ";", r->lines[i].check, r->lines[i].what);
                 first = 0;
             }
+        if (same) fprintf(f, "; and %d of these again at further layers", same);
         fprintf(f, "\n");
     }
     for (int i = 0; i < r->n; i++) {
