@@ -49,10 +49,18 @@ check hangs_long 1 "the kernel hung: the forward probe got no answer within 2 s"
 # ---- the catalogue: every feature's bugs, by name ----------------------------------------------
 for k in composed fused; do grep -q "^info  features    declared    dv != d, grouped heads, Tq != Tk, window, padding, bias, alibi, softcap, sinks, dropout; not declared (not checked, and never called with them): none" $k.out ||
     no "builtin:$k: the features line does not list every feature"; done
-check right 0 "verdict: the kernel conforms (90 checks)" "plugin:$cat:right"
+check right 0 "verdict: the kernel conforms (91 checks)" "plugin:$cat:right"
 check example_window1 1 "row 128 sees keys 0..128, not keys 1..128: sees 129 keys, the window asks for 128 (left = 127): off by one" "plugin:$win1"
 grep '^FAIL' example_window1.out | grep -vc '^FAIL  [a-z]* *L[0-9]' | grep -qx 3 || no "example_window1: more than the window failed: $(grep '^FAIL' example_window1.out)"
 c() { check "$1" 1 "$2" "plugin:$cat:$1"; }
+# precision (0.21): a kernel in bf16, declared, conforms by FlashAttention's rule; undeclared, its cause is named
+check bf16_right 0 "verdict: the kernel conforms" "plugin:$cat:bf16_right"
+grep -q "^attn_check plugin:.*ABI 2: dv != d; precision bf16" bf16_right.out || no "bf16_right: the precision not in the header line"
+grep -q "^ok    forward     d_head=128  agrees with an exact attention .*(bf16: at most 2x a textbook" bf16_right.out ||
+    no "bf16_right: the forward not judged in bf16"
+grep -q "^ok    gradient    d/d q, k, v worst error/limit .* against the exact gradients (bf16" bf16_right.out ||
+    no "bf16_right: the gradients not judged analytically"
+c bf16_undeclared "differs by about bf16's rounding: declare precision bf16 if the kernel computes in it"
 c sqrt_inverse 'c = 128: the kernel follows `scale` inversely (half the multiplier at twice the scale): it divides by `scale` instead of multiplying; possibly c = d_head: multiplied by √d_head instead of divided (the exponent'"'"'s sign flipped)'
 grep -q "^ok    mask        causal " sqrt_inverse.out || no "sqrt_inverse (c = d_head, saturated rows): the mask verdict is not right: $(grep ' mask ' sqrt_inverse.out)"
 grep -q "^ok    mask        not causal " sqrt_inverse.out || no "sqrt_inverse: the non-causal mask verdict is not right"

@@ -208,6 +208,39 @@ class Lifecycle(unittest.TestCase):
             tx.serve(attention, conventions=["causual_only"], stdin=io.BytesIO(), stdout=io.BytesIO())
         self.assertIn("causual_only", str(e.exception))
 
+    def test_precision_in_the_hello_and_half_tensors_widened(self):
+        """0.21: a kernel's precision goes in its hello when it is not fp32; BF16 and F16 tensors
+        decode to the floats they hold (exactly), and a forward's layer reaches the kernel."""
+        import io
+        for precision, want in (("bf16", "bf16"), ("fp32", None)):
+            fin, fout = io.BytesIO(frame({"type": "hello"})), io.BytesIO()
+            tx.serve(attention, attention_backward, precision=precision, stdin=fin, stdout=fout, log=io.StringIO())
+            fout.seek(0)
+            self.assertEqual(tx.decode(tx.read_frame(fout))[0].get("precision"), want)
+        with self.assertRaises(ValueError):
+            tx.serve(attention, precision="fp8", stdin=io.BytesIO(), stdout=io.BytesIO())
+        # 1.0, -2.5, 0.1 (bf16 0x3dcd = 0.10009765625), 65504 and 2^-24 (fp16's smallest)
+        bf16 = struct.pack("<4H", 0x3F80, 0xC020, 0x3DCD, 0x7F80)
+        f16 = struct.pack("<3H", 0x7BFF, 0x0001, 0xBC00)
+        head = {"b": {"dtype": "BF16", "shape": [4], "data_offsets": [0, 8]},
+                "h": {"dtype": "F16", "shape": [3], "data_offsets": [8, 14]}}
+        import json
+        h = json.dumps(head).encode()
+        h += b" " * (-len(h) % 8)
+        meta, tensors = tx.decode(struct.pack("<Q", len(h)) + h + bf16 + f16)
+        self.assertEqual(list(tensors["b"].data), [1.0, -2.5, 0.10009765625, math.inf])
+        self.assertEqual(list(tensors["h"].data), [65504.0, 2.0 ** -24, -1.0])
+        seen = {}
+
+        def forward(q, k, v, **a):
+            seen.update(a)
+            return attention(q, k, v, **a)
+        q = tx.tensor([1, 2, 1, 2], [0.5, 1, -1, 0.25])
+        fin = io.BytesIO(frame({"type": "hello"}) + frame({"type": "forward", "id": "1", "scale": "1", "layer": "7"},
+                                                          {"q": q, "k": q, "v": q}))
+        tx.serve(forward, attention_backward, stdin=fin, stdout=io.BytesIO(), log=io.StringIO())
+        self.assertEqual(seen.get("layer"), 7)
+
     def test_exception_names_where_it_was_raised(self):
         """A kernel that raises: the one-line error reply names the exception and where the kernel's
         code raised it (file:line in function); the whole traceback goes to its stderr."""

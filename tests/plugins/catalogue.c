@@ -263,3 +263,28 @@ static tg_tensor *nan_often(tg_ctx *ctx, const tg_attn_args *in) {   /* NaN but 
     return out;
 }
 TG_ATTENTION_PLUGIN(nan_often, F_ALL)
+
+/* ---- precision (0.21) ---- */
+/* x rounded to bf16 on the tape, its gradient passed straight through (as a cast in autocast is) */
+static void st_backward(tg_ctx *ctx, const tg_node *n) {
+    (void)ctx;
+    tg_tensor *x = n->in[0];
+    if (x->grad)
+        for (int64_t i = 0; i < x->numel; i++) x->grad[i] += n->out->grad[i];
+}
+static tg_tensor *to_bf16(tg_ctx *ctx, tg_tensor *x) {
+    tg_tensor *y = tg_new(ctx, x->ndim, x->shape);
+    for (int64_t i = 0; i < x->numel; i++) y->data[i] = tg_round_to(TG_BF16, x->data[i]);
+    tg_record(ctx, "to_bf16", st_backward, y, 1, &x, 0);
+    return y;
+}
+/* a kernel in bf16: q, k, v and its output rounded to bf16, the rest in fp32. Declared bf16 it
+ * conforms; declared fp32 (bf16_undeclared) attn_check names its precision. */
+static tg_tensor *bf16_right(tg_ctx *ctx, const tg_attn_args *in) {
+    tg_attn_args a = *in;
+    a.q = to_bf16(ctx, a.q), a.k = to_bf16(ctx, a.k), a.v = to_bf16(ctx, a.v);
+    return to_bf16(ctx, tg_attend(ctx, &a));
+}
+TG_ATTENTION_PLUGIN_PREC(bf16_right, TG_ATTN_F_DV, 0, TG_BF16)
+static tg_tensor *bf16_undeclared(tg_ctx *ctx, const tg_attn_args *in) { return bf16_right(ctx, in); }
+TG_ATTENTION_PLUGIN(bf16_undeclared, TG_ATTN_F_DV)
