@@ -104,8 +104,9 @@ phi view-heads ^FAIL  layout      T=8, H=2    query .* heads and positions swapp
 MISTAKES
 
 # declared fp32, a bf16 kernel fails with the cause named
-sed -e 's/precision=opt.precision/precision="fp32"/' -e 's/return attn(q, k, v,/return attn(q.bfloat16(), k.bfloat16(), v.bfloat16(),/' "$src/tests/ports/starcoder.py" >sc_undeclared.py
-cp "$src/tests/ports/hf_masks.py" .
+sed -e 's/return attn(q, k, v,/return attn(q.bfloat16(), k.bfloat16(), v.bfloat16(),/' "$src/tests/ports/starcoder.py" >sc_undeclared.py
+sed -e 's/precision=opt.precision,/precision="fp32",/' "$src/tests/ports/hf_masks.py" >hf_masks.py
+grep -q 'precision="fp32",' hf_masks.py && grep -q "q.bfloat16()" sc_undeclared.py || no "the undeclared bf16 kernel was not made"
 "$check" "exec:$py -X $tag $tmp/sc_undeclared.py --precision bf16" --d-head 8 --layers 0 >m5.out 2>&1; rc=$?
 [ $rc = 1 ] && grep -q "^FAIL  forward     d_head=8 .*declare precision bf16" m5.out || { no "an undeclared bf16 kernel: exit $rc, cause not named"; grep FAIL m5.out | head -3; }
 

@@ -66,20 +66,26 @@ static tg_tensor *needs_sinks(tg_ctx *ctx, const tg_attn_args *args) {
     return tg_attend(ctx, &a);
 }
 
-/* transformers' eager code: padding and the causal mask as an additive finfo.min, so a row that
- * sees no key weighs every key alike (the mean of v) */
-static tg_tensor *finfo_mask(tg_ctx *ctx, const tg_attn_args *args) {
+/* The call's causal mask and padding as an additive bias: a padded key gets finfo.min, a key the
+ * causal mask hides gets causal_hidden (always_causal: the kernel is a decoder's, causal whatever
+ * was asked) */
+static tg_tensor *additive_mask(tg_ctx *ctx, const tg_attn_args *args, int always_causal, float causal_hidden) {
     tg_attn_args a = tg_attn_args_of(args);
+    if (always_causal) a.causal = 1;
     if (!a.kv_len) return tg_attend(ctx, &a);
     const int B = a.q->shape[0], T = a.q->shape[1];
     tg_tensor *mask = tg_new(ctx, 4, (int[]){B, 1, T, T});
     for (int b = 0; b < B; b++)
         for (int i = 0; i < T; i++)
             for (int j = 0; j < T; j++)
-                mask->data[((size_t)b * T + i) * T + j] = j >= a.kv_len[b] || (a.causal && j > i) ? -FLT_MAX : 0.0f;
+                mask->data[((size_t)b * T + i) * T + j] = a.causal && j > i ? causal_hidden : j >= a.kv_len[b] ? -FLT_MAX : 0.0f;
     a.bias = mask, a.kv_len = NULL, a.causal = 0;
     return tg_attend(ctx, &a);
 }
+
+/* transformers' eager code: padding and the causal mask as an additive finfo.min, so a row that
+ * sees no key weighs every key alike (the mean of v) */
+static tg_tensor *finfo_mask(tg_ctx *ctx, const tg_attn_args *args) { return additive_mask(ctx, args, 0, -FLT_MAX); }
 
 /* StarCoder's kernels (0.21): one key/value head, shared by every query head */
 static tg_tensor *one_kv_head(tg_ctx *ctx, const tg_attn_args *args) {
@@ -89,19 +95,7 @@ static tg_tensor *one_kv_head(tg_ctx *ctx, const tg_attn_args *args) {
 
 /* CodeGen, GPT-NeoX (0.21): the causal mask by where(·, finfo.min) and the padding added as finfo.min,
  * so a key hidden by both is −inf and a row without keys averages its causal prefix */
-static tg_tensor *prefix_mask(tg_ctx *ctx, const tg_attn_args *args) {
-    tg_attn_args a = tg_attn_args_of(args);
-    a.causal = 1;   /* a decoder's: always */
-    if (!a.kv_len) return tg_attend(ctx, &a);
-    const int B = a.q->shape[0], T = a.q->shape[1];
-    tg_tensor *mask = tg_new(ctx, 4, (int[]){B, 1, T, T});
-    for (int b = 0; b < B; b++)
-        for (int i = 0; i < T; i++)
-            for (int j = 0; j < T; j++)
-                mask->data[((size_t)b * T + i) * T + j] = j > i ? -INFINITY : j >= a.kv_len[b] ? -FLT_MAX : 0.0f;
-    a.bias = mask, a.kv_len = NULL, a.causal = 0;
-    return tg_attend(ctx, &a);
-}
+static tg_tensor *prefix_mask(tg_ctx *ctx, const tg_attn_args *args) { return additive_mask(ctx, args, 1, -INFINITY); }
 
 /* T5 (0.21): no multiplier at all, the model folds 1/√d into W_q's initialisation */
 static tg_tensor *folded(tg_ctx *ctx, const tg_attn_args *args) {

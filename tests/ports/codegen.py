@@ -9,12 +9,11 @@ only, no per-head scale, empty rows the mean of v.
 
 --mistake mask-top-left: the mask built for Tq = Tk and cut to the first Tq rows (top-left), as a
 port that forgets the cache's offset would."""
-import argparse
 import sys
 
 import torch
 
-from hf_masks import additive, allowed, mm, precision_arg, tapegrad_exec as tx
+from hf_masks import additive, allowed, mm, serve_port
 
 
 def attn(query, key, value, attention_mask, scale_attn):
@@ -29,24 +28,19 @@ def attn(query, key, value, attention_mask, scale_attn):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mistake", choices=["mask-top-left"])
-    precision_arg(ap)
-    opt = ap.parse_args()
+    def attention_of(opt):
+        def attention(q, k, v, *, scale, causal, kv_len=None, **rest):
+            B, H, Tq, _ = q.shape
+            Tk = k.shape[2]
+            if opt.mistake == "mask-top-left":
+                ok = allowed(B, Tk, Tk, causal, kv_len)[:, :, :Tq]
+            else:
+                ok = allowed(B, Tq, Tk, causal, kv_len)
+            return attn(q, k, v, additive(ok, q.dtype), 1.0 / scale)
+        return attention
 
-    def attention(q, k, v, *, scale, causal, kv_len=None, **rest):
-        B, H, Tq, _ = q.shape
-        Tk = k.shape[2]
-        if opt.mistake == "mask-top-left":
-            ok = allowed(B, Tk, Tk, causal, kv_len)[:, :, :Tq]
-        else:
-            ok = allowed(B, Tq, Tk, causal, kv_len)
-        return attn(q, k, v, additive(ok, q.dtype), 1.0 / scale)
-
-    torch.set_num_threads(1)
-    name = "codegen-" + opt.precision + ("-" + opt.mistake if opt.mistake else "")
-    return tx.serve_torch(attention, name=name, layout="bhtd", precision=opt.precision,
-                          features=["dv", "tq_tk", "padding"], conventions=["causal_only", "no_head_scale", "empty_mean"])
+    return serve_port("codegen", ["mask-top-left"], attention_of, features=["dv", "tq_tk", "padding"],
+                      conventions=["causal_only", "no_head_scale", "empty_mean"])
 
 
 if __name__ == "__main__":

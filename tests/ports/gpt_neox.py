@@ -9,12 +9,11 @@ the input's dtype, @ v. Conventions: causal only, no per-head scale, empty rows 
 causal prefix.
 
 --mistake causal-top-left: the causal buffer cut [:Tq] (top-left), as before the cache's offset."""
-import argparse
 import sys
 
 import torch
 
-from hf_masks import additive, allowed, mm, precision_arg, softmax_in, tapegrad_exec as tx
+from hf_masks import additive, allowed, mm, serve_port, softmax_in
 
 
 def attn(query, key, value, causal_mask, attention_mask, alpha):
@@ -29,25 +28,20 @@ def attn(query, key, value, causal_mask, attention_mask, alpha):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mistake", choices=["causal-top-left"])
-    precision_arg(ap)
-    opt = ap.parse_args()
+    def attention_of(opt):
+        def attention(q, k, v, *, scale, causal, kv_len=None, **rest):
+            B, H, Tq, _ = q.shape
+            Tk = k.shape[2]
+            tri = torch.tril(torch.ones(Tk, Tk, dtype=torch.bool)).view(1, 1, Tk, Tk)   # the model's "bias" buffer
+            causal_mask = tri[:, :, :Tq, :Tk] if opt.mistake == "causal-top-left" else tri[:, :, Tk - Tq:Tk, :Tk]
+            pad = None
+            if kv_len is not None:   # [B, 1, 1, Tk]: (1 - mask) * finfo.min, as the model's get_extended_attention_mask
+                pad = additive(allowed(B, 1, Tk, False, kv_len), q.dtype)
+            return attn(q, k, v, causal_mask, pad, scale)
+        return attention
 
-    def attention(q, k, v, *, scale, causal, kv_len=None, **rest):
-        B, H, Tq, _ = q.shape
-        Tk = k.shape[2]
-        tri = torch.tril(torch.ones(Tk, Tk, dtype=torch.bool)).view(1, 1, Tk, Tk)   # the model's "bias" buffer
-        causal_mask = tri[:, :, :Tq, :Tk] if opt.mistake == "causal-top-left" else tri[:, :, Tk - Tq:Tk, :Tk]
-        pad = None
-        if kv_len is not None:   # [B, 1, 1, Tk]: (1 - mask) * finfo.min, as the model's get_extended_attention_mask
-            pad = additive(allowed(B, 1, Tk, False, kv_len), q.dtype)
-        return attn(q, k, v, causal_mask, pad, scale)
-
-    torch.set_num_threads(1)
-    name = "gpt-neox-" + opt.precision + ("-" + opt.mistake if opt.mistake else "")
-    return tx.serve_torch(attention, name=name, layout="bhtd", precision=opt.precision,
-                          features=["dv", "tq_tk", "padding"], conventions=["causal_only", "no_head_scale", "empty_prefix"])
+    return serve_port("gpt-neox", ["causal-top-left"], attention_of, features=["dv", "tq_tk", "padding"],
+                      conventions=["causal_only", "no_head_scale", "empty_prefix"])
 
 
 if __name__ == "__main__":

@@ -63,6 +63,16 @@ def softmax_in(x, dim=-1):
     return torch.nn.functional.softmax(x.float(), dim=dim).to(x.dtype)
 
 
-def precision_arg(ap):
-    """--precision fp32 | bf16 | fp16: what the port declares and computes in (q, k, v arrive in it)."""
+def serve_port(model, mistakes, attention_of, features, conventions):
+    """A port's main (0.21's ports): --mistake (one of mistakes) and --precision fp32 | bf16 | fp16
+    (what it declares and computes in: q, k, v arrive in it), then attention_of(options) served
+    with serve_torch, heads first, on one thread, named model-precision[-mistake]."""
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mistake", choices=mistakes)
     ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
+    opt = ap.parse_args()
+    torch.set_num_threads(1)
+    name = model + "-" + opt.precision + ("-" + opt.mistake if opt.mistake else "")
+    return tapegrad_exec.serve_torch(attention_of(opt), name=name, layout="bhtd", precision=opt.precision,
+                                     features=features, conventions=conventions)

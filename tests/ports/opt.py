@@ -8,12 +8,11 @@ key alike (the mean of v). Softmax (in fp32 for fp16), @ v. Conventions: causal 
 scale, empty rows the mean of v.
 
 --mistake scale-qk: the port scales k by `scaling` too (the scale applied twice)."""
-import argparse
 import sys
 
 import torch
 
-from hf_masks import additive, allowed, mm, precision_arg, softmax_in, tapegrad_exec as tx
+from hf_masks import additive, allowed, mm, serve_port, softmax_in
 
 
 def attn(query, key, value, attention_mask, scaling, scale_qk):
@@ -28,22 +27,17 @@ def attn(query, key, value, attention_mask, scaling, scale_qk):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mistake", choices=["scale-qk"])
-    precision_arg(ap)
-    opt = ap.parse_args()
+    def attention_of(opt):
+        def attention(q, k, v, *, scale, causal, kv_len=None, **rest):
+            B, H, Tq, _ = q.shape
+            Tk = k.shape[2]
+            causal_add = additive(allowed(B, Tq, Tk, causal), q.dtype)   # _make_causal_mask
+            pad_add = additive(allowed(B, Tq, Tk, False, kv_len), q.dtype) if kv_len is not None else 0   # _expand_mask
+            return attn(q, k, v, pad_add + causal_add, scale, opt.mistake == "scale-qk")
+        return attention
 
-    def attention(q, k, v, *, scale, causal, kv_len=None, **rest):
-        B, H, Tq, _ = q.shape
-        Tk = k.shape[2]
-        causal_add = additive(allowed(B, Tq, Tk, causal), q.dtype)   # _make_causal_mask
-        pad_add = additive(allowed(B, Tq, Tk, False, kv_len), q.dtype) if kv_len is not None else 0   # _expand_mask
-        return attn(q, k, v, pad_add + causal_add, scale, opt.mistake == "scale-qk")
-
-    torch.set_num_threads(1)
-    name = "opt-" + opt.precision + ("-" + opt.mistake if opt.mistake else "")
-    return tx.serve_torch(attention, name=name, layout="bhtd", precision=opt.precision,
-                          features=["dv", "tq_tk", "padding"], conventions=["causal_only", "no_head_scale", "empty_mean"])
+    return serve_port("opt", ["scale-qk"], attention_of, features=["dv", "tq_tk", "padding"],
+                      conventions=["causal_only", "no_head_scale", "empty_mean"])
 
 
 if __name__ == "__main__":

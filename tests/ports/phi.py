@@ -8,13 +8,12 @@ to v's dtype, @ v. Conventions: causal only, no per-head scale, its own 1/√d, 
 --mistake hidden-size: the port divides by √hidden_size (H · head_dim), the model's width.
 --mistake view-heads: q_proj's output viewed as (bsz, num_heads, q_len, head_dim) where the model views
 (bsz, q_len, num_heads, head_dim) and transposes: heads and positions swapped."""
-import argparse
 import math
 import sys
 
 import torch
 
-from hf_masks import additive, allowed, mm, precision_arg, tapegrad_exec as tx
+from hf_masks import additive, allowed, mm, serve_port
 from llama import repeat_kv
 
 
@@ -30,23 +29,17 @@ def attn(query, key, value, attention_mask, n_rep, hidden_size_mistake):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mistake", choices=["hidden-size", "view-heads"])
-    precision_arg(ap)
-    opt = ap.parse_args()
+    def attention_of(opt):
+        def attention(q, k, v, *, causal, kv_len=None, **rest):
+            B, H, Tq, d = q.shape
+            if opt.mistake == "view-heads":   # q_proj(x) is [B, Tq, H·d]: viewed heads first
+                q = q.transpose(1, 2).reshape(B, Tq * H * d).view(B, H, Tq, d)
+            mask = additive(allowed(B, Tq, k.shape[2], causal, kv_len), q.dtype)
+            return attn(q, k, v, mask, H // k.shape[1], opt.mistake == "hidden-size")
+        return attention
 
-    def attention(q, k, v, *, causal, kv_len=None, **rest):
-        B, H, Tq, d = q.shape
-        if opt.mistake == "view-heads":   # q_proj(x) is [B, Tq, H·d]: viewed heads first
-            q = q.transpose(1, 2).reshape(B, Tq * H * d).view(B, H, Tq, d)
-        mask = additive(allowed(B, Tq, k.shape[2], causal, kv_len), q.dtype)
-        return attn(q, k, v, mask, H // k.shape[1], opt.mistake == "hidden-size")
-
-    torch.set_num_threads(1)
-    name = "phi-" + opt.precision + ("-" + opt.mistake if opt.mistake else "")
-    return tx.serve_torch(attention, name=name, layout="bhtd", precision=opt.precision,
-                          features=["dv", "gqa", "tq_tk", "padding"],
-                          conventions=["causal_only", "no_head_scale", "scale_rsqrt_d", "empty_mean"])
+    return serve_port("phi", ["hidden-size", "view-heads"], attention_of, features=["dv", "gqa", "tq_tk", "padding"],
+                      conventions=["causal_only", "no_head_scale", "scale_rsqrt_d", "empty_mean"])
 
 
 if __name__ == "__main__":

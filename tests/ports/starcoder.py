@@ -12,12 +12,11 @@ the model runs under autocast or .half().
 
 --mistake drop-unscale: the fp32 multiply by unscale dropped (the multiplier is then 1/(layer+1):
 right at layer 0 only). --mistake forget-scaling: scale_attn_weights off (the seed's bug)."""
-import argparse
 import sys
 
 import torch
 
-from hf_masks import allowed, mm, tapegrad_exec as tx
+from hf_masks import allowed, mm, serve_port
 
 
 def upcast_masked_softmax(x, mask, mask_value, scale, softmax_dtype, drop_unscale):
@@ -48,21 +47,15 @@ def attn(query, key, value, mask, scale, layer_idx, mistake):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mistake", choices=["drop-unscale", "forget-scaling"])
-    ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
-    opt = ap.parse_args()
+    def attention_of(opt):
+        def attention(q, k, v, *, scale, causal, layer=0, kv_len=None, **rest):
+            B, H, Tq, _ = q.shape
+            ok = allowed(B, Tq, k.shape[2], causal, kv_len)[:, 0]
+            return attn(q, k, v, ok, scale, layer, opt.mistake)
+        return attention
 
-    def attention(q, k, v, *, scale, causal, layer=0, kv_len=None, **rest):
-        B, H, Tq, _ = q.shape
-        ok = allowed(B, Tq, k.shape[2], causal, kv_len)[:, 0]
-        return attn(q, k, v, ok, scale, layer, opt.mistake)
-
-    torch.set_num_threads(1)
-    name = "starcoder-" + opt.precision + ("-" + opt.mistake if opt.mistake else "")
-    return tx.serve_torch(attention, name=name, layout="bhtd", precision=opt.precision,
-                          features=["dv", "gqa", "tq_tk", "padding"],
-                          conventions=["causal_only", "no_head_scale", "mqa_only", "empty_mean"])
+    return serve_port("starcoder", ["drop-unscale", "forget-scaling"], attention_of, features=["dv", "gqa", "tq_tk", "padding"],
+                      conventions=["causal_only", "no_head_scale", "mqa_only", "empty_mean"])
 
 
 if __name__ == "__main__":

@@ -7,13 +7,12 @@ scores' dtype, @ v. Encoder (not causal) and decoder (causal) alike. Conventions
 into the initialisation, no per-head scale, empty rows the mean of v.
 
 --mistake rsqrt-d: the port "fixes" T5 by dividing the scores by √d."""
-import argparse
 import math
 import sys
 
 import torch
 
-from hf_masks import additive, allowed, mm, precision_arg, tapegrad_exec as tx
+from hf_masks import additive, allowed, mm, serve_port
 
 
 def attn(query, key, value, position_bias, mask, rsqrt_d):
@@ -27,23 +26,17 @@ def attn(query, key, value, position_bias, mask, rsqrt_d):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mistake", choices=["rsqrt-d"])
-    precision_arg(ap)
-    opt = ap.parse_args()
+    def attention_of(opt):
+        def attention(q, k, v, *, causal, kv_len=None, bias=None, **rest):
+            B, H, Tq, _ = q.shape
+            Tk = k.shape[2]
+            mask = additive(allowed(B, Tq, Tk, causal, kv_len), q.dtype)
+            position_bias = bias if bias is not None else torch.zeros(1, H, Tq, Tk, dtype=torch.float32)
+            return attn(q, k, v, position_bias, mask, opt.mistake == "rsqrt-d")
+        return attention
 
-    def attention(q, k, v, *, causal, kv_len=None, bias=None, **rest):
-        B, H, Tq, _ = q.shape
-        Tk = k.shape[2]
-        mask = additive(allowed(B, Tq, Tk, causal, kv_len), q.dtype)
-        position_bias = bias if bias is not None else torch.zeros(1, H, Tq, Tk, dtype=torch.float32)
-        return attn(q, k, v, position_bias, mask, opt.mistake == "rsqrt-d")
-
-    torch.set_num_threads(1)
-    name = "t5-" + opt.precision + ("-" + opt.mistake if opt.mistake else "")
-    return tx.serve_torch(attention, name=name, layout="bhtd", precision=opt.precision,
-                          features=["dv", "tq_tk", "padding", "bias"],
-                          conventions=["no_head_scale", "empty_mean", "scale_folded"])
+    return serve_port("t5", ["rsqrt-d"], attention_of, features=["dv", "tq_tk", "padding", "bias"],
+                      conventions=["no_head_scale", "empty_mean", "scale_folded"])
 
 
 if __name__ == "__main__":
