@@ -20,41 +20,43 @@ check() {   # check NAME WANT_RC PHRASE KERNEL [FLAGS...]: the exit status and a
         { no "$name: the report lacks '$phrase'"; sed 's/^/  | /' "$name.out" | head -12; }
 }
 for k in composed fused; do check "$k" 0 "verdict: the kernel conforms" "builtin:$k"; done
-check example_ok 0 "verdict: the kernel conforms" "plugin:$ok"
-check plain_right 0 "verdict: the kernel conforms" "plugin:$badso:plain_right"
+check example_ok 0 "verdict: the kernel conforms" "plugin:$ok" --layers 0
+check plain_right 0 "verdict: the kernel conforms" "plugin:$badso:plain_right" --layers 0
 # the seed's bug, in the example's words and in tapegrad's op called with scale 1
-check example_noscale 1 'c = 11.31 = √128: the kernel ignores `scale`' "plugin:$noscale"
+check example_noscale 1 'c = 11.31 = √128: the kernel ignores `scale`' "plugin:$noscale" --layers 0
 grep -qF "outside the band 1/16 .. 1" example_noscale.out || no "example_noscale: no health forecast outside the band"
 grep -qF "expect the collapse of docs/results.md#the-main-result" example_noscale.out || no "example_noscale: no collapse forecast"
-check forgets_scale 1 'c = 11.31 = √128: the kernel ignores `scale`' "plugin:$badso:forgets_scale"
-check divides_by_d 1 "to q·k (the same at twice the scale): its own 1/d_head; possibly c = 1/√d_head: divided by d_head, or the scale applied twice" "plugin:$badso:divides_by_d"
+check forgets_scale 1 'c = 11.31 = √128: the kernel ignores `scale`' "plugin:$badso:forgets_scale" --layers 0
+check divides_by_d 1 "to q·k (the same at twice the scale): its own 1/d_head; possibly c = 1/√d_head: divided by d_head, or the scale applied twice" "plugin:$badso:divides_by_d" --layers 0
 grep -qF 'c = 0.08839: the kernel ignores `scale`' divides_by_d.out || no "divides_by_d: c at d_head 128 is not 0.08839"
-check twice_too_warm 1 "c = 2: it follows \`scale\` but 2.00 times too warm" "plugin:$badso:twice_too_warm"
-check own_sqrt 1 'the kernel ignores `scale` and applies its own multiplier 0.08839 to q·k (the same at twice the scale): its own 1/√d_head, right at this scale only' "plugin:$badso:own_sqrt"
-check no_causal_mask 1 "row 0 of head 0 sees keys 0..11, not key 0: no causal mask" "plugin:$badso:no_causal_mask"
-check mask_off_by_one 1 "sees keys 0..1, not key 0: the mask is off by one (each row sees the next position)" "plugin:$badso:mask_off_by_one"
-check mask_hides_diagonal 1 "the mask hides the diagonal (off by one): row 0 does not see its own position" "plugin:$badso:mask_hides_diagonal"
+check twice_too_warm 1 "c = 2: it follows \`scale\` but 2.00 times too warm" "plugin:$badso:twice_too_warm" --layers 0
+check own_sqrt 1 'the kernel ignores `scale` and applies its own multiplier 0.08839 to q·k (the same at twice the scale): its own 1/√d_head, right at this scale only' "plugin:$badso:own_sqrt" --layers 0
+check no_causal_mask 1 "row 0 of head 0 sees keys 0..11, not key 0: no causal mask" "plugin:$badso:no_causal_mask" --layers 0
+check mask_off_by_one 1 "sees keys 0..1, not key 0: the mask is off by one (each row sees the next position)" "plugin:$badso:mask_off_by_one" --layers 0
+check mask_hides_diagonal 1 "the mask hides the diagonal (off by one): row 0 does not see its own position" "plugin:$badso:mask_hides_diagonal" --layers 0
 for k in no_causal_mask mask_off_by_one mask_hides_diagonal; do   # a mask's bug is named by the mask probe, not the temperature's
     grep -q '^FAIL  temperature' $k.out && no "$k: the temperature probe fails too: $(grep -m1 '^FAIL  temperature' $k.out)"
 done
 grep -qF "info  features    declared    dv != d; not declared" forgets_scale.out || no "a textbook kernel's features line: $(grep -m1 features forgets_scale.out)"
 check abi1 2 "declares plugin ABI 1 (a tg_attention_fn and TG_ATTENTION_PLUGIN_DECLARE, tapegrad 0.12's), which tapegrad 0.20 no longer loads" "plugin:$(dirname "$badso")/plugin_abi1_hidden.so"
-check ignores_head_scale 1 "the kernel ignores head_scale" "plugin:$badso:ignores_head_scale"
-check wrong_backward 1 "the backward is not the gradient of the forward for v" "plugin:$badso:wrong_backward"
+check ignores_head_scale 1 "the kernel ignores head_scale" "plugin:$badso:ignores_head_scale" --layers 0
+check wrong_backward 1 "the backward is not the gradient of the forward for v" "plugin:$badso:wrong_backward" --layers 0
 grep -c '^FAIL' wrong_backward.out | grep -qx 1 || no "wrong_backward: more than the gradient of v failed: $(grep '^FAIL' wrong_backward.out)"
-check nan_long_rows 1 "at T=256, not causal, without head_scale: a non-finite output" "plugin:$badso:nan_long_rows"
-check needs_dv_eq_d 1 "it refused: needs_dv_eq_d: dv" "plugin:$badso:needs_dv_eq_d"
-check crashes_dv 1 "the kernel crashed (Segmentation fault) in the forward probe" "plugin:$badso:crashes_dv"
-check hangs_long 1 "the kernel hung: the forward probe got no answer within 2 s" "plugin:$badso:hangs_long" --d-head 8 --timeout 2
+check nan_long_rows 1 "at T=256, not causal, without head_scale: a non-finite output" "plugin:$badso:nan_long_rows" --layers 0
+check needs_dv_eq_d 1 "it refused: needs_dv_eq_d: dv" "plugin:$badso:needs_dv_eq_d" --layers 0
+check crashes_dv 1 "the kernel crashed (Segmentation fault) in the forward probe" "plugin:$badso:crashes_dv" --layers 0
+check hangs_long 1 "the kernel hung: the forward probe got no answer within 2 s" "plugin:$badso:hangs_long" --d-head 8 --timeout 2 --layers 0
 # ---- the catalogue: every feature's bugs, by name ----------------------------------------------
+# (the wrong kernels at layer 0 alone: their bugs do not depend on the layer; builtin:composed, fused and
+# the catalogue's right kernel at the default three)
 for k in composed fused; do grep -q "^info  features    declared    dv != d, grouped heads, Tq != Tk, window, padding, bias, alibi, softcap, sinks, dropout; not declared (not checked, and never called with them): none" $k.out ||
     no "builtin:$k: the features line does not list every feature"; done
 check right 0 "verdict: the kernel conforms (91 checks)" "plugin:$cat:right"
-check example_window1 1 "row 128 sees keys 0..128, not keys 1..128: sees 129 keys, the window asks for 128 (left = 127): off by one" "plugin:$win1"
+check example_window1 1 "row 128 sees keys 0..128, not keys 1..128: sees 129 keys, the window asks for 128 (left = 127): off by one" "plugin:$win1" --layers 0
 grep '^FAIL' example_window1.out | grep -vc '^FAIL  [a-z]* *L[0-9]' | grep -qx 3 || no "example_window1: more than the window failed: $(grep '^FAIL' example_window1.out)"
 c() { check "$1" 1 "$2" "plugin:$cat:$1" --layers 0; }   # the catalogue's bugs do not depend on the layer
 # precision (0.21): a kernel in bf16, declared, conforms by FlashAttention's rule; undeclared, its cause is named
-check bf16_right 0 "verdict: the kernel conforms" "plugin:$cat:bf16_right"
+check bf16_right 0 "verdict: the kernel conforms" "plugin:$cat:bf16_right" --layers 0
 grep -q "^attn_check plugin:.*ABI 2: dv != d; precision bf16" bf16_right.out || no "bf16_right: the precision not in the header line"
 grep -q "^ok    forward     d_head=128  agrees with an exact attention .*(bf16: at most 2x a textbook" bf16_right.out ||
     no "bf16_right: the forward not judged in bf16"
@@ -91,7 +93,7 @@ c window_right_from_left "a (3, 3) window: the right bound is taken from the lef
 c padding_on_queries "kv_len masks the queries, not the keys"
 c alibi_one_sided "the logits get +slope·j (the key's position), BLOOM's one-sided ramp, equal to ALiBi only under a causal mask (declare alibi_causal"
 grep -q "the sign is flipped" alibi_one_sided.out && no "alibi_one_sided: the false cause 'the sign is flipped'"
-check bloom_alibi 0 "verdict: the kernel conforms" "plugin:$cat:bloom_alibi"
+check bloom_alibi 0 "verdict: the kernel conforms" "plugin:$cat:bloom_alibi" --layers 0
 grep -q "^info  convention  alibi_causal declared: ALiBi under a causal mask only" bloom_alibi.out || no "bloom_alibi: its convention is not an info line"
 grep -q "conventions: ALiBi under a causal mask only" bloom_alibi.out || no "bloom_alibi: the plugin's description does not list its conventions"
 c dropout_no_rescale "kept weights are scaled by 1, not 1/(1 − p) = 1.33: no rescale"
