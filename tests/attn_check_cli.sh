@@ -19,7 +19,7 @@ check() {   # check NAME WANT_RC PHRASE KERNEL [FLAGS...]: the exit status and a
     [ -z "$phrase" ] || grep -qF -- "$phrase" "$name.out" "$name.err" ||
         { no "$name: the report lacks '$phrase'"; sed 's/^/  | /' "$name.out" | head -12; }
 }
-for k in composed fused; do check "$k" 0 "verdict: the kernel conforms" "builtin:$k"; done
+for k in composed fused; do check "$k" 0 "verdict: the kernel conforms" "builtin:$k" --layers 0; done
 check example_ok 0 "verdict: the kernel conforms" "plugin:$ok" --layers 0
 check plain_right 0 "verdict: the kernel conforms" "plugin:$badso:plain_right" --layers 0
 # the seed's bug, in the example's words and in tapegrad's op called with scale 1
@@ -47,8 +47,8 @@ check needs_dv_eq_d 1 "it refused: needs_dv_eq_d: dv" "plugin:$badso:needs_dv_eq
 check crashes_dv 1 "the kernel crashed (Segmentation fault) in the forward probe" "plugin:$badso:crashes_dv" --layers 0
 check hangs_long 1 "the kernel hung: the forward probe got no answer within 2 s" "plugin:$badso:hangs_long" --d-head 8 --timeout 2 --layers 0
 # ---- the catalogue: every feature's bugs, by name ----------------------------------------------
-# (the wrong kernels at layer 0 alone: their bugs do not depend on the layer; builtin:composed, fused and
-# the catalogue's right kernel at the default three)
+# (the wrong kernels and the built-in ops at layer 0 alone: they do not compute by layer; the catalogue's
+# right kernel at the default three)
 for k in composed fused; do grep -q "^info  features    declared    dv != d, grouped heads, Tq != Tk, window, padding, bias, alibi, softcap, sinks, dropout; not declared (not checked, and never called with them): none" $k.out ||
     no "builtin:$k: the features line does not list every feature"; done
 check right 0 "verdict: the kernel conforms (91 checks)" "plugin:$cat:right"
