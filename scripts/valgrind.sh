@@ -80,12 +80,12 @@ check attn_maps 0 "$build/experiments/attn_maps" --summary "$tmp/maps.st"
 # follows a fork); the kit's measurement and the plugin's bytes (test_attn_probe)
 cat="$build/tests/plugin_catalogue.so"
 check attn_scale_plugin 0 "$bin" "${T[@]}" --heads 4 --kv-heads 2 --window 4 --steps 6 --attn "plugin:$cat:right"
-check attn_check 0 "$build/experiments/attn_check" "plugin:$cat:right" --d-head 8 --timeout 600
+check attn_check 0 "$build/experiments/attn_check" "plugin:$cat:right" --d-head 8 --timeout 600 --layers 0,3   # one further layer: its path
 # a kernel in another process (exec:, the C one of tests/exec_kernel.c): tapegrad's side of the
 # protocol under memcheck (the kernel runs natively: valgrind does not follow the shell's exec), then
 # the kernel itself under memcheck through the protocol's checks (its exits are checked there: 99 fails)
 check attn_scale_exec 0 "$bin" "${T[@]}" --heads 4 --kv-heads 2 --window 4 --steps 6 --attn "exec:$build/tests/exec_kernel"
-check attn_check_exec 0 "$build/experiments/attn_check" "exec:$build/tests/exec_kernel" --d-head 8 --timeout 600
+check attn_check_exec 0 "$build/experiments/attn_check" "exec:$build/tests/exec_kernel" --d-head 8 --timeout 600 --layers 0,3
 t0=$SECONDS
 if python3 "$top/scripts/python/exec_conformance.py" "${vg[@]}" ./exec_kernel >"$build/vg-exec_kernel.log" 2>&1; then
     echo "valgrind: exec_kernel ok ($((SECONDS - t0))s)" >&2
