@@ -385,8 +385,7 @@ void tgc_probe_padding(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_
         static const char *const gives[] = {[TG_ATTN_EMPTY_ZERO] = "0",
                                             [TG_ATTN_EMPTY_MEAN] = "the mean of v (every key weighs alike)",
                                             [TG_ATTN_EMPTY_NAN] = "NaN",
-                                            [TG_ATTN_EMPTY_PREFIX] = "the mean of v over its causal prefix (keys "
-                                                                     "0 up to its own)"};
+                                            [TG_ATTN_EMPTY_PREFIX] = "the mean of v over its causal prefix (keys 0 up to its own)"};
         /* kv_len applied to the queries (a [B, T, 1] mask, not [B, 1, T]): rows past it see nothing,
          * the rest every key (not causal) or every key up to their own */
         int on_queries = 1;
