@@ -77,7 +77,6 @@ static int train_one(const tg_attn_kernel *K, const train_set *ts, trainer *t) {
     const int steps = ts->steps;
     tg_model_cfg mc = train_model(ts, &a);
     mc.attn_kernel = K, mc.attn_measure = K != NULL;
-    mc.qinit_fold = K && (tg_attn_kernel_conventions(K) & TG_ATTN_C_SCALE_FOLDED);
     *t = (trainer){.B = a.batch, .tc = attn_cfg_task(&a)};
     tg_model_init(&t->m, &mc, (uint64_t)a.seed);
     t->uniform = tg_model_uniform_entropy(&mc);

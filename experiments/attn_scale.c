@@ -112,7 +112,7 @@ static double metric(void *u) {
 static void header(void *u, FILE *f) {
     run *r = u;
     fprintf(f, "# attn_scale_value=%.9g\n", tg_model_scale(&r->m.cfg));
-    if (r->m.cfg.qinit_fold)
+    if (tg_model_qinit_fold(&r->m.cfg))
         fprintf(f, "# qinit=fold: W_q's initialisation times 1/sqrt(d_head) = %.9g (the kernel declares scale_folded: "
                 "T5's way)\n", 1.0 / sqrt((double)r->m.cfg.d_head));
     if (r->m.cfg.attn_measure) {
@@ -412,9 +412,7 @@ static int open_kernel(const attn_cfg *c, tg_model_cfg *mc, tg_kernel *K) {
         tg_kernel_close(K);
         return 2;
     }
-    mc->attn_kernel = K->k, mc->attn_measure = !tg_kernel_trusted(K);
-    /* a kernel with no scale by design: the model folds 1/√d_head into W_q's initialisation, as T5 */
-    mc->qinit_fold = !!(tg_attn_kernel_conventions(K->k) & TG_ATTN_C_SCALE_FOLDED);
+    mc->attn_kernel = K->k, mc->attn_measure = !tg_kernel_trusted(K);   /* scale_folded: the model folds (tg_model_qinit_fold) */
     return 0;
 }
 

@@ -109,8 +109,6 @@ int tgc_grid(const tg_attn_check_opts *o, int *d) {
 
 int tgc_near(double a, double b, double rel) { return fabs(a - b) <= rel * fabs(b); }
 
-double tgc_wtol(const tg_attn_kernel *K) { return 1e-3 + 2 * tg_precision_u(tg_attn_kernel_precision(K)); }
-
 /* max |out − ref| / max |ref| over a call; -1 with *bad set when out holds a non-finite value */
 double tgc_rel_err(const tg_tensor *out, const tg_tensor *ref, int64_t *bad) {
     double maxref = 0, err = 0;

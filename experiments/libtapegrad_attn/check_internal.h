@@ -33,9 +33,6 @@ tg_tensor *tgc_head_scales(tg_ctx *ctx, int H, float a, float b);
 /* the head sizes checked: opts' d_head, or 8, 32, 64, 128; how many into d */
 int tgc_grid(const tg_attn_check_opts *o, int *d);
 int tgc_near(double a, double b, double rel);
-/* How far K's weights may stray from exact ones (a row's sum from 1, a weight from its equal): 1e-3,
- * plus two roundings of its precision (each weight, then the output: 0.0088 in bf16). */
-double tgc_wtol(const tg_attn_kernel *K);
 /* max |out − ref| / max |ref|; -1 with *bad the first non-finite entry of out */
 double tgc_rel_err(const tg_tensor *out, const tg_tensor *ref, int64_t *bad);
 

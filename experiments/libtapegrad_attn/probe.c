@@ -47,12 +47,12 @@ static tg_tensor *call_identity(tg_ctx *ctx, const tg_attn_kernel *kernel, const
         for (int64_t r = 0; r < (int64_t)B * Tq * H; r++) memcpy(qp->data + r * dv, q->data + r * d, sizeof(float) * d);
         for (int64_t r = 0; r < (int64_t)B * Tk * Hkv; r++) memcpy(kp->data + r * dv, k->data + r * d, sizeof(float) * d);
         a.q = qp, a.k = kp;
-        if (tg_attn_kernel_conventions(kernel) & TG_ATTN_C_SCALE_RSQRT_D) {
-            /* its own 1/√d now reads 1/√dv: q grows by √(dv/d) so that the logits stay the call's */
-            const float grow = sqrtf((float)dv) / sqrtf((float)d);
-            for (int64_t i = 0; i < qp->numel; i++) qp->data[i] *= grow;
-            a.scale = 1.0f / sqrtf((float)dv);
-        }
+        /* a kernel's own scale may read q's width (scale_rsqrt_d: 1/√dv now): the padded call fitted to its
+         * conventions as every call is, and q grown by what that changed, so the logits stay the call's */
+        const float asked = a.scale;
+        tg_attn_conform(tg_attn_kernel_conventions(kernel), &a);
+        if (a.scale != asked)
+            for (int64_t i = 0; i < qp->numel; i++) qp->data[i] *= asked / a.scale;
     }
     char msg[400];
     tg_tensor *o = tg_attn_call_caught(ctx, kernel, &a, 0, msg, sizeof msg);
@@ -72,6 +72,10 @@ static tg_tensor *call_identity(tg_ctx *ctx, const tg_attn_kernel *kernel, const
             return NULL;
         }
     return o;
+}
+
+double tg_attn_weight_tol(const tg_attn_kernel *kernel) {
+    return 1e-3 + 2 * tg_precision_u(tg_attn_kernel_precision(kernel));
 }
 
 int tg_attn_weights(tg_ctx *ctx, const tg_attn_kernel *kernel, const tg_attn_args *args, float *probs, char *err,
@@ -94,8 +98,7 @@ int tg_attn_weights(tg_ctx *ctx, const tg_attn_kernel *kernel, const tg_attn_arg
  * two roundings of the kernel's precision: a bf16 kernel rounds each weight and
  * its output) and none on a key the call hides. TG_MEASURE_OK, _FAILED or _LEAK
  * (err says where). */
-static int check_weights(const tg_attn_args *args, const tg_tensor *o, int dv, int prec, char *err, size_t errlen) {
-    const double tol = 1e-3 + 2 * tg_precision_u(prec);
+static int check_weights(const tg_attn_args *args, const tg_tensor *o, int dv, double tol, char *err, size_t errlen) {
     const tg_attn_args *a = args;
     const int B = a->q->shape[0], Tq = a->q->shape[1], H = a->q->shape[2], Tk = a->k->shape[1];
     const float *bias = a->bias ? a->bias->data : NULL;
@@ -198,7 +201,7 @@ int tg_attn_measure(tg_ctx *ctx, const tg_attn_kernel *kernel, const tg_attn_arg
     if (!o) return TG_MEASURE_FAILED;
     /* the weights must be weights: that is what makes the rest mean anything */
     const int prec = tg_attn_kernel_precision(kernel);
-    const int rc = check_weights(&a, o, dv, prec, err, errlen);
+    const int rc = check_weights(&a, o, dv, tg_attn_weight_tol(kernel), err, errlen);
     if (rc != TG_MEASURE_OK) return rc;
     /* one row's logits and log-weights, from the step's arena: a logged step mallocs nothing past the first */
     double *s = tg_arena_alloc(ctx, sizeof(double) * 2 * (size_t)(Tk > 0 ? Tk : 1)), *lp = s + (Tk > 0 ? Tk : 1);

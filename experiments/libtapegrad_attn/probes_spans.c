@@ -26,7 +26,7 @@ static int equal_logit_spans(tg_ctx *ctx, const tg_attn_kernel *K, tg_attn_args 
         return -1;
     }
     int expected = 0, zero_rows = 0;
-    const double wtol = tgc_wtol(K);
+    const double wtol = tg_attn_weight_tol(K);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
             for (int i = 0; i < Tq; i++) {
@@ -189,7 +189,7 @@ void tgc_probe_gqa(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_attn
     for (int h = 0; h < H; h++) {
         const double x = out->data[(size_t)h * d] - 1;   /* batch 0, row 0 */
         read[h] = (int)lround(x);
-        if (fabs(x - read[h]) > Hkv * tgc_wtol(K) || read[h] < 0 || read[h] >= Hkv) mixed = h;
+        if (fabs(x - read[h]) > Hkv * tg_attn_weight_tol(K) || read[h] < 0 || read[h] >= Hkv) mixed = h;
         right &= read[h] == h / group, tile &= read[h] == h % Hkv;
     }
     if (mixed >= 0)

@@ -43,6 +43,11 @@ enum { TG_MEASURE_OK = 0, TG_MEASURE_FAILED = -1, TG_MEASURE_LEAK = -2 };
 int tg_attn_measure(tg_ctx *ctx, const tg_attn_kernel *kernel, const tg_attn_args *args, tg_attn_stats *stats,
                     float *mult, float *probs, char *err, size_t errlen);
 
+/* How far kernel's weights may stray from exact ones (a row's sum from 1, a weight from its equal):
+ * 1e-3 plus two roundings of its declared precision (each weight, then the output: 0.0088 in bf16).
+ * Since 0.21; the measurement above and attn_check's probes read weights with it. */
+double tg_attn_weight_tol(const tg_attn_kernel *kernel);
+
 /* The kernel's weights as they are, unchecked: the call of args with V = the
  * identity (as above; dropout as args say, so a dropout probe sees its mask)
  * into probs [B, H, Tq, Tk]. 0, or -1 with a message in err (refused, wrong

@@ -111,7 +111,7 @@ void tg_model_init(tg_model *m, const tg_model_cfg *c, uint64_t seed) {
         fill_const(L->ln1_g, 1.0f);
         fill_const(L->ln2_g, 1.0f);
         init_weight(m, &r, L->wq, D);
-        if (c->qinit_fold)   /* T5: q·k starts as small as (q·k)/√dh would, with no scale in the kernel */
+        if (tg_model_qinit_fold(c))   /* T5: q·k starts as small as (q·k)/√dh would, with no scale in the kernel */
             for (int64_t i = 0; i < L->wq->numel; i++) L->wq->data[i] /= sqrtf((float)dh);
         init_weight(m, &r, L->wk, D);
         init_weight(m, &r, L->wv, D);
@@ -156,6 +156,10 @@ void tg_model_free(tg_model *m) {
     free(m->maxlogit);
     free(m->sat);
     free(m->logit_scale);
+}
+
+int tg_model_qinit_fold(const tg_model_cfg *c) {
+    return c->attn_kernel && (tg_attn_kernel_conventions(c->attn_kernel) & TG_ATTN_C_SCALE_FOLDED);
 }
 
 tg_attn_args tg_model_attn_args(tg_model *m, int l, tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *hs) {

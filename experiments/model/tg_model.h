@@ -75,9 +75,11 @@ typedef struct {
     int bias, alibi, sinks;      /* TG_BIAS_*, 0/1, 0/1 */
     float softcap;               /* 0: none */
     float attn_dropout;          /* in [0, 1) */
-    int qinit_fold;              /* 1: W_q's initialisation times 1/√dh, the scale folded into it as T5
-                                    does (a kernel that declares scale_folded; since 0.21) */
 } tg_model_cfg;
+
+/* 1 when W_q's initialisation is multiplied by 1/√dh, the scale folded into it as T5 does: the
+ * model's kernel declares scale_folded (0.21), derived from the config, never set apart from it. */
+int tg_model_qinit_fold(const tg_model_cfg *c);
 
 typedef struct {
     tg_tensor *ln1_g, *ln1_b, *wq, *wk, *wv, *wo;
