@@ -4,6 +4,7 @@
  * the chain, so a loop whose steps allocate the same sizes in the same order
  * grows the chain during its first step only and never calls malloc again. */
 #include "tg_core.h"
+#include "tg_precision.h"
 #include "tg_profile.h"
 
 #include <math.h>
@@ -71,6 +72,18 @@ void tg_ctx_reset(tg_ctx *ctx) {
     for (tg_block *b = ctx->head; b; b = b->next) b->used = 0;
     ctx->cur = ctx->head;
     ctx->n_nodes = 0;
+}
+
+void tg_ctx_set_precision(tg_ctx *ctx, int p) {
+    if (p < 0 || p >= TG_N_PRECISIONS) tg_fail(ctx, "tg_ctx_set_precision: precision %d is none of fp32, bf16, fp16", p);
+    ctx->precision = p;
+}
+
+const float *tg_operand(tg_ctx *ctx, int p, const float *x, int64_t n) {
+    if (p == TG_FP32 || !x) return x;
+    float *y = tg_arena_alloc(ctx, (size_t)n * sizeof(float));
+    tg_round_copy(p, x, y, n);
+    return y;
 }
 
 void tg_set_error_handler(tg_ctx *ctx, tg_error_fn fn, void *user) {

@@ -103,6 +103,7 @@ struct tg_ctx {
     size_t heap_allocs;     /* every malloc this context has made */
     size_t arena_peak;      /* bytes handed out in the busiest step */
     tg_profile *prof;       /* NULL, or where the ops' times go (tg_profile.h) */
+    int precision;          /* tg_precision (tg_precision.h) the products take their inputs in: tg_ctx_set_precision */
 };
 
 void tg_ctx_init(tg_ctx *ctx, size_t block_bytes);  /* 0: default 16 MiB */
@@ -113,6 +114,15 @@ TG_NORETURN void tg_fail(tg_ctx *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 void *tg_arena_alloc(tg_ctx *ctx, size_t bytes);     /* 64-byte aligned */
+/* Mixed precision (since 0.22), autocast's split: the products of tg_matmul and both
+ * attention ops take their inputs rounded to p (TG_BF16, TG_FP16; tg_precision.h) and
+ * accumulate and write float32, forward and backward; everything else (softmax,
+ * layernorm, loss, the optimizer, the parameters) stays float32. TG_FP32 (the default)
+ * changes nothing. Emulated: operands are rounded, then multiplied by the float32
+ * kernels (no bf16 instructions are used). A bad p fails on ctx. */
+void tg_ctx_set_precision(tg_ctx *ctx, int p);
+/* x itself under TG_FP32, else an arena copy of its n values rounded to p: a product's operand */
+const float *tg_operand(tg_ctx *ctx, int p, const float *x, int64_t n);
 /* Every byte of the arena's blocks, handed out or not, set to `byte`: after
  * tg_ctx_reset, so that the next step finds 0xff (NaN) or other garbage where
  * it finds memory it did not write. For tests (tg_gradcheck runs every check

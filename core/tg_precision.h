@@ -25,5 +25,8 @@ float tg_f32_of_f16(uint16_t h);
 float tg_round_to(int p, float x);
 /* n values of x rounded to p in place */
 void tg_round_all(int p, float *x, int64_t n);
+/* y = x rounded to p, n values (y may be x): tg_round_to's values (a NaN stays a NaN, its
+ * payload may differ), vectorised; fp16 by the CPU's F16C conversion where it has one (0.22) */
+void tg_round_copy(int p, const float *x, float *y, int64_t n);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "attn_geom.h"
 #include "attn_tile.h"
+#include "tg_precision.h"
 #include "parallel.h"
 
 /* The weights are kept key-major, PT [B, H, Tk, ld]: a row of PT is a key, its
@@ -42,6 +43,7 @@ typedef struct {
     int64_t qpairs, kpairs;   /* the pairs a head's products run: blk_pairs, kb_pairs */
     int *span;       /* without padding: [nblk][2][16] each query tile's lanes' lo, then hi (arena); else NULL */
     int pf_fwd, pf_bwd;   /* 1: each head asks for the next one's rows (a pass over big_pass bytes) */
+    const float *qd, *kd, *vd;   /* q, k, v as the products read them: rounded to g.prec (arena), or their data */
 } attn_rec;
 
 /* The logit multiplier of head h: the op's scale times the head's own. */
@@ -332,6 +334,8 @@ static double pair_ds(const bwd_job *j, int b, int h, const tile_pair *tp, const
             centre += tile_extras(j, b, h, tp->t[u]->i0, tp->t[u]->i1 - tp->t[u]->i0, k0, w->DS + o, PTh + o,
                                   w->SC + o, D, dsink);
     }
+    if (g->prec)   /* dS as the products dQ = s·dS K, dK = s·dSᵀ Q read it (the extras above took it in float32) */
+        for (int c = 0; c < nk; c++) tg_round_all(g->prec, DSt + (int64_t)c * ld, tp->nt * TG_TILE_Q);
     return centre;
 }
 
@@ -362,12 +366,14 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, int fi
     /* O = P̃ V  =>  dV = P̃ᵀ dO, a key tile at a time over the rows that see it */
     if (j->v->grad) {
         const float *Pd = PTh;
-        if (g->dropout > 0) {
+        if (g->dropout > 0 || g->prec) {   /* P̃ as the forward's product read it */
             for (int k = 0; k < Tk; k++)
                 for (int i = 0; i < Tq; i++) {   /* the key tiles read lanes below Tq */
                     const float p = PTh[(int64_t)k * ld + i];
-                    w->PD[(int64_t)k * ld + i] = p != 0 && tg_attn_keep(g, b, h, i, k) ? p * g->drop_scale : 0.0f;
+                    const int keep = p != 0 && (g->dropout <= 0 || tg_attn_keep(g, b, h, i, k));
+                    w->PD[(int64_t)k * ld + i] = keep ? (g->dropout > 0 ? p * g->drop_scale : p) : 0.0f;
                 }
+            for (int k = 0; k < Tk; k++) tg_round_all(g->prec, w->PD + (int64_t)k * ld, Tq);
             Pd = w->PD;
         }
         float *dV = j->v->grad + off(b, Tk, g->Hkv, kh, dv);
@@ -465,7 +471,7 @@ static void attention_backward(tg_ctx *ctx, const tg_node *n) {
         ws[t] = (bwd_scratch){0};
         ws[t].dOT = tg_arena_alloc(ctx, (size_t)dv * ld * sizeof(float));
         ws[t].DS = tg_arena_alloc(ctx, (size_t)Tk * ld * sizeof(float));
-        if (g->dropout > 0) ws[t].PD = tg_arena_alloc(ctx, (size_t)Tk * ld * sizeof(float));
+        if (g->dropout > 0 || g->prec) ws[t].PD = tg_arena_alloc(ctx, (size_t)Tk * ld * sizeof(float));
         if (g->softcap > 0) {
             ws[t].SC = tg_arena_alloc(ctx, (size_t)Tk * ld * sizeof(float));
             ws[t].QT = tg_arena_alloc(ctx, (size_t)d * ld * sizeof(float));
@@ -482,6 +488,12 @@ static void attention_backward(tg_ctx *ctx, const tg_node *n) {
     job.v_first = v->grad && tg_grad_first(v);
     job.q_first = q->grad && tg_grad_first(q);
     job.k_first = k->grad && tg_grad_first(k);
+    tg_tensor qs = *q, ks = *k, vs = *v, os = *out;   /* under a precision: the products' operands, grads the tensors' */
+    if (g->prec) {
+        qs.data = (float *)r->qd, ks.data = (float *)r->kd, vs.data = (float *)r->vd;
+        os.grad = (float *)tg_operand(ctx, g->prec, out->grad, out->numel);
+        job.q = &qs, job.k = &ks, job.v = &vs, job.out = &os;
+    }
     if (hs && hs->grad) tg_grad_acc(hs);
     if (bias && bias->grad) tg_grad_acc(bias);
     if (sinks && sinks->grad) tg_grad_acc(sinks);
@@ -572,12 +584,14 @@ static void forward_tile(const fwd_job *j, int b, int h, const tile_pair *tp, in
     /* O = P̃ V on the tile's own keys: A(i, c) = P̃ᵀ[c][i] (a row with no visible key is all 0, and so is its output) */
     const float *A = S + (int64_t)(bk->k0 - k0) * ld;
     int64_t acs = ld;
-    if (g->dropout > 0) {   /* P̃ = P ⊙ keep/(1 − p) in X; PT keeps the weights before dropout */
+    if (g->dropout > 0 || g->prec) {   /* P̃ = P ⊙ keep/(1 − p), rounded to g->prec, in X; PT keeps the weights */
         for (int c = bk->k0; c < bk->k1; c++)
             for (int a = 0; a < TG_TILE_Q; a++) {
                 const float p = S[(int64_t)(c - k0) * ld + a];
-                X[(c - bk->k0) * TG_TILE_Q + a] = a < nq && tg_attn_keep(g, b, h, a0 + a, c) ? p * g->drop_scale : 0.0f;
+                const int keep = a < nq && (g->dropout <= 0 || tg_attn_keep(g, b, h, a0 + a, c));
+                X[(c - bk->k0) * TG_TILE_Q + a] = keep ? (g->dropout > 0 ? p * g->drop_scale : p) : 0.0f;
             }
+        tg_round_all(g->prec, X, (int64_t)(bk->k1 - bk->k0) * TG_TILE_Q);
         A = X, acs = TG_TILE_Q;
     }
     pf_gemm(t, pf, nq, dv, bk->k1 - bk->k0, 1.0f, A, 1, acs,
@@ -672,8 +686,12 @@ tg_tensor *tg_attend(tg_ctx *ctx, const tg_attn_args *args) {
     }
     const int nt = tg_threads();
     float *QT = tg_arena_alloc(ctx, (size_t)nt * d * r.ld * sizeof(float));
-    float *X = g->dropout > 0 ? tg_arena_alloc(ctx, (size_t)nt * Tk * TG_TILE_Q * sizeof(float)) : NULL;
-    fwd_job job = {&r, tg_tile_ops_for(0), a.q, a.k, a.v, a.head_scale, out, a.stats != NULL, parts, QT, X};
+    float *X = g->dropout > 0 || g->prec ? tg_arena_alloc(ctx, (size_t)nt * Tk * TG_TILE_Q * sizeof(float)) : NULL;
+    /* under a precision the products read q, k, v rounded (tg_ctx_set_precision), the backward's too */
+    const tg_tensor *qp = tg_attn_operand(ctx, g->prec, a.q), *kp = tg_attn_operand(ctx, g->prec, a.k);
+    const tg_tensor *vp = tg_attn_operand(ctx, g->prec, a.v);
+    r.qd = qp->data, r.kd = kp->data, r.vd = vp->data;
+    fwd_job job = {&r, tg_tile_ops_for(0), qp, kp, vp, a.head_scale, out, a.stats != NULL, parts, QT, X};
     tg_parallel_for(B * H, (int64_t)B * H * Tq * Tk * (d + dv), forward_item, &job);
     tg_attn_stats_fill(a.stats, parts, B, H);
 

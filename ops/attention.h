@@ -6,7 +6,9 @@
  * What it computes, for which shapes, and its gradient: the contract (attn_args.h): one struct,
  * tg_attn_args, that this op, tg_flash_attend (flash_attention.h) and any kernel take.
  *   out = softmax(x) V per batch row and query head, x the logits of the visible keys;
- *   dV = P̃ᵀ dO,  dx = P ⊙ (dP − D),  dQ = s·dy K,  dK = s·dyᵀ Q  (attn_args.h has every term). */
+ *   dV = P̃ᵀ dO,  dx = P ⊙ (dP − D),  dQ = s·dy K,  dK = s·dyᵀ Q  (attn_args.h has every term).
+ * Under a context precision (tg_ctx_set_precision, 0.22) every product reads its operands rounded
+ * to it: q, k, v, dO, the weights P̃ and dy (dS); sums, softmax and outputs stay float32. */
 #ifndef TG_OP_ATTENTION_H
 #define TG_OP_ATTENTION_H
 #include "attn_args.h"

@@ -1,5 +1,6 @@
 /* The attention ops' shared checks and geometry (ops/attn_geom.h). */
 #include "attn_geom.h"
+#include "tg_precision.h"
 
 #include <math.h>
 #include <string.h>
@@ -32,6 +33,14 @@ void tg_attn_geom_of(const tg_attn_args *a, tg_attn_geom *g) {
     g->extras = g->softcap > 0 || g->bias || g->alibi;
     /* p of the 2^24 hash values drop: the keep rate is 1 − p to within 2^-24 */
     g->drop_below = (uint32_t)ceil((double)a->dropout * 16777216.0);
+}
+
+tg_tensor *tg_attn_operand(tg_ctx *ctx, int prec, tg_tensor *t) {
+    if (prec == TG_FP32 || !t) return t;
+    tg_tensor *y = tg_arena_alloc(ctx, sizeof *y);
+    *y = *t;
+    y->data = (float *)tg_operand(ctx, prec, t->data, t->numel);
+    return y;
 }
 
 void tg_attn_read(tg_ctx *ctx, const char *op, const tg_attn_args *args, tg_attn_args *a, tg_attn_geom *g) {
@@ -101,6 +110,7 @@ void tg_attn_read(tg_ctx *ctx, const char *op, const tg_attn_args *args, tg_attn
         memcpy(kv, a->kv_len, (size_t)B * sizeof *kv);
     }
     tg_attn_geom_of(a, g);
+    g->prec = ctx->precision;
     g->kv_len = kv;
 }
 

@@ -26,6 +26,7 @@ typedef struct {
     float dropout, drop_scale;             /* p, 1/(1 − p) */
     uint32_t drop_below;                   /* a weight drops when its 24-bit hash is below this */
     uint64_t seed;
+    int prec;                              /* the context's precision (tg_ctx_set_precision): what the products' operands are rounded to */
 } tg_attn_geom;
 
 /* The record's inputs, in fixed slots (NULL when absent). */
@@ -35,6 +36,10 @@ enum { TG_ATTN_IN_Q, TG_ATTN_IN_K, TG_ATTN_IN_V, TG_ATTN_IN_HS, TG_ATTN_IN_BIAS,
  * and returns them complete in *a (fields past args->size at their defaults)
  * with their geometry in *g (kv_len copied to ctx's arena). */
 TG_ATTN_API void tg_attn_read(tg_ctx *ctx, const char *op, const tg_attn_args *args, tg_attn_args *a, tg_attn_geom *g);
+
+/* t as the op's products read it under precision prec: t itself (fp32), or a copy
+ * of the tensor (arena) whose data are t's rounded to prec; its grad is t's. */
+TG_ATTN_API tg_tensor *tg_attn_operand(tg_ctx *ctx, int prec, tg_tensor *t);
 
 /* The geometry of complete args, without checks (tg_attn_visible, the tests). */
 TG_ATTN_API void tg_attn_geom_of(const tg_attn_args *a, tg_attn_geom *g);

@@ -1,4 +1,5 @@
 #include "flash_attention.h"
+#include "tg_precision.h"
 
 #include <math.h>
 #include <string.h>
@@ -13,6 +14,7 @@ enum { BQ = TG_FLASH_BQ, BK = TG_FLASH_BK };
 typedef struct {
     tg_attn_geom g;
     float *m, *ll, *lse;   /* per row [B, H, Tq]: the max logit, ln ℓ, m + ln ℓ (arena) */
+    const float *qd, *kd, *vd;   /* q, k, v as the products read them: rounded to g.prec (arena), or their data */
 } flash_rec;
 
 static float head_mult(const flash_rec *r, const tg_tensor *head_scale, int h) {
@@ -136,6 +138,8 @@ TG_VEC_CLONES static void forward_head(const flash_rec *r, int b, int h, const f
                 if (g->dropout > 0)   /* the stats above are of the weights before dropout */
                     for (int j = ja; j < jb; j++)
                         x[j] = tg_attn_keep(g, b, h, i0 + a, j0 + j) ? x[j] * g->drop_scale : 0.0f;
+                /* the product's operand in g->prec; ℓ above summed the weights in float32, as FlashAttention does */
+                if (g->prec) tg_round_all(g->prec, x + ja, jb - ja);
             }
             /* O_i += P V_j (unnormalised: divided by ℓ at the end) */
             tg_gemm(0, 0, nq, dv, nk, 1.0f, w->S, BK, V + (int64_t)j0 * ldv, ldv, 1.0f, w->O, dv);
@@ -269,6 +273,11 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, bwd_sc
                                                             : 0.0f;
                     Pd = w->G;
                 }
+                if (g->prec) {   /* P̃ rounded as the product reads it; dS below takes P in float32 */
+                    if (Pd == w->P) memcpy(w->G, w->P, (size_t)nq * BK * sizeof(float));
+                    tg_round_all(g->prec, w->G, (int64_t)nq * BK);
+                    Pd = w->G;
+                }
                 tg_gemm(1, 0, nk, dv, nq, 1.0f, Pd, BK, dO + (int64_t)i0 * ldo, ldo, 1.0f, dV + (int64_t)j0 * ldv, ldv);
             }
             if (!need_dS) continue;
@@ -318,7 +327,8 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, bwd_sc
                 if (ja > 0) memset(gr, 0, (size_t)ja * sizeof(float));
                 if (jb < nk) memset(gr + jb, 0, (size_t)(nk - jb) * sizeof(float));
             }
-            /* y = s · Q Kᵀ  =>  dQ_i += (s dy) K_j,  dK_j += (s dy)ᵀ Q_i */
+            /* y = s · Q Kᵀ  =>  dQ_i += (s dy) K_j,  dK_j += (s dy)ᵀ Q_i; s·dy the products' operand */
+            if (g->prec) tg_round_all(g->prec, w->G, (int64_t)nq * BK);
             if (dQ)
                 tg_gemm(0, 0, nq, d, nk, 1.0f, w->G, BK, K + (int64_t)j0 * ldk, ldk, 1.0f, dQ + (int64_t)i0 * ldq,
                         ldq);
@@ -418,6 +428,12 @@ static void flash_backward(tg_ctx *ctx, const tg_node *n) {
     double *dsink = tg_arena_alloc(ctx, (size_t)B * H * sizeof(double));
     bwd_job job = {r, q, k, v, hs, bias, sinks, out, need_dS, want_hs, tg_attn_bwd_split(g, bias && bias->grad),
                    ws, dhs, dsink};
+    tg_tensor qs = *q, ks = *k, vs = *v, os = *out;   /* under a precision: the products' operands, grads the tensors' */
+    if (g->prec) {
+        qs.data = (float *)r->qd, ks.data = (float *)r->kd, vs.data = (float *)r->vd;
+        os.grad = (float *)tg_operand(ctx, g->prec, out->grad, out->numel);
+        job.q = &qs, job.k = &ks, job.v = &vs, job.out = &os;
+    }
     prepare_products(g, 1);
     int blas = tg_blas_serial_begin();
     tg_parallel_for(job.split.items, (int64_t)n->flops[1] / 2, backward_item, &job);
@@ -463,7 +479,11 @@ tg_tensor *tg_flash_attend(tg_ctx *ctx, const tg_attn_args *args) {
         }
     pairs *= 2.0 * H;
     tg_attn_part *parts = tg_arena_alloc(ctx, (size_t)B * H * sizeof *parts);
-    fwd_job job = {&r, a.q, a.k, a.v, a.head_scale, out, a.stats != NULL, ws, parts, tg_attn_kt(ctx, g, a.k->data)};
+    /* under a precision the products read q, k, v rounded (tg_ctx_set_precision), the backward's too */
+    const tg_tensor *qp = tg_attn_operand(ctx, g->prec, a.q), *kp = tg_attn_operand(ctx, g->prec, a.k);
+    const tg_tensor *vp = tg_attn_operand(ctx, g->prec, a.v);
+    r.qd = qp->data, r.kd = kp->data, r.vd = vp->data;
+    fwd_job job = {&r, qp, kp, vp, a.head_scale, out, a.stats != NULL, ws, parts, tg_attn_kt(ctx, g, kp->data)};
     prepare_products(g, 0);
     int blas = tg_blas_serial_begin();
     tg_parallel_for(B * H, (int64_t)(pairs / 2 * (d + dv)), forward_item, &job);

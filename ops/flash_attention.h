@@ -14,6 +14,8 @@
  * each tile's weights as P = e^{(s·S − m) − ln ℓ}: s·S − m is what the forward
  * exponentiated, so P stays exact to float32 where the logits are huge (lse
  * rounded to float at 10⁴ would be off by 10⁻³ there).
+ * Under a context precision (tg_ctx_set_precision, 0.22) every product reads its operands rounded
+ * to it: q, k, v, dO, the unnormalised weights and s·dS; ℓ, softmax and outputs stay float32.
  * Gradient: D = rowsum(dO ⊙ O), dV = Pᵀ dO, dS = P ⊙ (dO Vᵀ − D), dQ = s·dS K,
  *   dK = s·dSᵀ Q, d head_scale[h] = scale · Σ dS ⊙ Q Kᵀ (dK, dV summed over the
  *   query heads of a key/value head, in order, by the one thread that owns it).

@@ -2,7 +2,9 @@
 
 #include "gemm.h"
 
-typedef struct { int ta, tb; int nbatch, M, N, K; int b_shared; } matmul_rec;
+/* prec: the context's precision at the forward; A, B: the operands as the products
+ * read them (a and b rounded to it, or their own data) */
+typedef struct { int ta, tb; int nbatch, M, N, K; int b_shared; int prec; const float *A, *B; } matmul_rec;
 
 /* Batch i of a row-major GEMM: C_i (+)= op(A_i) op(B_i). Shared b (2-D) is the
  * same matrix for every i; when a is not transposed its batches fold into one
@@ -28,6 +30,7 @@ static void matmul_backward(tg_ctx *ctx, const tg_node *n) {
     int lda, ldb, M = r->M, N = r->N, K = r->K;
     shapes(r, &lda, &ldb);
     int64_t sa = (int64_t)M * K, sb = r->b_shared ? 0 : (int64_t)K * N, sc = (int64_t)M * N;
+    const float *dCr = tg_operand(ctx, r->prec, c->grad, c->numel);
     /* a grad nothing wrote yet is written (beta 0) rather than zeroed and added to */
     float beta_a = a->grad && tg_grad_first(a) ? 0.0f : 1.0f;
     float beta_b = b->grad && tg_grad_first(b) ? 0.0f : 1.0f;
@@ -35,7 +38,7 @@ static void matmul_backward(tg_ctx *ctx, const tg_node *n) {
                         tg_gemm_picks_xsmm(0, M, K, N, N, K, lda, 1)
                     ? tg_arena_alloc(ctx, (size_t)K * N * sizeof(float)) : NULL;
     for (int i = 0; i < r->nbatch; i++) {
-        const float *A = a->data + i * sa, *B = b->data + i * sb, *dC = c->grad + i * sc;
+        const float *A = r->A + i * sa, *B = r->B + i * sb, *dC = dCr + i * sc;
         if (a->grad) {
             float *dA = a->grad + i * sa;
             if (bt) {     /* dA[M,K] += dC[M,N] · Bᵀ, Bᵀ made first */
@@ -93,8 +96,11 @@ tg_tensor *tg_matmul(tg_ctx *ctx, tg_tensor *a, tg_tensor *b, int ta, int tb) {
     int lda, ldb;
     shapes(&r, &lda, &ldb);
     int64_t sa = (int64_t)r.M * r.K, sb = r.b_shared ? 0 : (int64_t)r.K * r.N, sc = (int64_t)r.M * r.N;
+    r.prec = ctx->precision;
+    r.A = tg_operand(ctx, r.prec, a->data, a->numel);
+    r.B = tg_operand(ctx, r.prec, b->data, b->numel);
     for (int i = 0; i < r.nbatch; i++)
-        tg_gemm_threads(r.ta, r.tb, r.M, r.N, r.K, 1.0f, a->data + i * sa, lda, b->data + i * sb, ldb, 0.0f,
+        tg_gemm_threads(r.ta, r.tb, r.M, r.N, r.K, 1.0f, r.A + i * sa, lda, r.B + i * sb, ldb, 0.0f,
              c->data + i * sc, r.N);
 
     tg_node *n = tg_record(ctx, "tg_matmul", matmul_backward, c, 2, (tg_tensor *[]){a, b}, sizeof r);

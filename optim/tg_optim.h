@@ -67,6 +67,26 @@ float tg_grad_norm(const tg_params *P);
  * are, so the caller can see it and skip the step. */
 float tg_clip_grad_norm(tg_params *P, float max_norm);
 
+/* ---- dynamic loss scaling (fp16 training, since 0.22) ---------------------
+ * fp16's smallest normal is 2^-14: small gradients round to 0 in fp16 products.
+ * The backward is seeded with d(loss) = scale instead of 1, so every gradient
+ * is scale times too large; tg_loss_scale_unscale then divides the parameter
+ * grads by it. A non-finite grad (an fp16 product overflowed past 65504) means
+ * the step is skipped and the scale halved; after `interval` finite steps in a
+ * row it doubles. PyTorch's GradScaler's rule and defaults (2^16, x2 every
+ * 2000, x0.5). Powers of two: the scaling and unscaling are exact. */
+typedef struct tg_loss_scale {
+    float scale;        /* what the backward is seeded with */
+    int good;           /* finite steps since the scale last changed */
+    int interval;       /* finite steps before it doubles */
+    int64_t skipped;    /* steps skipped for overflow, in all */
+} tg_loss_scale;
+void tg_loss_scale_init(tg_loss_scale *s);   /* 65536, interval 2000 */
+/* After a backward seeded with s->scale: 1 with P's grads divided by it (and the
+ * scale doubled when its interval is up), or 0 when a grad is not finite: the
+ * grads are left, the scale halved, the step is to be skipped. */
+int tg_loss_scale_unscale(tg_loss_scale *s, tg_params *P);
+
 /* ---- learning-rate schedule ------------------------------------------------
  * Linear warm-up lr_max·(step+1)/warmup for step < warmup (lr_max/warmup at
  * step 0, lr_max at step warmup−1), then cosine from lr_max at step warmup to

@@ -320,6 +320,49 @@ static void test_precision_rounding(void **s) {
     assert_string_equal(tg_precision_name(TG_FP16), "fp16");
 }
 
+/* tg_round_copy (0.22, vectorised; fp16 by F16C where the CPU has it) gives tg_round_to's
+ * bits: on every tie and its neighbours in both formats, and on a stride through all floats */
+static void round_copy_check(const uint32_t *u, int n) {
+    float x[4096], y[4096];
+    memcpy(x, u, sizeof(float) * n);
+    for (int p = TG_BF16; p <= TG_FP16; p++) {
+        tg_round_copy(p, x, y, n);
+        for (int i = 0; i < n; i++) {
+            const float want = tg_round_to(p, x[i]);
+            if (isnan(want)) {
+                if (!isnan(y[i])) fail_msg("%s of bits %08x: %g, not NaN", tg_precision_name(p), u[i], y[i]);
+            } else if (memcmp(&want, y + i, 4))
+                fail_msg("%s of bits %08x: %a, tg_round_to %a", tg_precision_name(p), u[i], y[i], want);
+        }
+    }
+}
+
+static void test_round_copy(void **s) {
+    (void)s;
+    uint32_t u[4096];
+    int n = 0;
+    static const uint32_t lo16[] = {0, 1, 0x7fff, 0x8000, 0x8001, 0xffff};   /* bf16's ties */
+    static const uint32_t lo13[] = {0, 1, 0x0fff, 0x1000, 0x1001, 0x1fff};   /* fp16's ties (normal range) */
+    for (uint32_t hi = 0; hi < 0x10000; hi++)
+        for (int k = 0; k < 6; k++) {
+            u[n++] = hi << 16 | lo16[k];
+            if (n == 4096) round_copy_check(u, n), n = 0;
+        }
+    for (uint32_t hi = 0; hi < 0x80000; hi++)
+        for (int k = 0; k < 6; k++) {
+            u[n++] = hi << 13 | lo13[k];
+            if (n == 4096) round_copy_check(u, n), n = 0;
+        }
+    for (uint64_t b = 0; b < 0x100000000ull; b += 257) {
+        u[n++] = (uint32_t)b;
+        if (n == 4096) round_copy_check(u, n), n = 0;
+    }
+    round_copy_check(u, n);
+    float z[3] = {1.0f + 0x1p-8f, 3.0f, 65520.0f};   /* in place */
+    tg_round_copy(TG_BF16, z, z, 3);
+    assert_true(z[0] == 1.0f && z[1] == 3.0f);
+}
+
 /* safetensors carries BF16 and F16 (0.21): written from their bits, read back widened */
 static void test_safetensors_half(void **s) {
     (void)s;
@@ -355,6 +398,7 @@ int main(void) {
         cmocka_unit_test(test_rng_reference),
         cmocka_unit_test(test_rng_normal_moments),
         cmocka_unit_test(test_precision_rounding),
+        cmocka_unit_test(test_round_copy),
         cmocka_unit_test(test_safetensors_half),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

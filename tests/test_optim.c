@@ -427,6 +427,40 @@ static void test_optim_misuse(void **s) {
     tg_params_free(&P);
 }
 
+/* Dynamic loss scaling (fp16, 0.22): finite grads divided by the scale exactly (a power of two),
+ * the scale doubled after `interval` finite steps; an overflow leaves the grads, halves the scale,
+ * counts a skip and restarts the count; the scale never goes below 1. */
+static void test_loss_scale(void **s) {
+    (void)s;
+    tg_params P;
+    make_wb(&P, 1, 2, 3);
+    tg_loss_scale ls;
+    tg_loss_scale_init(&ls);
+    assert_true(ls.scale == 65536.0f && ls.interval == 2000 && ls.good == 0 && ls.skipped == 0);
+    ls.interval = 3;
+    const float g[3] = {0.5f * 65536, -3e-5f * 65536, 1e-9f * 65536};
+    for (int step = 0; step < 2; step++) {
+        set_grad(&P, g);
+        assert_int_equal(tg_loss_scale_unscale(&ls, &P), 1);
+        assert_true(P.grad[0] == 0.5f && P.grad[1] == -3e-5f * 65536 / 65536 && P.grad[2] == 1e-9f * 65536 / 65536);
+    }
+    assert_true(ls.scale == 65536.0f && ls.good == 2);
+    set_grad(&P, g);
+    assert_int_equal(tg_loss_scale_unscale(&ls, &P), 1);   /* the third: the scale doubles */
+    assert_true(ls.scale == 131072.0f && ls.good == 0);
+    const float bad[3] = {1, INFINITY, 2};
+    set_grad(&P, bad);
+    assert_int_equal(tg_loss_scale_unscale(&ls, &P), 0);
+    assert_true(P.grad[0] == 1 && isinf(P.grad[1]));      /* left as they were */
+    assert_true(ls.scale == 65536.0f && ls.skipped == 1 && ls.good == 0);
+    const float nan3[3] = {NAN, 0, 0};
+    ls.scale = 1.0f;
+    set_grad(&P, nan3);
+    assert_int_equal(tg_loss_scale_unscale(&ls, &P), 0);
+    assert_true(ls.scale == 1.0f && ls.skipped == 2);
+    tg_params_free(&P);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgd_momentum_three_steps),
@@ -442,6 +476,7 @@ int main(void) {
         cmocka_unit_test(test_schedule_values),
         cmocka_unit_test(test_schedule_misuse),
         cmocka_unit_test(test_optim_misuse),
+        cmocka_unit_test(test_loss_scale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
