@@ -15,7 +15,9 @@ const char *const attn_run_options[] = {"steps", "threads", "log", "log-every", 
                                         "overwrite", "check", "profile", "exec-timeout", NULL};
 
 const char *const attn_added_flags[] = {"kv-heads=0", "window=0", "bias=none", "alibi=0", "softcap=0", "sinks=0",
-                                        "attn-dropout=0", "exec-timeout=60", NULL};
+                                        "attn-dropout=0", "exec-timeout=60", "precision=fp32", NULL};
+
+static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};   /* TG_FP32, TG_BF16, TG_FP16 */
 
 void attn_cfg_defaults(attn_cfg *c) {
     *c = (attn_cfg){
@@ -58,6 +60,7 @@ int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts) {
         {"scale-lr", TG_CLI_FLOAT, &c->scale_lr, 0, 100, NULL, "--scale learned: peak learning rate of the head scales, on the same schedule in proportion (0: --lr)"},
         {"init", TG_CLI_CHOICE, &c->init, 0, 0, tg_init_names, "fanin: N(0,1/fan_in) weights, N(0,1) embeddings (the default, but for --task code); gpt2: all N(0,0.02^2); lm: N(0,1/fan_in) weights, N(0,0.02^2) embeddings (--task code's default)"},
         {"optim", TG_CLI_CHOICE, &c->optim, 0, 0, optim_names, "AdamW or SGD with momentum"},
+        {"precision", TG_CLI_CHOICE, &c->precision, 0, 0, precision_names, "the products' inputs (matmul, both attention ops, forward and backward), accumulated in fp32; softmax, layernorm, loss, optimizer and weights stay fp32 (autocast's split). Emulated: inputs rounded, fp32 kernels. fp16: with a dynamic loss scale"},
         {"lr", TG_CLI_FLOAT, &c->lr, 1e-9, 100, NULL, "peak learning rate"},
         {"lr-min", TG_CLI_FLOAT, &c->lr_min, 0, 100, NULL, "learning rate at the end of the cosine"},
         {"warmup", TG_CLI_INT, &c->warmup, 0, 10000000, NULL, "linear warm-up steps"},

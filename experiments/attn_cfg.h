@@ -19,6 +19,7 @@ typedef struct {
     int task, steps, batch, seq_len, vocab, d_model, heads, d_head, layers;
     int scale, init, optim, warmup, seed, threads, log_every, learned_init, learned_param;
     int alphabet, keys, values;
+    int precision;          /* --precision: tg_precision of the products (tg_ctx_set_precision) */
     int kv_heads, window;   /* grouped-query heads (0: --heads), a sliding window of keys (0: none) */
     int bias, alibi, sinks; /* TG_BIAS_*, switches */
     float softcap, attn_dropout;

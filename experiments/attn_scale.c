@@ -169,6 +169,7 @@ static int eval_ready(run *r, char *err, size_t errlen) {
     if (!r->eval_ready) {
         tg_ctx_init(&r->eval_ctx, 0);
         r->eval_ctx.grad_enabled = 0;
+        tg_ctx_set_precision(&r->eval_ctx, r->c->precision);   /* validated as trained, as autocast does */
         r->eval_x = malloc(sizeof(int) * VB * (size_t)r->m.cfg.seq_len);
         r->eval_y = malloc(sizeof(int) * VB * (size_t)r->m.cfg.seq_len);
         r->eval_ready = 1;
@@ -237,6 +238,7 @@ static int sample(run *r, const attn_cfg *c, const tg_train_cfg *tc) {
         tg_ctx ctx;
         tg_ctx_init(&ctx, 0);
         ctx.grad_enabled = 0;
+        tg_ctx_set_precision(&ctx, c->precision);
         tg_rng rng;
         tg_rng_seed(&rng, (uint64_t)c->seed, 0x5a3b1e);
         for (size_t i = 0; i < n; i++) text[i] = (unsigned char)c->sample[i];
@@ -349,6 +351,7 @@ static void train_cfg(tg_train_cfg *tc, const attn_cfg *c, const tg_cli_opt *opt
     tc->steps = c->steps, tc->warmup = c->warmup, tc->log_every = c->log_every, tc->save_every = c->save_every;
     tc->stop_at = c->stop_at, tc->lr = c->lr, tc->lr_min = c->lr_min, tc->clip = c->clip;
     tc->optim = c->optim == OPT_ADAM ? TG_OPTIM_ADAM : TG_OPTIM_SGD;
+    tc->precision = c->precision;
     tc->momentum = c->momentum, tc->weight_decay = c->weight_decay, tc->data_seed = (uint64_t)c->seed;
     tc->on_nan = c->on_nan == ONNAN_STOP ? TG_ONNAN_STOP : TG_ONNAN_SKIP, tc->debug_nan = c->debug_nan;
     tc->log = c->log, tc->save = c->save, tc->resume = c->resume, tc->overwrite = c->overwrite;

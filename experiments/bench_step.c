@@ -27,6 +27,7 @@
 #include "tg_gemm_plan.h"
 #include "tg_profile.h"
 #include "tg_timing.h"
+#include "tg_precision.h"
 
 static const char *const size_names[] = {"small", "seed", "large", NULL};
 /* V T D H d_head L B, as in the issue (and scripts/bench_torch.py) */
@@ -209,7 +210,8 @@ static tg_model_cfg size_model(const int *z, int seq_len, const tg_kernel *K, in
 int main(int argc, char **argv) {
     if (tg_runtime_init("bench_step", argc, argv)) return 1;   /* first: it may restart the program; threads */
     tg_gemm_plan_setup_env("bench_step", "measure");   /* the product plan: this program's decision (TG_PLAN overrides) */
-    int size = 1, threads = 1, steps = 20, warmup = 3, seq_len = 0, sgemm = 1, profile = 0;
+    int size = 1, threads = 1, steps = 20, warmup = 3, seq_len = 0, sgemm = 1, profile = 0, precision = TG_FP32;
+    static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
     const char *spec = "composed";
     const tg_cli_opt opts[] = {
         {"size", TG_CLI_CHOICE, &size, 0, 0, size_names, "small: V64 T32 D64 H4 dh16 L1 B16; seed: V64 T64 D128 H4 dh128 L1 B32; large: V256 T256 D256 H8 dh32 L2 B16"},
@@ -220,6 +222,7 @@ int main(int argc, char **argv) {
         {"seq-len", TG_CLI_INT, &seq_len, 0, 1 << 20, NULL, "override the size's T (0: keep)"},
         {"sgemm", TG_CLI_INT, &sgemm, 0, 1, NULL, "1: also time the step's matrix products alone in OpenBLAS"},
         {"profile", TG_CLI_FLAG, &profile, 0, 0, NULL, "then profile --steps more steps and print where the time went, per op (tg_profile.h)"},
+        {"precision", TG_CLI_CHOICE, &precision, 0, 0, precision_names, "the products' inputs (tg_ctx_set_precision; emulated: rounded operands, fp32 kernels); fp16 steps as bf16's (no loss scale)"},
     };
     const int nopt = (int)(sizeof opts / sizeof opts[0]);
     char err[256];
@@ -251,6 +254,7 @@ int main(int argc, char **argv) {
     random_tokens(tokens, targets, B * T, mc.vocab);
     tg_ctx ctx;
     tg_ctx_init(&ctx, 0);
+    tg_ctx_set_precision(&ctx, precision);
     /* wall time, and the CPU time of all threads (on a busy machine it leaves
      * out the time the process waited for a core) */
     double *ms = malloc(sizeof(double) * (size_t)steps), *cpu = malloc(sizeof(double) * (size_t)steps);
@@ -261,9 +265,10 @@ int main(int argc, char **argv) {
     double peak_mb = ru.ru_maxrss / 1024.0;   /* before the sgemm timing allocates its own buffers */
     double med = tg_timing_median(ms, steps), cpu_med = tg_timing_median(cpu, steps);   /* sorts: ms[0] is the min */
     double gflop = 3 * forward_flops(&mc, B) / 1e9;
-    printf("size=%s threads=%d attn=%s T=%d median_ms=%.3f min_ms=%.3f max_ms=%.3f gflops=%.1f peak_rss_mb=%.1f "
+    /* emulated=1: no bf16/fp16 product kernels, the rounding is extra work (no speed claim) */
+    printf("size=%s threads=%d attn=%s precision=%s emulated=%d T=%d median_ms=%.3f min_ms=%.3f max_ms=%.3f gflops=%.1f peak_rss_mb=%.1f "
            "allocs_per_step=%.2f cpu_ms=%.3f",
-           size_names[size], threads, attn, T, med, ms[0], ms[steps - 1], gflop / (med / 1e3), peak_mb,
+           size_names[size], threads, attn, precision_names[precision], precision != TG_FP32, T, med, ms[0], ms[steps - 1], gflop / (med / 1e3), peak_mb,
            (double)allocs / steps, cpu_med);
     if (sgemm) print_sgemm(&mc, B, threads, gflop, med);
     tg_blas_info bi;

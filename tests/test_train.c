@@ -231,6 +231,8 @@ static void test_cfg_check(void **s) {
     expect_bad(&d, "17 more files, at most 16");
     d = c, d.prog = NULL;
     expect_bad(&d, "prog is not set");
+    d = c, d.precision = 3;
+    expect_bad(&d, "precision 3 is none of TG_FP32, TG_BF16, TG_FP16");
 }
 
 /* tg_train is tg_train_update with a driver around it: a loop of one's own over the same batches

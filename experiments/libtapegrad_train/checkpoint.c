@@ -87,6 +87,11 @@ int tg_ckpt_save(const char *path, const tg_train_state *s, const tg_cli_opt *op
     META("rng.data.inc", "%" PRIu64, s->data_rng->inc);
     META("optim", "%s", s->adam ? "adam" : "sgd");
     if (s->adam) META("optim.adam.t", "%" PRId64, s->adam->t);
+    if (s->scaler) {   /* a power of two: its exponent, exactly */
+        META("amp.loss_scale_log2", "%d", ilogbf(s->scaler->scale));
+        META("amp.good", "%d", s->scaler->good);
+        META("amp.skipped", "%" PRId64, s->scaler->skipped);
+    }
     META("n_params", "%zu", P->numel);
 #undef META
     for (int i = 0; i < n_opts; i++) {
@@ -247,7 +252,7 @@ static int check_settings(const tg_st_file *f, const tg_train_state *s, const tg
 }
 
 /* The checkpoint's numbers: its step, the data RNG, the optimizer's. */
-typedef struct { uint64_t step, state, inc, adam_t; } ckpt_scalars;
+typedef struct { uint64_t step, state, inc, adam_t, ls_log2, ls_good, ls_skipped; } ckpt_scalars;
 
 static int read_scalars(const tg_st_file *f, const tg_train_state *s, ckpt_scalars *c, char *err, size_t errlen) {
     const tg_params *P = s->P;
@@ -265,7 +270,14 @@ static int read_scalars(const tg_st_file *f, const tg_train_state *s, ckpt_scala
                     s->adam ? "adam" : "sgd");
     if (s->adam && (parse_u64(tg_st_meta(f, "optim.adam.t"), &adam_t) || adam_t > step))
         return tg_errf(err, errlen, "metadata 'optim.adam.t' is missing or above the step %" PRIu64, step);
-    *c = (ckpt_scalars){step, state, inc, adam_t};
+    uint64_t ls_log2 = 0, ls_good = 0, ls_skipped = 0;
+    if (s->scaler && (parse_u64(tg_st_meta(f, "amp.loss_scale_log2"), &ls_log2) || ls_log2 > 100 ||
+                      parse_u64(tg_st_meta(f, "amp.good"), &ls_good) || ls_good >= (uint64_t)s->scaler->interval ||
+                      parse_u64(tg_st_meta(f, "amp.skipped"), &ls_skipped) || ls_skipped > step))
+        return tg_errf(err, errlen, "metadata 'amp.loss_scale_log2'/'amp.good'/'amp.skipped' missing or out of range "
+                       "(an fp16 run's loss scale: exponent 0..100, good steps below %d, skips at most the step)",
+                       s->scaler->interval);
+    *c = (ckpt_scalars){step, state, inc, adam_t, ls_log2, ls_good, ls_skipped};
     return 0;
 }
 
@@ -332,6 +344,11 @@ static int load_parsed(const tg_st_file *f, tg_train_state *s, const tg_cli_opt 
     const tg_st_entry *m = t.m, *v = t.v, *buf = t.buf, *lg = t.lg;
     const uint64_t step = c.step, state = c.state, inc = c.inc, adam_t = c.adam_t;
     /* all checked: now change the state */
+    if (s->scaler) {
+        s->scaler->scale = ldexpf(1.0f, (int)c.ls_log2);
+        s->scaler->good = (int)c.ls_good;
+        s->scaler->skipped = (int64_t)c.ls_skipped;
+    }
     for (int i = 0; i < P->n; i++) tg_st_get_f32(tg_st_find(f, P->list[i]->name), P->list[i]->data);
     if (m) {
         tg_st_get_f32(m, s->adam->m);

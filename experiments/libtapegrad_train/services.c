@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L   /* isatty */
 #include "tg_services.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -156,6 +157,9 @@ static int nan_stop(void *self, tg_run *run, int status) {
     const tg_train_result *r = run->r;
     const tg_train_state *st = run->st;
     if (r->skipped) fprintf(stderr, "%s: %d steps skipped for non-finite values (--on-nan skip)\n", c->prog, r->skipped);
+    if (st->scaler && st->scaler->skipped)   /* fp16's own: an overflow halves the loss scale, not a failure */
+        fprintf(stderr, "%s: fp16: %" PRId64 " steps skipped for overflow in all, the loss scale now %g\n", c->prog,
+                st->scaler->skipped, st->scaler->scale);
     const int updates = (r->step < c->steps ? r->step : c->steps) - run->start;
     const double last = st->n_logged ? st->logged[2 * (st->n_logged - 1)] : 0;
     if (status || run->ended || !r->skipped || (r->skipped <= c->max_skipped * updates && isfinite(last)))
@@ -187,6 +191,7 @@ static int runlog_after(void *self, tg_run *run) {
         if (m->values) m->values(m->user, L, 0);
         tg_runlog_add(L, "\t%.6g\t%.6g", run->gnorm, run->lr);
         if (m->values) m->values(m->user, L, 1);
+        if (st->scaler) tg_runlog_add(L, "\t%g\t%" PRId64, st->scaler->scale, st->scaler->skipped);
         tg_runlog_add(L, "\n");
         if (tg_runlog_end_row(L)) {
             fprintf(stderr, "%s: step %d: --log %s: write failed, stopping\n", run->c->prog, run->step, run->c->log);

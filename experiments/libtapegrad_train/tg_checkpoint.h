@@ -45,6 +45,7 @@ typedef struct {
     const tg_setting *settings;   /* more of the run's identity, n_settings of them (may be NULL) */
     int n_settings;
     const char *const *added;     /* flags added after runs were recorded (tg_cli_added_value; may be NULL) */
+    tg_loss_scale *scaler;        /* since 0.22: an fp16 run's loss scale (saved as amp.*), else NULL */
 } tg_train_state;
 
 /* Room for `rows` logged rows; returns 0, or -1 when out of memory. */

@@ -150,6 +150,10 @@ typedef struct tg_train_cfg {
      * order, each with its own state (self); at most TG_TRAIN_MAX_SERVICES. */
     const struct tg_service *services;
     int n_services;
+    /* Since 0.22: the precision of the products (tg_precision.h; tg_ctx_set_precision on the
+     * run's context): TG_FP32 (0, the default), TG_BF16, or TG_FP16 with a dynamic loss scale
+     * (tg_loss_scale: checkpointed; the log's loss_scale and overflow_skips columns). */
+    int precision;
 } tg_train_cfg;
 #define TG_TRAIN_MAX_SERVICES 16
 
@@ -189,11 +193,17 @@ int tg_train_cfg_check(const tg_train_cfg *c, char *err, size_t errlen);
  * tg_train_update: zero the grads, backward, global grad-norm clipping (c->clip), the rate of step
  * (warm-up + cosine of c), and the update of the optimizer c names (adam or sgd; the other may be
  * NULL). *gnorm and *lr say what was used. Returns 0, or 1 when the gradient norm is not finite:
- * nothing updated, *lr = 0. prof: NULL, or a profile to mark the phases in. */
+ * nothing updated, *lr = 0. prof: NULL, or a profile to mark the phases in.
+ * tg_train_update_scaled (since 0.22), for fp16: the backward seeded with ls->scale, the grads
+ * unscaled (tg_loss_scale_unscale) before clipping; returns 2 when they overflowed: nothing
+ * updated, *lr = 0, the scale halved (a step fp16 training skips by design, not a failure). ls
+ * NULL: tg_train_update. */
 void tg_train_optim_init(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd);
 void tg_train_optim_free(const tg_train_cfg *c, tg_adamw *adam, tg_sgd *sgd);
 int tg_train_update(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd, tg_ctx *ctx, tg_tensor *loss,
                     int step, tg_profile *prof, float *gnorm, float *lr);
+int tg_train_update_scaled(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd, tg_loss_scale *ls,
+                           tg_ctx *ctx, tg_tensor *loss, int step, tg_profile *prof, float *gnorm, float *lr);
 
 /* The parameters of the checkpoint c->resume into P (declared and allocated as
  * for training), checked against c's settings as a resume is; the optimizer

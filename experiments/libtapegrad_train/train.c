@@ -11,6 +11,7 @@
 #include "tg_gemm_plan.h"
 #include "tg_guard.h"
 #include "tg_optim.h"
+#include "tg_precision.h"
 #include "tg_runlock.h"
 #include "tg_services.h"
 
@@ -46,6 +47,8 @@ int tg_train_cfg_check(const tg_train_cfg *c, char *err, size_t errlen) {
     if (!(c->momentum >= 0 && c->momentum < 1)) BAD("tg_train_cfg: momentum %g must be in [0, 1)", c->momentum);
     if (!(c->weight_decay >= 0 && isfinite(c->weight_decay))) BAD("tg_train_cfg: weight_decay %g must be >= 0", c->weight_decay);
     if (c->on_nan != TG_ONNAN_STOP && c->on_nan != TG_ONNAN_SKIP) BAD("tg_train_cfg: on_nan %d is not STOP or SKIP", c->on_nan);
+    if (c->precision < 0 || c->precision >= TG_N_PRECISIONS)
+        BAD("tg_train_cfg: precision %d is none of TG_FP32, TG_BF16, TG_FP16", c->precision);
     if (!(c->max_skipped >= 0 && c->max_skipped <= 1)) BAD("tg_train_cfg: max_skipped %g is outside 0..1", c->max_skipped);
     if (c->n_opts < 0 || (c->n_opts > 0 && !c->opts)) BAD("tg_train_cfg: n_opts %d without opts", c->n_opts);
     if (c->n_settings < 0 || (c->n_settings > 0 && !c->settings)) BAD("tg_train_cfg: n_settings %d without settings", c->n_settings);
@@ -106,10 +109,22 @@ static char *make_header(const tg_train_cfg *c, tg_train_model *m) {
     char plan[TG_PLAN_NAME_BUF];
     fprintf(f, "# gemm_plan=%s\n", tg_gemm_plan_name(plan));
     fprintf(f, "# gemm_plan_mode=%s\n", tg_gemm_plan_mode());   /* the program's choice: measure, estimate, file */
+    if (c->precision != TG_FP32) {   /* absent: fp32 (every log before 0.22) */
+        if (!is_flag(c, "precision")) fprintf(f, "# precision=%s\n", tg_precision_name(c->precision));
+        /* no bf16/fp16 product kernels yet: the operands are rounded, the products float32's */
+        fprintf(f, "# precision_emulated=1\n");
+    }
+    if (c->precision == TG_FP16) {
+        tg_loss_scale ls;
+        tg_loss_scale_init(&ls);
+        fprintf(f, "# loss_scale=dynamic from %g, x2 after %d finite steps, x0.5 and the step skipped on overflow\n",
+                ls.scale, ls.interval);
+    }
     fprintf(f, "step\tloss");
     if (m->columns) m->columns(m->user, f, 0);
     fprintf(f, "\tgrad_norm\tlr");
     if (m->columns) m->columns(m->user, f, 1);
+    if (c->precision == TG_FP16) fprintf(f, "\tloss_scale\toverflow_skips");
     fprintf(f, "\n");
     if (fclose(f)) {
         free(hdr);
@@ -172,16 +187,31 @@ static void step_pass(tg_ctx *ctx, void *u) {
     if (j->prof) tg_profile_phase(j->prof, "forward (not in ops)");
     j->lv = loss->data[0];
     if (isfinite(j->lv) && j->step < j->c->steps)   /* the last row is an evaluation after the last update */
-        j->update_failed = tg_train_update(j->c, j->m->P, j->st->adam, j->st->sgd, ctx, loss, j->step, j->prof,
-                                           &j->gnorm, &j->lr);
+        j->update_failed = tg_train_update_scaled(j->c, j->m->P, j->st->adam, j->st->sgd, j->st->scaler, ctx, loss,
+                                                  j->step, j->prof, &j->gnorm, &j->lr) == 1;   /* 2: the scaler's skip */
 }
 
 int tg_train_update(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd, tg_ctx *ctx, tg_tensor *loss,
                     int step, tg_profile *prof, float *gnorm, float *lr) {
+    return tg_train_update_scaled(c, P, adam, sgd, NULL, ctx, loss, step, prof, gnorm, lr);
+}
+
+int tg_train_update_scaled(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd, tg_loss_scale *ls,
+                           tg_ctx *ctx, tg_tensor *loss, int step, tg_profile *prof, float *gnorm, float *lr) {
     tg_params_zero_grad(P);
     if (prof) tg_profile_phase(prof, "zero_grad");
-    tg_backward(ctx, loss);
+    if (ls) {
+        if (loss->numel != 1) tg_fail(ctx, "tg_train_update_scaled: the loss must have one element, got %s", TG_SHAPE(loss));
+        tg_backward_seed(ctx, loss, &ls->scale);
+    } else
+        tg_backward(ctx, loss);
     if (step == c->debug_nan) P->grad[0] = NAN;   /* as an overflowing backward would */
+    const float scale = ls ? ls->scale : 1;
+    if (ls && !tg_loss_scale_unscale(ls, P)) {   /* overflowed: fp16's skipped step, the scale halved */
+        *gnorm = tg_grad_norm(P);
+        *lr = 0;
+        return scale > 1 ? 2 : 1;   /* at scale 1 nothing is left to back off: not finite, as without a scale */
+    }
     *gnorm = tg_clip_grad_norm(P, c->clip);
     if (prof) tg_profile_phase(prof, "clip");
     *lr = tg_lr_schedule(step, c->warmup, c->steps, c->lr, c->lr_min);
@@ -284,9 +314,12 @@ int tg_train_load_params(const tg_train_cfg *c, tg_params *P, char *err, size_t 
     tg_sgd sgd;
     tg_train_optim_init(c, P, &adam, &sgd);
     tg_rng data;
+    tg_loss_scale ls;
+    tg_loss_scale_init(&ls);
     tg_train_state st = {.P = P, .adam = c->optim == TG_OPTIM_ADAM ? &adam : NULL,
                          .sgd = c->optim == TG_OPTIM_SGD ? &sgd : NULL, .data_rng = &data,
-                         .settings = c->settings, .n_settings = c->n_settings, .added = c->added};
+                         .settings = c->settings, .n_settings = c->n_settings, .added = c->added,
+                         .scaler = c->precision == TG_FP16 ? &ls : NULL};
     char changed[512];
     int rc = tg_ckpt_load(c->resume, &st, c->opts, c->n_opts, c->may_differ, changed, sizeof changed, err, errlen);
     tg_train_state_free_logged(&st);
@@ -428,9 +461,13 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     tg_train_state st = {.P = m->P, .adam = c->optim == TG_OPTIM_ADAM ? &adam : NULL,
                          .sgd = c->optim == TG_OPTIM_SGD ? &sgd : NULL, .data_rng = &data_rng,
                          .settings = c->settings, .n_settings = c->n_settings, .added = c->added};
+    tg_loss_scale ls;
+    tg_loss_scale_init(&ls);
+    if (c->precision == TG_FP16) st.scaler = &ls;
     tg_runlog L = {.fd = -1};
     tg_ctx ctx;   /* every step's, the planning pass's first */
     tg_ctx_init(&ctx, 0);
+    tg_ctx_set_precision(&ctx, c->precision);
     char *hdr = NULL;
     if (tg_train_state_reserve(&st, c->steps / c->log_every + 2)) {
         fprintf(stderr, "%s: out of memory\n", prog);
