@@ -2,7 +2,7 @@
 # The seed's own story on real data: a small byte-level code-completion model
 # (attn_scale --task code, the C headers of Debian's libc6-dev by default) with
 # the scale forgotten (none) and applied (sqrt), d_head 128, 2 layers, 3 seeds.
-#   scripts/reproduce_code.sh [--seeds "1 2 3"] [--steps 1000] [--out runs/code] [--jobs N] [--data PATH] [--all] [--torch] [--docs]
+#   scripts/reproduce_code.sh [--seeds "1 2 3"] [--steps 1000] [--out runs/code] [--jobs N] [--data PATH] [--all] [--torch] [--precision P] [--docs]
 # Prints the runs' table, a verdict per seed (on text: the unscaled run's final
 # validation loss at least 0.25 nats above the scaled one's; a 3x ratio means
 # little when both losses stay far from 0), and what the none and sqrt models of
@@ -15,11 +15,14 @@
 # the first seed, and overlays the validation losses: OUT/code-torch-val.png.
 # --docs: copies the logs, the completions and the run's record (machine,
 # kernels, wall time) to docs/data/code/ and the figures to docs/.
+# --precision fp32|bf16|fp16: attn_scale --precision (bf16, fp16: mixed precision, emulated), into
+# runs/code-P by default; with --docs to docs/data/precision/code-P/, its validation figure to docs/ (the
+# comparison of docs/results.md#does-precision-change-the-failure; fp32 given explicitly too).
 set -euo pipefail
 invocation="scripts/reproduce_code.sh $*"
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$top/scripts/setup.sh"
-seeds="1 2 3"; steps=1000; out="$top/runs/code"; jobs=$(nproc); data=""; all=""; docs=""; torch=""
+seeds="1 2 3"; steps=1000; out=""; jobs=$(nproc); data=""; all=""; docs=""; torch=""; precision=fp32; pset=""
 usage() { sed -n '5p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -31,12 +34,16 @@ while [ $# -gt 0 ]; do
         --all) all=1; shift ;;
         --torch) torch=1; shift ;;
         --docs) docs=1; shift ;;
+        --precision) [ $# -ge 2 ] || usage; precision=$2; pset=1; shift 2 ;;
         *) echo "scripts/reproduce_code.sh: unknown option '$1'" >&2; usage ;;
     esac
 done
 for s in $seeds; do [[ "$s" =~ ^[0-9]+$ ]] || { echo "scripts/reproduce_code.sh: seed '$s' is not a number" >&2; exit 2; }; done
 [[ "$steps" =~ ^[1-9][0-9]*$ ]] && [ "$steps" -ge 100 ] || { echo "scripts/reproduce_code.sh: --steps '$steps': at least 100" >&2; exit 2; }
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "scripts/reproduce_code.sh: --jobs '$jobs' is not a positive number" >&2; exit 2; }
+case "$precision" in fp32|bf16|fp16) ;; *) echo "scripts/reproduce_code.sh: --precision '$precision' is not fp32, bf16 or fp16" >&2; exit 2 ;; esac
+[ -z "$pset" ] || [ -z "$torch" ] || { echo "scripts/reproduce_code.sh: --torch trains the PyTorch twin in fp32 only: leave it out with --precision $precision" >&2; exit 2; }
+[ -n "$out" ] || { [ -z "$pset" ] && out="$top/runs/code" || out="$top/runs/code-$precision"; }
 
 tg_build "$top/build" attn_scale blas_info
 bin="$top/build/experiments/attn_scale"
@@ -47,6 +54,7 @@ mkdir -p "$out"
 every=$((steps / 10))
 model=(--task code --init lm --seq-len 128 --batch 16 --d-model 128 --heads 2 --d-head 128 --layers 2 --lr 1e-3 --lr-min 1e-4
        --warmup $((steps / 20)) --steps "$steps" --log-every "$every" --eval-every "$every" --threads 1)
+[ "$precision" = fp32 ] || model+=(--precision "$precision")
 [ -z "$data" ] || model+=(--data "$data")
 modes=(none sqrt)
 [ -z "$all" ] || modes+=(dk qknorm learned)
@@ -116,9 +124,14 @@ echo "trained in ${secs}s"
 
 if [ -n "$docs" ]; then
     d="$top/docs/data/code"
+    [ -z "$pset" ] || d="$top/docs/data/precision/code-$precision"
     rm -rf "$d"; mkdir -p "$d"
     cp "${alllogs[@]}" "$out/completions.txt" "$d/"
-    cp "$out/code-loss.png" "$out/code-val.png" "$out/code-entropy.png" "$top/docs/"
+    if [ -z "$pset" ]; then
+        cp "$out/code-loss.png" "$out/code-val.png" "$out/code-entropy.png" "$top/docs/"
+    else
+        cp "$out/code-val.png" "$top/docs/code-val-$precision.png"
+    fi
     if [ -n "$torch" ]; then
         mkdir -p "$d/torch"; cp "$out"/torch/torch_*.tsv "$d/torch/"; cp "$out/code-torch-val.png" "$top/docs/"
     fi

@@ -64,7 +64,7 @@ SEED_KEY = "seed"
 # attn_scale's flags added after logs were recorded (experiments/attn_cfg.c, attn_added_flags):
 # a log names them only when set; without the line, a log has the value every earlier run had.
 ADDED_KEYS = {"kv_heads": "0", "window": "0", "bias": "none", "alibi": "0", "softcap": "0", "sinks": "0",
-              "attn_dropout": "0"}
+              "attn_dropout": "0", "precision": "fp32"}
 ADDED_KEY_LIST = sorted(ADDED_KEYS)
 
 
@@ -72,7 +72,7 @@ ADDED_KEY_LIST = sorted(ADDED_KEYS)
 # what it measured or derived. Every other key (the flags that shape the training, a plugin's
 # SHA-256, the corpus's) is a setting: two runs are paired only when all their settings but the
 # compared one (the scale) agree (docs/logs.md#which-runs-are-compared).
-NOT_SETTINGS = {"tapegrad attn_scale", "threads", "log", "log_every", "save", "save_every", "resume", "stop_at",
+NOT_SETTINGS = {"tapegrad attn_scale", "precision_emulated", "loss_scale", "threads", "log", "log_every", "save", "save_every", "resume", "stop_at",
                 "on_nan", "debug_nan", "dump_attn", "dump_attn_file", "allow_noncausal", "overwrite", "sample",
                 "sample_len", "temperature", "profile", "check", "exec_timeout", "eval_every", "attn_scale_value",
                 "n_params", "blas", "gemm_plan", "gemm_plan_mode", "attn_plugin_file", "attn_plugin_abi",
@@ -127,6 +127,8 @@ def kernel_name(header):
 def features(header):
     """The attention features a run set, as "softcap=50,window=16", or "-" for none."""
     on = ["%s=%s" % (k, header[k]) for k in FEATURE_KEYS if k in header and header[k] != ADDED_KEYS[k]]
+    if header.get("precision", "fp32") != "fp32":   # mixed precision (0.22): a setting of the run, shown with them
+        on.append("precision=" + header["precision"])
     return ",".join(on) if on else "-"
 
 
@@ -729,23 +731,28 @@ def text_verdicts(paths, gap_min=TEXT_GAP):
     """Per seed, the unscaled (none) run against the scaled (sqrt) run of a text task: the final
     training loss (mean of the last 10% of rows), the final validation loss, their gap, and whether
     the unscaled one ends at least gap_min nats above on validation; a ratio means little on text,
-    where the losses of both stay far from 0."""
+    where the losses of both stay far from 0. Runs pair within one precision (0.22: a column then
+    says which, when any is not fp32)."""
     runs = {}
     for p in paths:
         log = Log(p)
         s = log_stats(log)
-        runs[(log.header.get("scale", "-"), log.header.get("seed", "-"))] = (s, last_value(log, "val_loss"), log)
-    head = ["seed", "train none", "train sqrt", "val none", "val sqrt", "val gap", "heads<0.1@10% none",
-            "heads<0.1@10% sqrt", "verdict"]
+        runs[(log.header.get("scale", "-"), log.header.get("seed", "-"), log.header["precision"])] = (
+            s, last_value(log, "val_loss"), log)
+    order = {"fp32": 0, "bf16": 1, "fp16": 2}
+    mixed = any(k[2] != "fp32" for k in runs)
+    head = (["precision"] if mixed else []) + ["seed", "train none", "train sqrt", "val none", "val sqrt", "val gap",
+                                              "heads<0.1@10% none", "heads<0.1@10% sqrt", "verdict"]
     out = []
-    for (scale, seed), (s, val, log) in sorted(runs.items(), key=lambda kv: fnum(kv[0][1])):
-        if scale != "none" or ("sqrt", seed) not in runs:
+    for (scale, seed, prec), (s, val, log) in sorted(runs.items(), key=lambda kv: (order.get(kv[0][2], 9), fnum(kv[0][1]))):
+        if scale != "none" or ("sqrt", seed, prec) not in runs:
             continue
-        t, tval, _ = runs[("sqrt", seed)]
+        t, tval, _ = runs[("sqrt", seed, prec)]
         gap = val - tval
-        out.append([seed, "%.4f" % s["final_loss"], "%.4f" % t["final_loss"], "%.4f" % val, "%.4f" % tval, "%.3f" % gap,
-                    "%s/%d" % (s["low10"], s["nheads"]), "%s/%d" % (t["low10"], t["nheads"]),
-                    "failure reproduced" if gap >= gap_min else "NOT reproduced"])
+        out.append(([prec] if mixed else []) + [
+            seed, "%.4f" % s["final_loss"], "%.4f" % t["final_loss"], "%.4f" % val, "%.4f" % tval, "%.3f" % gap,
+            "%s/%d" % (s["low10"], s["nheads"]), "%s/%d" % (t["low10"], t["nheads"]),
+            "failure reproduced" if gap >= gap_min else "NOT reproduced"])
     return align([head] + out)
 
 
@@ -886,6 +893,64 @@ def legend(paths):
                 same = 1
                 break
         out.append("%s\t%d" % (label.replace("\t", " "), same))
+    return "\n".join(out) + "\n"
+
+
+# ---- precision (docs/results.md#does-precision-change-the-failure) ---------------------
+def run_max(log, prefix):
+    """The largest finite value of the columns named prefix* over every row (nan: none)."""
+    mx = math.nan
+    for r in log.rows:
+        for c in log.names(prefix):
+            v = fnum(log.col(r, c))
+            if math.isfinite(v) and not (v <= mx):
+                mx = v
+    return mx
+
+
+def precision_table(paths, ratio_min=PASS_RATIO, gap_min=PASS_GAP):
+    """A markdown table of the main result per precision and seed: the unscaled run (none) against
+    the scaled (sqrt) of the same settings, precision included; the largest logit either reached;
+    for fp16 the loss scale at the end and the steps skipped for overflow. Then a line per
+    precision."""
+    runs = {}
+    for p in paths:
+        log = Log(p)
+        h = log.header
+        if h.get("scale") not in ("none", "sqrt"):
+            continue
+        runs[(h["precision"], h.get(SEED_KEY, "-"), h["scale"])] = log
+    order = {"fp32": 0, "bf16": 1, "fp16": 2}
+    keys = sorted({(pr, seed) for pr, seed, _ in runs}, key=lambda k: (order.get(k[0], 9), k[0], int(k[1]) if k[1].isdigit() else 0))
+    out = ["| precision | seed | loss none | loss sqrt | ratio | gap (nats) | failure | none: heads < 10% of uniform at 10% "
+           "| max logit none | max logit sqrt | loss scale at the end (none, sqrt) | steps skipped for overflow (none, sqrt) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    per = {}
+    for pr, seed in keys:
+        a, b = runs.get((pr, seed, "none")), runs.get((pr, seed, "sqrt"))
+        if a is None or b is None:
+            out.append("| %s | %s | %s |" % (pr, seed, "no %s run: no verdict" % ("none" if a is None else "sqrt")))
+            continue
+        diff = setting_differences(a.header, b.header, ("scale",))
+        sa, sb = log_stats(a), log_stats(b)
+        ratio, gap, ok = verdict(sa["final_loss"], sb["final_loss"], ratio_min, gap_min)
+        per.setdefault(pr, []).append((ok, ratio, gap))
+
+        def amp(log, col):
+            if col not in log.index:
+                return "-"
+            return log.col(log.rows[-1], col)
+        out.append("| %s | %s | %.4f | %.4f | %.1fx | %.3f | %s | %s/%d | %.1f | %.1f | %s, %s | %s, %s |" % (
+            pr, seed, sa["final_loss"], sb["final_loss"], ratio, gap,
+            ("reproduced" if ok else "NOT reproduced") + (" (settings differ: %s)" % ", ".join(diff) if diff else ""),
+            sa["low10"], sa["nheads"], run_max(a, "maxlogit_"), run_max(b, "maxlogit_"),
+            amp(a, "loss_scale"), amp(b, "loss_scale"), amp(a, "overflow_skips"), amp(b, "overflow_skips")))
+    out.append("")
+    for pr in sorted(per, key=lambda k: order.get(k, 9)):
+        v = per[pr]
+        out.append("%s: failure reproduced in %d of %d seeds; ratio %.1f-%.1fx, gap %.3f-%.3f nats" % (
+            pr, sum(1 for x in v if x[0]), len(v), min(x[1] for x in v), max(x[1] for x in v),
+            min(x[2] for x in v), max(x[2] for x in v)))
     return "\n".join(out) + "\n"
 
 
@@ -1292,6 +1357,8 @@ def verbs():
          flag("steps", "steps, comma-separated ('end': the last)", "0,end"))
     verb("textverdict", "on text: none vs sqrt per seed by the validation loss gap",
          lambda a: out(text_verdicts(a.log, a.gap)), logs, flag("gap", "nats, at least", TEXT_GAP, float))
+    verb("precision", "the main result per precision and seed, none against sqrt (markdown)",
+         lambda a: out(precision_table(a.log)), logs)
     verb("ranges", "per framework and scale: final loss and entropy ranges over seeds", lambda a: out(ranges(a.log)), logs)
     verb("legend", "scripts/plot.sh's labels: per log, its label and 1 if its loss curve lies on an earlier one's",
          lambda a: out(legend(a.log)), logs)
