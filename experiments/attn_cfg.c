@@ -17,7 +17,7 @@ const char *const attn_run_options[] = {"steps", "threads", "log", "log-every", 
 const char *const attn_added_flags[] = {"kv-heads=0", "window=0", "bias=none", "alibi=0", "softcap=0", "sinks=0",
                                         "attn-dropout=0", "exec-timeout=60", "precision=fp32", NULL};
 
-static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};   /* TG_FP32, TG_BF16, TG_FP16 */
+const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};   /* TG_FP32, TG_BF16, TG_FP16 */
 
 void attn_cfg_defaults(attn_cfg *c) {
     *c = (attn_cfg){

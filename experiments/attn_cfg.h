@@ -12,6 +12,7 @@
 
 enum { OPT_ADAM, OPT_SGD };
 extern const char *const optim_names[];
+extern const char *const precision_names[];   /* --precision's choices, by tg_precision (attn_scale, bench_step) */
 enum { ONNAN_STOP, ONNAN_SKIP };
 extern const char *const on_nan_names[];
 

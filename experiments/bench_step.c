@@ -211,7 +211,6 @@ int main(int argc, char **argv) {
     if (tg_runtime_init("bench_step", argc, argv)) return 1;   /* first: it may restart the program; threads */
     tg_gemm_plan_setup_env("bench_step", "measure");   /* the product plan: this program's decision (TG_PLAN overrides) */
     int size = 1, threads = 1, steps = 20, warmup = 3, seq_len = 0, sgemm = 1, profile = 0, precision = TG_FP32;
-    static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
     const char *spec = "composed";
     const tg_cli_opt opts[] = {
         {"size", TG_CLI_CHOICE, &size, 0, 0, size_names, "small: V64 T32 D64 H4 dh16 L1 B16; seed: V64 T64 D128 H4 dh128 L1 B32; large: V256 T256 D256 H8 dh32 L2 B16"},

@@ -273,9 +273,8 @@ TG_VEC_CLONES static double backward_head(const bwd_job *j, int b, int h, bwd_sc
                                                             : 0.0f;
                     Pd = w->G;
                 }
-                if (g->prec) {   /* P̃ rounded as the product reads it; dS below takes P in float32 */
-                    if (Pd == w->P) memcpy(w->G, w->P, (size_t)nq * BK * sizeof(float));
-                    tg_round_all(g->prec, w->G, (int64_t)nq * BK);
+                if (g->prec) {   /* P̃ rounded into G as the product reads it; dS below takes P in float32 */
+                    tg_round_copy(g->prec, Pd, w->G, (int64_t)nq * BK);
                     Pd = w->G;
                 }
                 tg_gemm(1, 0, nk, dv, nq, 1.0f, Pd, BK, dO + (int64_t)i0 * ldo, ldo, 1.0f, dV + (int64_t)j0 * ldv, ldv);

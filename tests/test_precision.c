@@ -20,10 +20,6 @@
 #include "tapegrad.h"
 #include "testutil.h"
 
-static void fill(tg_rng *r, float *x, int64_t n, float std) {
-    for (int64_t i = 0; i < n; i++) x[i] = std * tg_rng_normal(r);
-}
-
 /* C[M,N] = A[M,K]·B[K,N] in double on A, B rounded to p; mag = Σ|a||b| per element */
 static void ref_mm(int p, const float *A, const float *B, int M, int N, int K, double *C, double *mag) {
     for (int i = 0; i < M; i++)
@@ -60,11 +56,11 @@ static void test_matmul(void **state) {
         tg_rng rng;
         tg_rng_seed(&rng, 7 + p, 1);
         tg_tensor *a = tg_new(&ctx, 2, (int[]){M, K}), *b = tg_new(&ctx, 2, (int[]){K, N});
-        fill(&rng, a->data, a->numel, 1.3f), fill(&rng, b->data, b->numel, 0.7f);
+        tg_fill_normal(&rng, a->data, a->numel, 0, 1.3f), tg_fill_normal(&rng, b->data, b->numel, 0, 0.7f);
         a->requires_grad = b->requires_grad = 1;
         tg_tensor *c = tg_matmul(&ctx, a, b, 0, 0);
         float *dc = tg_arena_alloc(&ctx, sizeof(float) * M * N);
-        fill(&rng, dc, M * N, 1.0f);
+        tg_fill_normal(&rng, dc, M * N, 0, 1.0f);
         tg_backward_seed(&ctx, c, dc);
         double *ref = tg_arena_alloc(&ctx, sizeof(double) * K * K * 2), *mag = ref + K * K;
         ref_mm(p, a->data, b->data, M, N, K, ref, mag);
@@ -124,7 +120,7 @@ static void attn_case(const char *op, attend_fn fn, int p, float scale, int caus
     tg_attn_args a = tg_attn_args_make(q, k, v, scale);
     a.causal = causal;
     float *dout = tg_arena_alloc(&ctx, sizeof(float) * q->numel);
-    fill(&rng, dout, q->numel, 1.0f);
+    tg_fill_normal(&rng, dout, q->numel, 0, 1.0f);
     const int64_t n[4] = {q->numel, q->numel, k->numel, v->numel};
     float *ex[4], *tb[4], *got[4], *f32[4];
     for (int i = 0; i < 4; i++) {
