@@ -2,7 +2,9 @@
 # Plots any attn_scale logs.
 #   scripts/plot.sh RUN.tsv [RUN.tsv ...] -o OUT.png [--title TEXT]
 # writes OUT.png (loss curves of all runs), OUT-entropy.png (per-head entropy,
-# one panel per run) and OUT-heatmap-<run>.png (per-head entropy over steps).
+# one panel per run), OUT-valloss.png (validation loss, scripts/valloss.gp: the
+# runs with a val_loss column, when any has one) and OUT-heatmap-<run>.png
+# (per-head entropy over steps).
 # Each run is labelled with its kernel and features; a loss curve that lies on
 # an earlier run's is drawn dashed with markers and its label says so.
 set -euo pipefail
@@ -34,8 +36,15 @@ trap 'rm -f "$tmp" "$legend"' EXIT
 python3 "$here/tglogs.py" legend "${runs[@]}" >"$legend"
 gnuplot -c "$here/loss.gp" "$out" "$title: loss" "$legend" "${runs[@]}"
 gnuplot -c "$here/entropy.gp" "$base-entropy.png" "$title: per-head attention entropy" "$legend" "${runs[@]}"
+# the validation loss (--task code --eval-every, or an imported val_loss) of the runs that logged it
+val=(); for f in "${runs[@]}"; do header "$f" | tr '\t' '\n' | grep -qx val_loss && val+=("$f"); done
+[ ${#val[@]} -eq 0 ] || gnuplot -c "$here/valloss.gp" "$base-valloss.png" "$title: validation loss" "${val[@]}"
 for f in "${runs[@]}"; do
     name=$(basename "$f" .tsv)
+    if [ "$(header "$f" | tr '\t' '\n' | grep -c '^nent_')" -eq 0 ]; then
+        echo "scripts/plot.sh: $name: no heatmap: the log has no nent_l*_h* columns (per-head entropy: docs/logs.md#columns)" >&2
+        continue
+    fi
     if ! grep -v '^#' "$f" | awk -F'\t' 'NR==1 { for (i=1;i<=NF;i++) if ($i ~ /^nent_/) c[i]=1; next }
             { for (i in c) if ($i != "nan" && $i != "-nan") ok = 1 } END { exit !ok }'; then
         echo "scripts/plot.sh: $name: no heatmap: its entropy columns are nan (the kernel's weights were not measured: the log's attn_measure_note)" >&2
@@ -47,4 +56,4 @@ for f in "${runs[@]}"; do
     nh=$(header "$f" | tr '\t' '\n' | grep -c '^nent_')
     gnuplot -c "$here/heatmap.gp" "$base-heatmap-$name.png" "$title: $name" "$tmp" "$nh"
 done
-echo "wrote $out $base-entropy.png $base-heatmap-*.png"
+echo "wrote $out $base-entropy.png${val[0]:+ $base-valloss.png} $base-heatmap-*.png"

@@ -48,7 +48,7 @@ import sys
 
 # The experiment's defaults; every one may be overridden by an option.
 PASS_RATIO = 3.0            # final loss of the unscaled run / the scaled run's, at least
-TEXT_GAP = 0.25             # on text (task code): the unscaled run's final validation loss this many nats above
+TEXT_GAP = 0.10             # any other task (text): the unscaled run this many nats above on validation (docs/logs.md#the-verdicts)
 PASS_GAP = 0.25             # and at least this many nats above it
 LOW_HEAD = 0.1              # a head below this entropy / uniform counts as collapsed
 
@@ -72,7 +72,7 @@ ADDED_KEY_LIST = sorted(ADDED_KEYS)
 # what it measured or derived. Every other key (the flags that shape the training, a plugin's
 # SHA-256, the corpus's) is a setting: two runs are paired only when all their settings but the
 # compared one (the scale) agree (docs/logs.md#which-runs-are-compared).
-NOT_SETTINGS = {"tapegrad attn_scale", "precision_emulated", "loss_scale", "threads", "log", "log_every", "save", "save_every", "resume", "stop_at",
+NOT_SETTINGS = {"tapegrad attn_scale", "tapegrad import", "tapegrad tapegrad_log", "source", "log_format", "precision_emulated", "loss_scale", "threads", "log", "log_every", "save", "save_every", "resume", "stop_at",
                 "on_nan", "debug_nan", "dump_attn", "dump_attn_file", "allow_noncausal", "overwrite", "sample",
                 "sample_len", "temperature", "profile", "check", "exec_timeout", "eval_every", "attn_scale_value",
                 "n_params", "blas", "gemm_plan", "gemm_plan_mode", "attn_plugin_file", "attn_plugin_abi",
@@ -160,6 +160,10 @@ class Log:
                     continue
                 fields = line.split("\t")
                 if self.columns is None:
+                    if len(fields) == 1 and "," in line:
+                        raise LogError("%s:%d: not a tapegrad log: its column line is comma-separated (a CSV? "
+                                       "`tapegrad-logs import` turns it into one: docs/logs.md#bring-your-own-logs)"
+                                       % (path, lineno))
                     self.columns = fields
                     self.index = {name: i for i, name in enumerate(fields)}
                 else:
@@ -204,7 +208,8 @@ def log_stats(log):
     """final_loss, ent_end, ent0, ent10 (ent over uniform), low10 ("-" or a count), nheads, max_logit."""
     for need in ("step", "loss", "ent_mean"):
         if need not in log.index:
-            raise LogError("%s: no column %s" % (log.path, need))
+            raise LogError("%s: no column %s (a log needs step, loss and ent_mean: docs/logs.md#what-a-log-needs)"
+                           % (log.path, need))
     n = len(log.rows)
     if n < 2:
         raise LogError("%s: fewer than 2 logged steps" % log.path)
@@ -255,82 +260,254 @@ def verdict(loss, ref_loss, ratio_min=PASS_RATIO, gap_min=PASS_GAP):
     return ratio, gap, ratio >= ratio_min and gap >= gap_min
 
 
-# ---- summarize.sh ------------------------------------------------------------------
-def summarize(paths, out=sys.stdout, err=sys.stderr):
-    """The table of scripts/summarize.sh and a verdict per unscaled run; returns the exit status.
-    An unscaled run is paired with the scaled run whose settings are all the same (scale aside):
-    kernel, features, task, d_head, seed, lr... (setting_differences); when there is none, the
-    closest scaled run and what differs is said instead of a verdict."""
-    bad = 0
-    runs = []
+# ---- the verdicts: runs paired by the scale they applied, judged in their task's terms -------------
+# attn_scale's synthetic tasks, judged by the main result's rule (PASS_RATIO and PASS_GAP on the final
+# training loss); every other task (code, a text task of your own) by TEXT_GAP and the heads' collapse.
+TOY_TASKS = ("hist", "recall")
+SCALE_TOL = 1.25   # a measured multiplier within this factor of 1, 1/sqrt(d) or 1/d is that scale
+
+
+def task_rule(header):
+    """"count" for attn_scale's synthetic tasks (TOY_TASKS), "text" for any other."""
+    return "count" if header.get("task", "-") in TOY_TASKS else "text"
+
+
+def declared_scale(header):
+    """The scale a kernel declares it applies whatever it is passed (a convention in its identity),
+    or None: scale_rsqrt_d applies 1/sqrt(d_head), scale_folded none (1/sqrt(d_head) in W_q's init)."""
+    decl = " ".join(header.get(k, "") for k in ("attn_exec_features", "attn_plugin_abi", "attn_conventions"))
+    if "scale_rsqrt_d" in decl:
+        return "sqrt"
+    if "scale_folded" in decl:
+        return "none"
+    return None
+
+
+def measured_multiplier(log):
+    """The median of the scale_* columns at the first row where any is finite and positive: the
+    multiplier a kernel measured from outside applied at the start (before training moved its
+    logits, so a softcap's tanh is still linear there), or nan."""
+    cols = [log.index[c] for c in log.names("scale_")]
+    for r in log.rows:
+        v = sorted(x for x in (fnum(r[i]) for i in cols) if math.isfinite(x) and x > 0)
+        if v:
+            return v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
+    return math.nan
+
+
+def effective_scale(log):
+    """(label, note): the scale a run applied, by which runs pair and are labelled. A built-in op
+    applies the scale it is passed (`scale`); a kernel measured from outside (attn_scale_columns=
+    measured) applied what its scale_* columns measured at the start: "none" (c = 1), "sqrt" (c =
+    1/sqrt(d_head)), "dk" (c = 1/d_head), each within SCALE_TOL, else "c=X"; the scale passed when it
+    agrees. Not measured: the kernel's declared scale, else the scale passed, said in the note."""
+    h = log.header
+    passed = h.get("scale", "-")
+    if h.get("attn_scale_columns") != "measured":
+        return passed, ""
+    c = measured_multiplier(log)
+    decl = declared_scale(h)
+    if not math.isfinite(c):
+        if decl:
+            return decl, "multiplier not measured; the kernel declares %s" % decl
+        return passed, "multiplier not measured: the scale passed (%s) assumed" % passed
+    d = fnum(h.get("d_head", "nan"))
+    mult = fnum(h.get("scale_mult", "1")) if h.get("scale_mult", "") not in ("", "-") else 1.0
+    expect = {"none": mult, "sqrt": mult / math.sqrt(d), "dk": mult / d} if math.isfinite(d) and d > 0 else {}
+    near = lambda x: x > 0 and abs(math.log(c / x)) <= math.log(SCALE_TOL)
+    if passed in expect and near(expect[passed]):
+        return passed, ""
+    for name in ("sqrt", "none", "dk"):
+        if name in expect and near(expect[name]):
+            return name, "measured multiplier %.4g, passed %s" % (c, passed)
+    return "c=%.3g" % c, "measured multiplier %.4g, passed %s" % (c, passed)
+
+
+class Run:
+    """A log with what the verdicts read: its stats, the scale it applied, its task's rule, and its
+    last validation loss (nan: none logged)."""
+
+    def __init__(self, path):
+        self.path, self.name = path, run_name(path)
+        self.log = Log(path)
+        self.header = self.log.header
+        self.stats = log_stats(self.log)
+        self.scale, self.scale_note = effective_scale(self.log)
+        self.rule = task_rule(self.header)
+        self.val = last_value(self.log, "val_loss") if "val_loss" in self.log.index else math.nan
+
+
+def load_runs(paths, err=sys.stderr):
+    """(runs, status): every readable log as a Run; each one that is not is named on err (status 1)."""
+    runs, bad = [], 0
     for p in paths:
         try:
-            log = Log(p)
-            s = log_stats(log)
+            runs.append(Run(p))
         except (LogError, OSError) as e:
             print(e, file=err)
             bad = 1
+    return runs, bad
+
+
+def heads_low(run):
+    """The count of heads below LOW_HEAD at 10% of the run, or None when not measured (or no row)."""
+    x = run.stats["low10"]
+    return int(x) if x not in (NOT_MEASURED, "-") else None
+
+
+def judge(a, b, ratio_min=PASS_RATIO, gap_min=PASS_GAP, text_gap=TEXT_GAP):
+    """The verdict on an unscaled run a against the scaled run b of the same settings, in their task's
+    terms (docs/logs.md#the-verdicts): a dict with on ("final loss", "validation loss" or "final
+    training loss"), x, y (a's and b's), ratio, gap, low_a, low_b (None: not measured), ok (True,
+    False, or None: not judged) and text ("failure reproduced", "NOT reproduced", "not judged: ...").
+    Counting tasks: x >= ratio_min * y and x - y >= gap_min on the final training loss. Any other task
+    (text): the validation loss gap (the training loss when no validation was logged) at least
+    text_gap nats, and more of a's heads collapsed at 10% of the run than b's."""
+    la, lb = heads_low(a), heads_low(b)
+    v = {"low_a": la, "low_b": lb}
+    if a.rule == "count":
+        x, y = a.stats["final_loss"], b.stats["final_loss"]
+        ratio, gap, ok = verdict(x, y, ratio_min, gap_min)
+        on = "final loss"
+    else:
+        has_val = math.isfinite(a.val) and math.isfinite(b.val)
+        x, y = (a.val, b.val) if has_val else (a.stats["final_loss"], b.stats["final_loss"])
+        on = "validation loss" if has_val else "final training loss"
+        ratio = x / y if y > 0 else 0.0
+        gap = x - y
+        ok = gap >= text_gap and (la is not None and lb is not None and la > lb)
+    v.update(on=on, x=x, y=y, ratio=ratio, gap=gap, ok=ok)
+    if not (math.isfinite(x) and math.isfinite(y)):
+        v["ok"], v["text"] = None, "not judged: the %s was not measured (nan)" % on
+    elif a.rule == "text" and (la is None or lb is None) and gap >= text_gap:
+        v["ok"], v["text"] = None, "not judged: the heads' entropy was not measured"
+    else:
+        v["text"] = "failure reproduced" if ok else "NOT reproduced"
+    return v
+
+
+def pairs(runs, low=COMPARE[1], high=COMPARE[2]):
+    """Per run that applied `low` (its effective scale): (run, [the runs that applied `high` with
+    every other setting the same], why none did or ""). The same for any order of the runs."""
+    out = []
+    for a in runs:
+        if a.scale != low:
             continue
-        v = {k: log.header.get(k, "-") for k in SUMMARY_KEYS + ADDED_KEY_LIST}
-        runs.append((v, s, run_name(p), log.header))
-    kw = max([6] + [len(kernel_name(h)) for _, _, _, h in runs])
-    fw = max([8] + [len(features(h)) for _, _, _, h in runs])
-    out.write("%-7s %-5s %-7s %6s %5s %6s %-*s %-*s %11s %9s %9s %9s %14s  %s\n" % (
-        "task", "optim", "scale", "d_head", "seed", "steps", kw, "kernel", fw, "features", "final_loss", "ent/unif",
+        mates, closest = [], None
+        for b in runs:
+            if b.scale != high:
+                continue
+            diff = setting_differences(a.header, b.header, ("scale",))
+            if not diff:
+                mates.append(b)
+            elif closest is None or len(diff) < len(closest[1]):
+                closest = (b, diff)
+        why = ""
+        if not mates:
+            if closest:
+                b, diff = closest
+                why = "no %s run with the same settings, no verdict; the closest, %s, differs in %s" % (
+                    high, b.name, ", ".join("%s (%s vs %s)" % (k, a.header[k], b.header[k]) for k in diff[:4]) +
+                    (" and %d more" % (len(diff) - 4) if len(diff) > 4 else ""))
+            else:
+                why = "no %s run among the logs, no verdict" % high
+        out.append((a, sorted(mates, key=lambda r: r.path), why))
+    return out
+
+
+def kernel_verdict(k, b, gap_min=PASS_GAP, text_gap=TEXT_GAP):
+    """A kernel from outside (run k) against the built-in op's run b of the same settings, as attn_check
+    --train judges it: its failure ("FAILS: the collapse of the forgotten scale"), heads that collapse
+    where the built-in op's do not, a loss more than the task's tolerance (gap_min nats on counting,
+    text_gap on text) above or below, else "trains like the built-in op" only when its heads were
+    measured. Returns (v of judge, text)."""
+    v = judge(k, b)
+    tol = gap_min if k.rule == "count" else text_gap
+    lk, lb = v["low_a"], v["low_b"]
+    collapse = lk is not None and lb is not None and lk > lb
+    if v["ok"]:
+        return v, "FAILS (the collapse of the forgotten scale)"
+    if not (math.isfinite(v["x"]) and math.isfinite(v["y"])):
+        return v, "not judged: the %s was not measured (nan)" % v["on"]
+    if collapse or v["gap"] >= tol:
+        return v, "FAILS: it trains worse than the built-in op%s%s" % (
+            " by more than %g nats" % tol if v["gap"] >= tol else "", " and its heads collapse" if collapse and v["gap"] >= tol
+            else ": its heads collapse" if collapse else "")
+    if v["gap"] <= -tol:
+        return v, "FAILS: it ends more than %g nats below the built-in op (does it see keys the mask hides?)" % tol
+    if lk is None:
+        return v, "loss within %g nats of the built-in op; heads not measured: not judged" % tol
+    return v, "trains like the built-in op (within %g nats, heads as spread)" % tol
+
+
+# ---- summarize.sh ------------------------------------------------------------------
+def summarize(paths, out=sys.stdout, err=sys.stderr):
+    """The table of scripts/summarize.sh and a verdict per unscaled run; returns the exit status.
+    Runs are labelled and paired by the scale they applied (effective_scale); an unscaled run gets a
+    verdict (judge) against every scaled run whose settings are all the same (scale aside): kernel,
+    features, task, d_head, seed, lr...; when there is none, why. Then each kernel from outside
+    against the built-in op's run of the same settings (kernel_verdict)."""
+    runs, bad = load_runs(paths, err)
+    kw = max([6] + [len(kernel_name(r.header)) for r in runs])
+    fw = max([8] + [len(features(r.header)) for r in runs])
+    sw = max([7] + [len(r.scale) for r in runs])
+    out.write("%-7s %-5s %-*s %6s %5s %6s %-*s %-*s %11s %9s %9s %9s %14s  %s\n" % (
+        "task", "optim", sw, "scale", "d_head", "seed", "steps", kw, "kernel", fw, "features", "final_loss", "ent/unif",
         "ent@0", "ent@10%", "heads<0.1@10%", "run"))
-    for v, s, name, h in runs:
+    for r in runs:
+        v, s, h = r.header, r.stats, r.header
         low = s["low10"] if s["low10"] == NOT_MEASURED else "%s/%d" % (s["low10"], s["nheads"])
-        out.write("%-7s %-5s %-7s %6s %5s %6s %-*s %-*s %11.4f %9s %9s %9s %14s  %s\n" % (
-            v["task"], v["optim"], v["scale"], v["d_head"], v["seed"], v["steps"], kw, kernel_name(h), fw, features(h),
-            s["final_loss"], num(s["ent_end"], "%.3f"), num(s["ent0"], "%.3f"), num(s["ent10"], "%.3f"), low, name))
+        out.write("%-7s %-5s %-*s %6s %5s %6s %-*s %-*s %11.4f %9s %9s %9s %14s  %s\n" % (
+            v.get("task", "-"), v.get("optim", "-"), sw, r.scale, v.get("d_head", "-"), v.get(SEED_KEY, "-"),
+            v.get("steps", "-"), kw, kernel_name(h), fw, features(h), s["final_loss"], num(s["ent_end"], "%.3f"),
+            num(s["ent0"], "%.3f"), num(s["ent10"], "%.3f"), low, r.name))
     out.write("\n")
-    key, low, high = COMPARE
-    scale_keys = (key,)
-    for v, s, name, h in runs:
-        if v[key] != low:
-            continue
-        paired, closest = False, None
-        for w, t, wname, g in runs:
-            if w[key] != high:
-                continue
-            diff = setting_differences(h, g, scale_keys)
-            if diff:
-                if closest is None or len(diff) < len(closest[1]):
-                    closest = (wname, diff, g)
-                continue
-            paired = True
-            ratio, gap, ok = verdict(s["final_loss"], t["final_loss"])
-            fwk = "" if v["framework"] == "-" else v["framework"] + " "
-            feat = features(h)
-            out.write("%s vs %s, %s%s %s d_head=%s seed=%s kernel=%s%s: loss %.4f vs %.4f, ratio %.1fx, gap %.3f "
-                      "nats: %s; unscaled heads below 10%% of uniform at 10%% of steps: %s/%d, scaled: %s/%d\n" % (
-                          low, high, fwk, v["task"], v["optim"], v["d_head"], v[SEED_KEY], kernel_name(h),
-                          "" if feat == "-" else " " + feat, s["final_loss"], t["final_loss"], ratio, gap,
-                          "failure reproduced" if ok else "NOT reproduced", s["low10"], s["nheads"], t["low10"],
-                          t["nheads"]))
-        if not paired and closest:
-            wname, diff, g = closest
-            out.write("%s run %s: no %s run with the same settings, no verdict; the closest, %s, differs in %s\n" % (
-                low, name, high, wname, ", ".join("%s (%s vs %s)" % (k, h[k], g[k]) for k in diff[:4]) +
-                (" and %d more" % (len(diff) - 4) if len(diff) > 4 else "")))
+    for r in runs:
+        if r.scale_note:
+            out.write("%s: scale %s (%s)\n" % (r.name, r.scale, r.scale_note))
+    low, high = COMPARE[1], COMPARE[2]
+    for a, mates, why in pairs(runs, low, high):
+        if why:
+            out.write("%s run %s: %s\n" % (low, a.name, why))
+        for b in mates:
+            out.write(verdict_line(a, b, low, high) + "\n")
     # a kernel from outside (plugin or exec) against the built-in op of the same settings and seed
-    for v, s, name, h in runs:
-        if not (v["attn"].startswith("plugin:") or v["attn"].startswith("exec:")):
+    for k in runs:
+        attn = k.header.get("attn", "-")
+        if not (attn.startswith("plugin:") or attn.startswith("exec:")):
             continue
-        for w, t, wname, g in runs:
-            if w["attn"] not in BUILTINS or setting_differences(h, g, ("attn",)):
+        for b in runs:
+            if b.header.get("attn", "-") not in BUILTINS or setting_differences(k.header, b.header, ("attn",)):
                 continue
-            ratio, gap, bad_run = verdict(s["final_loss"], t["final_loss"])
-            feat = features(h)
-            out.write("%s '%s' vs %s, %s %s scale=%s d_head=%s seed=%s%s: loss %.4f vs %.4f, ratio %.2fx, gap %.3f "
-                      "nats: %s\n" % ("plugin" if v["attn"].startswith("plugin:") else "exec",
-                                       kernel_name(h).split(":", 1)[1], w["attn"], v["task"], v["optim"], v["scale"],
-                                       v["d_head"], v[SEED_KEY], "" if feat == "-" else " " + feat, s["final_loss"],
-                                       t["final_loss"], ratio, gap,
-                                       "FAILS (the collapse of the forgotten scale)" if bad_run
-                                       else "trains like the built-in op" if abs(gap) < PASS_GAP
-                                       else "differs from the built-in op"))
+            v, text = kernel_verdict(k, b)
+            feat = features(k.header)
+            out.write("%s '%s' vs %s, %s %s scale=%s d_head=%s seed=%s%s: %s %.4f vs %.4f, gap %.3f nats; heads "
+                      "below 10%% of uniform at 10%% of steps: %s vs %s: %s\n" % (
+                          "plugin" if attn.startswith("plugin:") else "exec", kernel_name(k.header).split(":", 1)[1],
+                          b.header["attn"], k.header.get("task", "-"), k.header.get("optim", "-"), k.scale,
+                          k.header.get("d_head", "-"), k.header.get(SEED_KEY, "-"), "" if feat == "-" else " " + feat,
+                          v["on"], v["x"], v["y"], v["gap"], heads_text(v["low_a"], k), heads_text(v["low_b"], b), text))
     return bad
+
+
+def heads_text(n, run):
+    return NOT_MEASURED if n is None else "%d/%d" % (n, run.stats["nheads"])
+
+
+def verdict_line(a, b, low=COMPARE[1], high=COMPARE[2]):
+    """summarize's line for the unscaled run a against the scaled run b: the task's measure, the
+    ratio (counting) or the gap alone (text), the verdict, the collapsed heads."""
+    v = judge(a, b)
+    h = a.header
+    fwk = "" if h.get("framework", "-") in ("-", "") else h["framework"] + " "
+    feat = features(h)
+    rule = ("ratio %.1fx, gap %.3f nats" % (v["ratio"], v["gap"]) if a.rule == "count" else
+            "gap %.3f nats (text: at least %g and more heads collapsed)" % (v["gap"], TEXT_GAP))
+    return ("%s vs %s, %s%s %s d_head=%s seed=%s kernel=%s%s: %s %.4f vs %.4f, %s: %s; unscaled heads below 10%% of "
+            "uniform at 10%% of steps: %s, scaled: %s" % (
+                low, high, fwk, h.get("task", "-"), h.get("optim", "-"), h.get("d_head", "-"), h.get(SEED_KEY, "-"),
+                kernel_name(h), "" if feat == "-" else " " + feat, v["on"], v["x"], v["y"], rule, v["text"],
+                heads_text(v["low_a"], a), heads_text(v["low_b"], b)))
 
 
 def plugin_name(attn):
@@ -728,32 +905,39 @@ def last_value(log, column):
 
 
 def text_verdicts(paths, gap_min=TEXT_GAP):
-    """Per seed, the unscaled (none) run against the scaled (sqrt) run of a text task: the final
-    training loss (mean of the last 10% of rows), the final validation loss, their gap, and whether
-    the unscaled one ends at least gap_min nats above on validation; a ratio means little on text,
-    where the losses of both stay far from 0. Runs pair within one precision (0.22: a column then
-    says which, when any is not fp32)."""
-    runs = {}
-    for p in paths:
-        log = Log(p)
-        s = log_stats(log)
-        runs[(log.header.get("scale", "-"), log.header.get("seed", "-"), log.header["precision"])] = (
-            s, last_value(log, "val_loss"), log)
+    """Per unscaled run, against each scaled run of the same settings (pairs: by the scale applied,
+    whatever the order of the files): the final training losses (mean of the last 10% of rows), the
+    final validation losses, their gap, the collapsed heads and the verdict of judge (on text: the
+    validation gap at least gap_min nats and more heads collapsed; a ratio means little on text,
+    where both losses stay far from 0). A precision column when any run is not fp32 (0.22), a kernel
+    column when the kernels differ; the unpaired runs after the table, with why."""
+    runs, _ = load_runs(paths)
+    found = pairs(runs)
+    mixed = any(r.header["precision"] != "fp32" for r in runs)
+    kernels = len({kernel_name(r.header) for r in runs}) > 1
+    many = any(len(m) > 1 for _, m, _ in found)   # a run with two partners (the same run twice): say which pair
     order = {"fp32": 0, "bf16": 1, "fp16": 2}
-    mixed = any(k[2] != "fp32" for k in runs)
-    head = (["precision"] if mixed else []) + ["seed", "train none", "train sqrt", "val none", "val sqrt", "val gap",
-                                              "heads<0.1@10% none", "heads<0.1@10% sqrt", "verdict"]
-    out = []
-    for (scale, seed, prec), (s, val, log) in sorted(runs.items(), key=lambda kv: (order.get(kv[0][2], 9), fnum(kv[0][1]))):
-        if scale != "none" or ("sqrt", seed, prec) not in runs:
-            continue
-        t, tval, _ = runs[("sqrt", seed, prec)]
-        gap = val - tval
-        out.append(([prec] if mixed else []) + [
-            seed, "%.4f" % s["final_loss"], "%.4f" % t["final_loss"], "%.4f" % val, "%.4f" % tval, "%.3f" % gap,
-            "%s/%d" % (s["low10"], s["nheads"]), "%s/%d" % (t["low10"], t["nheads"]),
-            "failure reproduced" if gap >= gap_min else "NOT reproduced"])
-    return align([head] + out)
+    head = (["precision"] if mixed else []) + (["kernel"] if kernels else []) + [
+        "seed", "train none", "train sqrt", "val none", "val sqrt", "val gap", "heads<0.1@10% none",
+        "heads<0.1@10% sqrt", "verdict"] + (["logs"] if many else [])
+    rows, notes = [], []
+    for a, mates, why in found:
+        if why:
+            notes.append("none run %s: %s" % (a.name, why))
+        for b in mates:
+            v = judge(a, b, text_gap=gap_min)
+            key = (order.get(a.header["precision"], 9), kernel_name(a.header), fnum(a.header.get(SEED_KEY, "0"))
+                   if a.header.get(SEED_KEY, "-") != "-" else 0, a.path, b.path)
+            rows.append((key, ([a.header["precision"]] if mixed else []) + ([kernel_name(a.header)] if kernels else []) + [
+                a.header.get(SEED_KEY, "-"), "%.4f" % a.stats["final_loss"], "%.4f" % b.stats["final_loss"],
+                num(a.val, "%.4f"), num(b.val, "%.4f"), "%.3f" % v["gap"] if v["on"] == "validation loss" else
+                "%.3f (train)" % v["gap"], heads_text(v["low_a"], a), heads_text(v["low_b"], b), v["text"]] + (
+                ["%s vs %s" % (a.path, b.path)] if many else [])))
+    text = align([head] + [r for _, r in sorted(rows)])
+    for r in runs:
+        if r.scale_note:
+            notes.append("%s: scale %s (%s)" % (r.name, r.scale, r.scale_note))
+    return text + "".join(n + "\n" for n in notes)
 
 
 # ---- the logit features on real code, today's recipe (science.sh capcode) ----------------------
@@ -915,11 +1099,16 @@ def precision_table(paths, ratio_min=PASS_RATIO, gap_min=PASS_GAP):
     precision."""
     runs = {}
     for p in paths:
-        log = Log(p)
-        h = log.header
-        if h.get("scale") not in ("none", "sqrt"):
+        run = Run(p)
+        h = run.header
+        if run.scale not in ("none", "sqrt"):
             continue
-        runs[(h["precision"], h.get(SEED_KEY, "-"), h["scale"])] = log
+        runs.setdefault((h["precision"], h.get(SEED_KEY, "-"), run.scale), []).append(run)
+    for k, v in runs.items():
+        if len(v) > 1:
+            raise LogError("precision: %d runs of %s seed %s scale %s (%s): pass one of each" % (
+                len(v), k[0], k[1], k[2], ", ".join(r.path for r in v)))
+        runs[k] = v[0]
     order = {"fp32": 0, "bf16": 1, "fp16": 2}
     keys = sorted({(pr, seed) for pr, seed, _ in runs}, key=lambda k: (order.get(k[0], 9), k[0], int(k[1]) if k[1].isdigit() else 0))
     out = ["| precision | seed | loss none | loss sqrt | ratio | gap (nats) | failure | none: heads < 10% of uniform at 10% "
@@ -932,9 +1121,11 @@ def precision_table(paths, ratio_min=PASS_RATIO, gap_min=PASS_GAP):
             out.append("| %s | %s | %s |" % (pr, seed, "no %s run: no verdict" % ("none" if a is None else "sqrt")))
             continue
         diff = setting_differences(a.header, b.header, ("scale",))
-        sa, sb = log_stats(a), log_stats(b)
-        ratio, gap, ok = verdict(sa["final_loss"], sb["final_loss"], ratio_min, gap_min)
+        sa, sb = a.stats, b.stats
+        j = judge(a, b, ratio_min, gap_min)
+        ratio, gap, ok = j["ratio"], j["gap"], j["ok"]
         per.setdefault(pr, []).append((ok, ratio, gap))
+        a, b = a.log, b.log
 
         def amp(log, col):
             if col not in log.index:
@@ -942,7 +1133,7 @@ def precision_table(paths, ratio_min=PASS_RATIO, gap_min=PASS_GAP):
             return log.col(log.rows[-1], col)
         out.append("| %s | %s | %.4f | %.4f | %.1fx | %.3f | %s | %s/%d | %.1f | %.1f | %s, %s | %s, %s |" % (
             pr, seed, sa["final_loss"], sb["final_loss"], ratio, gap,
-            ("reproduced" if ok else "NOT reproduced") + (" (settings differ: %s)" % ", ".join(diff) if diff else ""),
+            ("reproduced" if ok else j["text"]) + (" (settings differ: %s)" % ", ".join(diff) if diff else ""),
             sa["low10"], sa["nheads"], run_max(a, "maxlogit_"), run_max(b, "maxlogit_"),
             amp(a, "loss_scale"), amp(b, "loss_scale"), amp(a, "overflow_skips"), amp(b, "overflow_skips")))
     out.append("")
@@ -1045,8 +1236,8 @@ def collect(dir_, fixed=SWEEP_FIXED_KEYS, compare=COMPARE, ratio_min=PASS_RATIO,
     named = set(plugin_names(dir_).values())   # the plugins the sweep named (`plan --plugin NAME=FILE`)
     rows, cells, ref = [], [], {}
     for rid in done:
-        log = Log(os.path.join(dir_, "runs", rid + ".tsv"))
-        s = log_stats(log)
+        run = Run(os.path.join(dir_, "runs", rid + ".tsv"))
+        log, s = run.log, run.stats
         vals = []
         for k in keys:
             if k in by_id[rid]:
@@ -1057,21 +1248,22 @@ def collect(dir_, fixed=SWEEP_FIXED_KEYS, compare=COMPARE, ratio_min=PASS_RATIO,
         # the kernel and features columns; a plugin by the name the sweep gave it
         attn = by_id[rid].get("attn")
         vals += [attn if attn in named else kernel_name(log.header), features(log.header)]
+        if key == "scale" and run.scale_note and run.scale != vals[keys.index(key)]:
+            vals[keys.index(key)] = run.scale   # a kernel measured to apply another scale than it was passed
         cell = "|".join(v for k, v in zip(keys + ["kernel", "features"], vals) if k != key)
         m = len(rows)
         if vals[keys.index(key)] == high:
             ref[cell] = m
-        rows.append((rid, vals, s))
+        rows.append((rid, vals, run))
         cells.append(cell)
     head = ["id"] + keys + ["kernel", "features", "final_loss", "ent_end", "ent0", "ent10", "heads_low10",
                             "max_logit", "ratio", "gap", "reproduced"]
     lines = ["\t".join(head)]
-    for m, (rid, vals, s) in enumerate(rows):
-        v = "-\t-\t-"
+    for m, (rid, vals, run) in enumerate(rows):
+        v, s = "-\t-\t-", run.stats
         if vals[keys.index(key)] == low and cells[m] in ref:
-            q = rows[ref[cells[m]]][2]
-            ratio, gap, ok = verdict(s["final_loss"], q["final_loss"], ratio_min, gap_min)
-            v = "%.2f\t%.4f\t%s" % (ratio, gap, "yes" if ok else "no")
+            j = judge(run, rows[ref[cells[m]]][2], ratio_min, gap_min)
+            v = "%.2f\t%.4f\t%s" % (j["ratio"], j["gap"], "yes" if j["ok"] else NOT_MEASURED if j["ok"] is None else "no")
         lines.append("\t".join([rid] + vals + [
             "%.6f" % s["final_loss"], "%.4f" % s["ent_end"], "%.4f" % s["ent0"], "%.4f" % s["ent10"],
             s["low10"] if s["low10"] == NOT_MEASURED else "%s/%d" % (s["low10"], s["nheads"]), "%.2f" % s["max_logit"],
@@ -1097,7 +1289,7 @@ def aggregate(summary_path):
         k = "\t".join(r[i] for i in settings)
         if k not in cell:
             order.append(k)
-            cell[k] = {"n": 0, "loss": [], "ent": [], "low": [], "nh": "", "ratio": [], "gap": [], "yes": 0}
+            cell[k] = {"n": 0, "loss": [], "ent": [], "low": [], "nh": "", "ratio": [], "gap": [], "yes": 0, "nm": 0}
         a = cell[k]
         a["n"] += 1
         a["loss"].append(fnum(r[c["final_loss"]]))
@@ -1109,6 +1301,7 @@ def aggregate(summary_path):
             a["ratio"].append(fnum(r[c["ratio"]]))
             a["gap"].append(fnum(r[c["gap"]]))
             a["yes"] += r[c["reproduced"]] == "yes"
+            a["nm"] += r[c["reproduced"]] == NOT_MEASURED
     for k in order:
         a = cell[k]
         sl = 0.0
@@ -1118,8 +1311,9 @@ def aggregate(summary_path):
         for x in a["ent"]:
             se += x
         if a["ratio"]:
-            v = "%.2f\t%.2f\t%.4f\t%.4f\t%d/%d" % (min(a["ratio"]), max(a["ratio"]), min(a["gap"]), max(a["gap"]),
-                                                 a["yes"], len(a["ratio"]))
+            v = "%.2f\t%.2f\t%.4f\t%.4f\t%d/%d%s" % (min(a["ratio"]), max(a["ratio"]), min(a["gap"]), max(a["gap"]),
+                                                   a["yes"], len(a["ratio"]),
+                                                   " (%d not measured)" % a["nm"] if a["nm"] else "")
         else:
             v = "-\t-\t-\t-\t-"
         low = NOT_MEASURED if all(x == NOT_MEASURED for x in a["low"]) else "%s/%s" % (",".join(a["low"]), a["nh"])
@@ -1205,6 +1399,114 @@ def plotdata(agg_path, outdir, x="d_head", panel="optim", line=COMPARE[0]):
             for r in sorted(data[(p, title)], key=lambda r: fnum(pos[r[0]])):
                 f.write("\t".join([r[0], pos[r[0]]] + r[1:]) + "\n")
     return categorical
+
+
+# ---- another trainer's log into tapegrad's format (tapegrad-logs import) ----------------------
+def import_log(src, dst, cols, entropy, max_logit, task, scale, steps, seq_len, causal, unif, settings, overwrite,
+               err=sys.stderr):
+    """Reads a CSV or TSV whose first line names its columns (a .tsv: tabs; else commas) and writes
+    a tapegrad log with scripts/python/tapegrad_log.py: cols maps tapegrad's columns (step, loss,
+    val_loss) to the file's; entropy is the per-head entropy columns' name with {l} and {h} for the
+    layer and head (nats), max_logit the largest logit's with {l} (and {h}). A row without a loss is
+    skipped (said); an empty cell elsewhere is nan; anything else that is not a number is an error
+    naming its line and column."""
+    import csv
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "python"))
+    import tapegrad_log as tl
+    with open(src, newline="", encoding="utf-8") as f:
+        lines = [l for l in f if not l.startswith("#")]
+    delim = "\t" if src.endswith(".tsv") or (lines and "\t" in lines[0] and "," not in lines[0]) else ","
+    table = list(csv.reader(lines, delimiter=delim))
+    if not table:
+        raise LogError("%s: empty (no line of column names)" % src)
+    names = table[0]
+    where = {n: i for i, n in enumerate(names)}
+
+    def need(col, flag):
+        if col not in where:
+            raise LogError("%s: no column '%s' (%s); its columns: %s" % (src, col, flag, ", ".join(names[:30])))
+        return where[col]
+    ci = {k: need(v, "--col %s=%s" % (k, v)) for k, v in cols.items()}
+    for k in ("step", "loss"):
+        if k not in ci:
+            raise LogError("import: --col %s=COLUMN is required (the file's column for tapegrad's %s)" % (k, k))
+
+    def grid(pattern, flag, per_head=True):
+        if "{l}" not in pattern or (per_head and "{h}" not in pattern):
+            raise LogError("import: %s '%s': the column's name with {l} for the layer%s" % (
+                flag, pattern, " and {h} for the head" if per_head else ""))
+        rx = re.compile("^" + re.escape(pattern).replace(re.escape("{l}"), "(?P<l>[0-9]+)")
+                        .replace(re.escape("{h}"), "(?P<h>[0-9]+)") + "$")
+        found = {}
+        for n, i in where.items():
+            m = rx.match(n)
+            if m:
+                found[(int(m.group("l")), int(m.group("h")) if "h" in m.groupdict() and m.group("h") else 0)] = i
+        if not found:
+            raise LogError("%s: no column matches %s '%s'; its columns: %s" % (src, flag, pattern, ", ".join(names[:30])))
+        L = max(l for l, _ in found) + 1
+        H = max(h for _, h in found) + 1
+        for l in range(L):
+            for h in range(H if per_head or "{h}" in pattern else 1):
+                if (l, h) not in found:
+                    raise LogError("%s: no column '%s' (%s '%s' found others up to layer %d, head %d)" % (
+                        src, pattern.replace("{l}", str(l)).replace("{h}", str(h)), flag, pattern, L - 1, H - 1))
+        return L, H, found
+    L, H, ent = grid(entropy, "--entropy")
+    mx = grid(max_logit, "--max-logit", per_head=False) if max_logit else None
+
+    def cell(row, i, lineno):
+        v = row[i].strip() if i < len(row) else ""
+        if v == "":
+            return math.nan
+        try:
+            return float(v)
+        except ValueError:
+            raise LogError("%s:%d: column %s: not a number: %r" % (src, lineno, names[i], v))
+    rows, skipped = [], 0
+    for lineno, row in enumerate(table[1:], 2):
+        if not any(x.strip() for x in row):
+            continue
+        step, loss = cell(row, ci["step"], lineno), cell(row, ci["loss"], lineno)
+        if math.isnan(step):
+            raise LogError("%s:%d: column %s: no step" % (src, lineno, cols["step"]))
+        if math.isnan(loss):
+            skipped += 1
+            continue
+        rows.append((lineno, row, step, loss))
+    if len(rows) < 2:
+        raise LogError("%s: fewer than 2 rows with a loss" % src)
+    if steps is None:
+        steps = int(rows[-1][2])
+        print("import: steps=%d: the last step of %s (--steps N to say the run's length)" % (steps, src), file=err)
+    if skipped:
+        print("import: %d rows of %s have no %s: skipped" % (skipped, src, cols["loss"]), file=err)
+    nl = mx[0] if mx else L
+    if mx and nl != L:
+        raise LogError("import: --max-logit has %d layers, --entropy %d" % (nl, L))
+    if os.path.exists(dst) and not overwrite:
+        raise LogError("import: %s exists (--overwrite to replace it)" % dst)
+    tmp = "%s.import%d" % (dst, os.getpid())   # renamed over dst when whole: nothing half-written
+    log = tl.RunLog(tmp, task=task, scale=scale, steps=steps, layers=L, heads=H, seq_len=seq_len, causal=causal,
+                    entropy_uniform=unif, max_logit=bool(mx), val_loss="val_loss" in ci, overwrite=True,
+                    program="import", source=os.path.basename(src), framework=settings.pop("framework", "import"),
+                    **settings)
+    try:
+        for lineno, row, step, loss in rows:
+            e = [[cell(row, ent[(l, h)], lineno) for h in range(H)] for l in range(L)]
+            m = None
+            if mx:
+                m = [[cell(row, i, lineno) for (ll, _), i in sorted(mx[2].items()) if ll == l] for l in range(L)]
+                m = [max(x) if all(math.isfinite(y) for y in x) else math.nan for x in m]
+            log.row(int(step), loss, entropy=e, max_logit=m,
+                    val_loss=cell(row, ci["val_loss"], lineno) if "val_loss" in ci else None)
+    except (LogError, ValueError):
+        log.close()
+        os.unlink(tmp)
+        raise
+    log.close()
+    os.replace(tmp, dst)
+    return len(rows)
 
 
 # ---- the command line -------------------------------------------------------------------
@@ -1357,6 +1659,49 @@ def verbs():
          flag("steps", "steps, comma-separated ('end': the last)", "0,end"))
     verb("textverdict", "on text: none vs sqrt per seed by the validation loss gap",
          lambda a: out(text_verdicts(a.log, a.gap)), logs, flag("gap", "nats, at least", TEXT_GAP, float))
+    def import_(a):
+        cols, settings = {}, {}
+        for kv in a.col:
+            k, _, v = kv.partition("=")
+            if k not in ("step", "loss", "val_loss") or not v:
+                raise LogError("import: --col '%s': expected step=, loss= or val_loss=COLUMN" % kv)
+            cols[k] = v
+        for kv in a.set:
+            k, _, v = kv.partition("=")
+            if not k or not _:
+                raise LogError("import: --set '%s': expected KEY=VALUE" % kv)
+            settings[k] = v
+        for k in ("task", "scale", "entropy"):
+            if not getattr(a, k):
+                raise LogError("import: --%s is required (docs/logs.md#bring-your-own-logs)" % k)
+        if a.seq_len is None and a.entropy_uniform is None:
+            raise LogError("import: --seq-len T (or --entropy-uniform NATS) is required: the heads' entropy is "
+                           "divided by uniform attention's")
+        for k in ("seed", "d_head"):
+            if getattr(a, k) is not None:
+                settings[k] = getattr(a, k)
+        n = import_log(a.src, a.dst, cols, a.entropy, a.max_logit, a.task, a.scale, a.steps, a.seq_len,
+                       not a.no_causal, a.entropy_uniform, settings, a.overwrite)
+        print("import: wrote %s (%d rows)" % (a.dst, n), file=sys.stderr)
+        return 0
+
+    verb("import", "another trainer's CSV or TSV as a tapegrad log (docs/logs.md#bring-your-own-logs)", import_,
+         pos("src", "the CSV or TSV (first line: column names)"), pos("dst", "the tapegrad log to write"),
+         (("--col",), dict(action="append", default=[], metavar="NAME=COLUMN",
+                           help="step=, loss= (required) and val_loss= (optional): the file's column for each")),
+         (("--entropy",), dict(metavar="PATTERN", help="the per-head entropy columns (nats), {l} the layer and {h} "
+                                                       "the head: 'attn/entropy/l{l}/h{h}' (required)")),
+         (("--max-logit",), dict(metavar="PATTERN", help="the largest logit's columns, {l} (and {h})")),
+         (("--task",), dict(help="the task (required): hist and recall are judged as the counting task, any other "
+                                 "as text")),
+         (("--scale",), dict(help="what the run's attention applied: none, sqrt, ... (required)")),
+         (("--steps",), dict(type=number(int), help="the run's length (default: the last step)")),
+         (("--seq-len",), dict(type=number(int), help="the sequence length: uniform attention's entropy")),
+         (("--no-causal",), dict(action="store_true", help="the attention was not causal")),
+         (("--entropy-uniform",), dict(type=number(float), help="uniform attention's entropy, instead of --seq-len")),
+         (("--seed",), dict(help="the run's seed")), (("--d-head",), dict(dest="d_head", help="the head dimension")),
+         (("--set",), dict(action="append", default=[], metavar="KEY=VALUE", help="a setting (optim, lr, ...)")),
+         (("--overwrite",), dict(action="store_true", help="replace DST")))
     verb("precision", "the main result per precision and seed, none against sqrt (markdown)",
          lambda a: out(precision_table(a.log)), logs)
     verb("ranges", "per framework and scale: final loss and entropy ranges over seeds", lambda a: out(ranges(a.log)), logs)

@@ -58,7 +58,7 @@ run 3 nanbf $T --steps 40 --precision bf16 --debug-nan 12 --log nanbf.tsv
 # ---- the log tools ------------------------------------------------------------------------
 for p in fp32 bf16; do run 0 "none$p" $T --steps 40 --scale none --precision "$p" --log "none_$p.tsv"; done
 bash "$top/scripts/summarize.sh" fp32.tsv bf16.tsv none_fp32.tsv none_bf16.tsv >sum.txt 2>&1 || no "summarize failed: $(cat sum.txt)"
-grep -q "none vs sqrt, hist adam d_head=8 seed=1 kernel=composed precision=bf16: loss" sum.txt ||
+grep -q "none vs sqrt, hist adam d_head=8 seed=1 kernel=composed precision=bf16: final loss" sum.txt ||
     no "summarize: no bf16 pair: $(cat sum.txt)"
 [ "$(grep -c '^none vs sqrt' sum.txt)" -eq 2 ] || no "summarize: want 2 verdicts (fp32 with fp32, bf16 with bf16): $(grep '^none vs' sum.txt)"
 grep -q 'precision=bf16' sum.txt || no "summarize's table does not show precision=bf16"

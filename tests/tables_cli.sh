@@ -36,9 +36,9 @@ head -1 pair.txt | grep -q " kernel  *features " || no "the table has no kernel 
 grep "  cap_sqrt$" pair.txt | grep -q " composed  *softcap=50 " || no "the softcap run's row: $(grep cap_sqrt pair.txt)"
 grep "  ext_none$" pair.txt | grep -q " plugin:[^ ]*catalogue.so:right  *- " || no "the plugin run's row: $(grep ext_none pair.txt)"
 bash "$src/scripts/summarize.sh" cap_none.tsv cap_sqrt.tsv ext_cap.tsv >pair2.txt 2>&1
-[ "$(grep -c '^none vs sqrt' pair2.txt)" = 1 ] && grep -q "^none vs sqrt, hist adam d_head=8 seed=1 kernel=composed softcap=50: loss" pair2.txt ||
+[ "$(grep -c '^none vs sqrt' pair2.txt)" = 1 ] && grep -q "^none vs sqrt, hist adam d_head=8 seed=1 kernel=composed softcap=50: final loss" pair2.txt ||
     no "the same settings are not paired once: $(grep -A3 '^$' pair2.txt)"
-grep -q "^plugin '[^']*catalogue.so:right' vs composed, hist adam scale=sqrt d_head=8 seed=1 softcap=50: loss" pair2.txt ||
+grep -q "^plugin '[^']*catalogue.so:right' vs composed, hist adam scale=sqrt d_head=8 seed=1 softcap=50: final loss" pair2.txt ||
     no "the plugin is not compared with the built-in op of its settings: $(tail -3 pair2.txt)"
 
 # the measured kernel's header under a softcap, and without one
