@@ -2,8 +2,9 @@
 # The tests about PyTorch, with PyTorch: installs Debian's python3-torch (for /usr/bin/python3)
 # when missing, builds as scripts/test.sh does (in build/), and runs the tests that skip without
 # it (torch_exec: the serve_torch layer; torch_ports: the ports of public models' attention;
-# torch_cli: examples/torch_attention through attn_check
-# and attn_scale). Fails if any of them skipped. CI runs it after scripts/test.sh.
+# torch_cli: examples/torch_attention through attn_check and attn_scale; torch_log: examples/torch_log,
+# a PyTorch model of your own logged by tapegrad_log and imported from CSV, judged and plotted).
+# Fails if any of them skipped. CI runs it after scripts/test.sh.
 set -euo pipefail
 export TG_PLAN=estimate
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -15,4 +16,4 @@ cmake --build "$top/build" -j "$(nproc)"
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 ctest --test-dir "$top/build" --output-on-failure -R '^torch_' | tee "$out"
 ! grep -q 'Not Run\|Skipped' "$out" || { echo "scripts/test_torch.sh: a torch test skipped with torch installed" >&2; exit 1; }
-grep -q '100% tests passed, 0 tests failed out of 3' "$out"
+grep -q '100% tests passed, 0 tests failed out of 4' "$out"

@@ -104,12 +104,13 @@ install(FILES ${PROJECT_BINARY_DIR}/tapegrad.pc ${PROJECT_BINARY_DIR}/tapegrad-t
 # The log tools: scripts that read any log of the schema (docs/logs.md), under
 # share/tapegrad/, and one command on PATH, bin/tapegrad-logs, that runs them.
 install(FILES scripts/plot.sh scripts/summarize.sh scripts/logat.sh scripts/plot_attn.sh scripts/tglogs.py
-              scripts/loss.gp scripts/entropy.gp scripts/heatmap.gp
+              scripts/loss.gp scripts/entropy.gp scripts/heatmap.gp scripts/valloss.gp
         DESTINATION ${CMAKE_INSTALL_DATADIR}/tapegrad
         PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
 # The exec protocol's kernel side (docs/exec_protocol.md): a Python module, standard library only
 # (its PyTorch layer imports torch when called), for PYTHONPATH=<prefix>/share/tapegrad/python.
-install(FILES scripts/python/tapegrad_exec.py scripts/python/exec_conformance.py DESTINATION ${CMAKE_INSTALL_DATADIR}/tapegrad/python)
+# tapegrad_log (0.23): your own training loop writes tapegrad's log format (docs/logs.md#bring-your-own-logs).
+install(FILES scripts/python/tapegrad_exec.py scripts/python/exec_conformance.py scripts/python/tapegrad_log.py DESTINATION ${CMAKE_INSTALL_DATADIR}/tapegrad/python)
 file(RELATIVE_PATH TG_BIN_TO_DATA /prefix/${CMAKE_INSTALL_BINDIR} /prefix/${CMAKE_INSTALL_DATADIR}/tapegrad)
 configure_file(scripts/cmake/tapegrad-logs.in tapegrad-logs @ONLY)
 install(PROGRAMS ${PROJECT_BINARY_DIR}/tapegrad-logs DESTINATION ${CMAKE_INSTALL_BINDIR})
