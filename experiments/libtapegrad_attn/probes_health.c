@@ -303,7 +303,17 @@ void tgc_probe_health(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_a
     tg_attn_args a = tg_attn_args_make(q, k, v, s);
     a.causal = 1, a.stats = &ref;
     tgc_conform(K, &a);
-    tg_attend(&ctx, &a);
+    tg_attend(&ctx, &a);   /* uncapped: its largest logit is s·max q·k, which the kernel's c rescales */
+    /* under the run's cap the entropy and saturation are measured capped (the kernel must declare softcap
+     * to be called so; a kernel that does not is measured uncapped, said) */
+    const int capped = o->softcap > 0 && (K->features & TG_ATTN_F_SOFTCAP);
+    float e0c[H], mx0c[H], sat0c[H];
+    if (capped) {
+        tg_attn_stats refc = {H, e0c, mx0c, sat0c};
+        a.softcap = o->softcap, a.stats = &refc;
+        tg_attend(&ctx, &a);
+        for (int h = 0; h < H; h++) e0[h] = e0c[h], sat0[h] = sat0c[h];
+    }
     a.stats = NULL;
     char why[400];
     if (tg_attn_measure(&ctx, K, &a, &mine, mult, NULL, why, sizeof why)) {
@@ -325,6 +335,10 @@ void tgc_probe_health(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_a
         return;
     }
     M = c * s * (M0 / s);   /* the largest logit at the kernel's own c */
+    if (capped) {   /* and what the cap makes of it: C·tanh(x/C) */
+        const double C = o->softcap;
+        M = C * tanh(M / C), M0 = C * tanh(M0 / C);
+    }
     /* scale_folded: the model's W_q starts 1/√d_head smaller (T5's init): the logits at initialisation are
      * those of c·(1/√d_head); that the fold survives training is an assumption, said */
     const int folded = !!(tg_attn_kernel_conventions(K) & TG_ATTN_C_SCALE_FOLDED);
@@ -337,8 +351,9 @@ void tgc_probe_health(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_a
         snprintf(fc, sizeof fc, "%.599s", said);
     }
     tgc_add(r, "health", "d_head=128", inside ? TG_ATTN_CHECK_PASS : TG_ATTN_CHECK_FAIL, c, TG_BAND_HI,
-        "at initialisation (q, k ~ N(0, 1), T = %d, causal): entropy/uniform %.3f (tg_attend: %.3f), largest "
-        "logit %.1f (%.1f), saturated rows %.0f%% (%.0f%%); %s", T, E, E0, M, M0, 100 * S, 100 * S0, fc);
+        "at initialisation (q, k ~ N(0, 1), T = %d, causal%s): entropy/uniform %.3f (tg_attend: %.3f), largest "
+        "logit %.1f (%.1f), saturated rows %.0f%% (%.0f%%); %s", T, capped ? ", capped" : o->softcap > 0 ?
+        ", not capped: the kernel does not declare softcap" : "", E, E0, M, M0, 100 * S, 100 * S0, fc);
     (void)mult;
     tg_ctx_free(&ctx);
 }

@@ -54,6 +54,16 @@ int tg_kernel_spec(const char *spec, int *kind, const char **rest, char *err, si
             return tg_errf(err, errlen, "exec: the command is longer than %zu bytes", sizeof ((tg_attn_exec *)0)->cmd - 1);
         return *kind = TG_KERNEL_EXEC, *rest = s + 5, 0;
     }
+    /* a file named as it is: say which spelling runs it (a library is loaded, anything else started) */
+    struct stat st;
+    if (!stat(s, &st) && S_ISREG(st.st_mode)) {
+        const size_t n = strlen(s);
+        const int so = n > 3 && !strcmp(s + n - 3, ".so");
+        return tg_errf(err, errlen, "'%.60s' is a file: name the kernel in it as %s%.60s%s (%s)", s,
+                       so ? "plugin:" : n > 3 && !strcmp(s + n - 3, ".py") ? "exec:'python3 " : "exec:'", s,
+                       so ? "" : "'", so ? "a C kernel built as a shared library: docs/plugins.md"
+                                         : "a kernel in another process: docs/exec_protocol.md");
+    }
     return tg_errf(err, errlen, "'%.60s': expected saved, online, plugin:FILE.so[:SYMBOL] or exec:CMD (composed and fused: "
                    "saved and online before 0.20)", s);
 }
