@@ -9,12 +9,15 @@
 # The runs go through the sweep tool (presets logits and logits-code: checkpoints,
 # resumes, validation); the tables and the figure are computed from its
 # aggregate.tsv by column name.
-#   scripts/science_logits.sh [--seeds 1..3] [--out DIR] [--jobs N] [--docs]
+#   scripts/science_logits.sh [--seeds 1..3] [--out DIR] [--jobs N] [--docs] [--table-only]
 # --out: runs/ by default (DIR/logits-hist, DIR/logits-code); --docs: the tables and
-# aggregates to docs/data/logits/, the figure to docs/logits.png.
+# aggregates to docs/data/logits/, the figure to docs/logits.png. --table-only: no runs;
+# the table and figure again from the aggregates (DIR's, or with --docs docs/data/logits's;
+# an aggregate of 0.22 or before gets its code cells judged by the text rule first:
+# tglogs.py rejudge-aggregate, docs/logs.md#the-verdicts).
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-seeds=1..3; out="$top/runs"; jobs=$(nproc); docs=""
+seeds=1..3; out="$top/runs"; jobs=$(nproc); docs=""; table_only=""
 usage() { sed -n '2,/^set -e/p' "${BASH_SOURCE[0]}" | sed '/^set -e/d; s/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -22,12 +25,21 @@ while [ $# -gt 0 ]; do
         --out) [ $# -ge 2 ] || usage; out=$2; shift 2 ;;
         --jobs) [ $# -ge 2 ] || usage; jobs=$2; shift 2 ;;
         --docs) docs=1; shift ;;
+        --table-only) table_only=1; shift ;;
         *) usage ;;
     esac
 done
 command -v gnuplot >/dev/null || { echo "scripts/science_logits.sh: gnuplot is not installed (apt-get install gnuplot-nox)" >&2; exit 2; }
 for task in hist code; do
     dir="$out/logits-$task"; preset=logits; [ $task = code ] && preset=logits-code
+    if [ -n "$table_only" ]; then
+        agg="$dir/aggregate.tsv"; [ -n "$docs" ] && agg="$top/docs/data/logits/$task-aggregate.tsv"
+        [ -r "$agg" ] || { echo "scripts/science_logits.sh: --table-only: no $agg" >&2; exit 2; }
+        mkdir -p "$dir"
+        python3 "$top/scripts/tglogs.py" rejudge-aggregate "$agg" >"$dir/aggregate.tsv.new"
+        mv "$dir/aggregate.tsv.new" "$dir/aggregate.tsv"
+        continue
+    fi
     "$top/scripts/sweep" preset $preset "$dir" --seeds "$seeds" >&2
     "$top/scripts/sweep" run "$dir" -j "$jobs" --threads 1 >&2
     "$top/scripts/sweep" collect "$dir" --compare scale=none:sqrt >/dev/null

@@ -22,7 +22,9 @@ Standard library only.
     tglogs.py maps-heads SCALE=SUMMARY...        the maps' summary-heads.tsv (attn_maps --summary files)
     tglogs.py maps-topkey SCALE=DUMP...          the maps' top-key.tsv (attn_maps FILE's text)
     tglogs.py logat [--steps 0,60,end] LOG...   what logs say at given steps (scripts/logat.sh)
-    tglogs.py textverdict LOG... [--gap NATS]   on text: none vs sqrt per seed by the validation loss gap
+    tglogs.py textverdict LOG... [--gap NATS]   none vs sqrt per pair: losses, validation gap, heads, verdict
+    tglogs.py import IN.csv OUT.tsv --col ... --entropy PAT --task T --scale S --seq-len N   another trainer's log
+    tglogs.py rejudge-aggregate AGGREGATE        a 0.22 aggregate's text cells judged by their task's rule
     tglogs.py ranges LOG...                      per framework and scale: final loss and entropy ranges over seeds
     tglogs.py legend LOG...                      plot.sh's labels (kernel, features, curves that coincide)
     tglogs.py align FILE...                      a TSV with its columns aligned (two spaces between columns)
@@ -1401,6 +1403,38 @@ def plotdata(agg_path, outdir, x="d_head", panel="optim", line=COMPARE[0]):
     return categorical
 
 
+# ---- an aggregate made before 0.23, judged by its task's rule ----------------------------------
+def rejudge_aggregate(agg_path, text_gap=TEXT_GAP):
+    """An aggregate.tsv's text, its text-task cells' `reproduced` recomputed by judge's rule from what
+    the aggregate holds (0.22's collect judged code by the counting task's 3x): per seed, the unscaled
+    cell's heads below 10% against the scaled cell's of the same settings (the heads_low10 lists are in
+    seed order in both), and the gap range: every seed passes the gap when gap_min >= text_gap, none
+    when gap_max < text_gap; a range across it cannot be split by seed from an aggregate (an error:
+    collect the runs again). Counting cells are unchanged (the rule is the same)."""
+    head, rows = read_tsv(agg_path)
+    c = {n: i for i, n in enumerate(head)}
+    settings = [i for i in range(c["seeds"]) if head[i] != "scale"]
+    sqrt = {tuple(r[i] for i in settings): r for r in rows if r[c["scale"]] == "sqrt"}
+    for r in rows:
+        if r[c["reproduced"]] == "-" or r[c["task"]] in TOY_TASKS:
+            continue
+        q = sqrt.get(tuple(r[i] for i in settings))
+        if q is None:
+            raise LogError("%s: the %s cell has no sqrt cell of the same settings" % (agg_path, r[c["scale"]]))
+        lo = fnum(r[c["gap_min"]])
+        a = r[c["heads_low10"]].partition("/")[0].split(",")
+        b = q[c["heads_low10"]].partition("/")[0].split(",")
+        if NOT_MEASURED in (r[c["heads_low10"]], q[c["heads_low10"]]) or len(a) != len(b):
+            r[c["reproduced"]] = "0/%s (%s not measured)" % (r[c["seeds"]], r[c["seeds"]])
+            continue
+        collapsed = sum(1 for x, y in zip(a, b) if x.isdigit() and y.isdigit() and int(x) > int(y))
+        if collapsed and lo < text_gap <= fnum(r[c["gap_max"]]):
+            raise LogError("%s: gaps %.4f..%s straddle %g nats where heads collapsed: which seeds pass needs the "
+                           "runs (collect again)" % (agg_path, lo, r[c["gap_max"]], text_gap))
+        r[c["reproduced"]] = "%d/%d" % (collapsed if lo >= text_gap else 0, len(a))
+    return "\n".join("\t".join(r) for r in [head] + rows) + "\n"
+
+
 # ---- another trainer's log into tapegrad's format (tapegrad-logs import) ----------------------
 def import_log(src, dst, cols, entropy, max_logit, task, scale, steps, seq_len, causal, unif, settings, overwrite,
                err=sys.stderr):
@@ -1702,6 +1736,8 @@ def verbs():
          (("--seed",), dict(help="the run's seed")), (("--d-head",), dict(dest="d_head", help="the head dimension")),
          (("--set",), dict(action="append", default=[], metavar="KEY=VALUE", help="a setting (optim, lr, ...)")),
          (("--overwrite",), dict(action="store_true", help="replace DST")))
+    verb("rejudge-aggregate", "an aggregate made before 0.23 with its text cells judged by their task's rule",
+         lambda a: out(rejudge_aggregate(a.aggregate)), pos("aggregate", "AGGREGATE.tsv"))
     verb("precision", "the main result per precision and seed, none against sqrt (markdown)",
          lambda a: out(precision_table(a.log)), logs)
     verb("ranges", "per framework and scale: final loss and entropy ranges over seeds", lambda a: out(ranges(a.log)), logs)

@@ -14,6 +14,23 @@ done
 bash "$src/scripts/summarize.sh" "$src"/docs/data/code/*.tsv >code.txt 2>&1 || no "summarize docs/data/code failed"
 [ "$(grep -c ': failure reproduced;' code.txt)" -eq 3 ] || { no "summarize docs/data/code: want 3 'failure reproduced'"; grep '^none' code.txt | head -3; }
 ! grep -q 'NOT reproduced' code.txt || no "summarize docs/data/code: says NOT reproduced"
+# -- a 0.22 aggregate (code judged by the 3x) re-judged from its own figures; docs' table is that
+agg="$src/docs/data/logits/code-aggregate.tsv"
+$tg rejudge-aggregate "$agg" | cmp -s - "$agg" || no "rejudge-aggregate does not give docs/data/logits/code-aggregate.tsv"
+python3 - "$agg" <<'PY' >old.tsv
+import sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+c = {n: i for i, n in enumerate(rows[0])}
+for r in rows[1:]:
+    if r[c["reproduced"]] != "-":
+        r[c["reproduced"]] = "0/3"      # what 0.22's collect wrote
+print("\n".join("\t".join(r) for r in rows))
+PY
+$tg rejudge-aggregate old.tsv | cmp -s - "$agg" || no "rejudge-aggregate of 0.22's verdicts"
+awk 'BEGIN { FS = OFS = "\t" } NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i } NR == 2 { $c["gap_min"] = "0.05" } { print }' \
+    "$agg" >straddle.tsv
+$tg rejudge-aggregate straddle.tsv >/dev/null 2>straddle.err && no "a gap range across 0.10 with collapsed heads was split"
+grep -q "straddle 0.1 nats where heads collapsed" straddle.err || { no "rejudge's refusal"; cat straddle.err; }
 # -- the same verdicts whatever the order of the files
 $tg textverdict "$src"/docs/data/code/*.tsv "$src"/docs/data/precision/code-fp32/*.tsv >a.txt
 $tg textverdict $(ls "$src"/docs/data/precision/code-fp32/*.tsv "$src"/docs/data/code/*.tsv | sort -r) >b.txt
