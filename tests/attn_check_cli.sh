@@ -154,6 +154,23 @@ PY
         grep ' health ' capped_$cap.out | grep -qF "$phrase" || no "forgets_scale_capped --softcap $cap: the health line lacks '$phrase' (docs/data/science-capmap-*.tsv against cap_map in attn_checker.c): $(grep health capped_$cap.out)"
     done <<<"$want"
 done
+# under a cap the health line measures the capped logits (issue 57): the largest logit is C·tanh(x/C), at most C
+for cap in 10 5; do
+    python3 - capped_$cap.out $cap <<'PY' || no "--softcap $cap: the health line's logits are not capped: $(grep health capped_$cap.out)"
+import re, sys
+line = next(l for l in open(sys.argv[1]) if l[6:12] == "health")
+m = re.search(r"causal, capped\): entropy/uniform ([0-9.]+) .*largest logit ([0-9.]+) ", line)
+sys.exit(0 if m and float(m.group(2)) <= float(sys.argv[2]) and float(m.group(1)) > 0.2 else 1)   # uncapped: 48.6, 0.110
+PY
+done
+"$bin" "plugin:$noscale" --softcap 10 >nocap.out 2>/dev/null
+grep -q "^FAIL  health .*not capped: the kernel does not declare softcap, so no run caps it).*outside the band" nocap.out ||
+    no "--softcap with a kernel that cannot cap: $(grep health nocap.out)"
+# a kernel named by its file: the spelling that runs it; a second KERNEL: one only
+printf 'pass\n' >k.py; : >k.so
+check file_py 2 "'k.py' is a file: name the kernel in it as exec:'python3 k.py'" k.py
+check file_so 2 "'k.so' is a file: name the kernel in it as plugin:k.so" k.so
+check two_kernels 2 "attn_check takes one KERNEL (a command with arguments in quotes" composed fused
 "$bin" "plugin:$cat:forgets_scale_capped" --d-head 128 --softcap 20 >capped_20.out 2>/dev/null
 grep -q "^FAIL  health .*outside the band 1/16 .. 1 that trains as well as c = 1 (without a cap: the map under caps has no cap 20" capped_20.out ||
     no "--softcap 20 (not in the map): not judged against the band: $(grep health capped_20.out)"

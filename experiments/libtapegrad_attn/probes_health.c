@@ -344,7 +344,10 @@ void tgc_probe_health(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_a
     const int folded = !!(tg_attn_kernel_conventions(K) & TG_ATTN_C_SCALE_FOLDED);
     if (folded) c *= s, M *= s;
     char fc[600], said[800];
-    const int inside = forecast(o, c, fc, sizeof fc);
+    /* a kernel without softcap cannot train under a cap (attn_scale --softcap refuses it): no cap's forecast */
+    tg_attn_check_opts uncapped = *o;
+    if (!capped) uncapped.softcap = 0;
+    const int inside = forecast(&uncapped, c, fc, sizeof fc);
     if (folded) {
         snprintf(said, sizeof said, "%.599s; assuming 1/√d_head folded into W_q's initialisation (scale_folded: attn_scale "
                  "does so with this kernel), not whether training keeps it folded", fc);
@@ -353,7 +356,7 @@ void tgc_probe_health(const tg_attn_kernel *K, const tg_attn_check_opts *o, tg_a
     tgc_add(r, "health", "d_head=128", inside ? TG_ATTN_CHECK_PASS : TG_ATTN_CHECK_FAIL, c, TG_BAND_HI,
         "at initialisation (q, k ~ N(0, 1), T = %d, causal%s): entropy/uniform %.3f (tg_attend: %.3f), largest "
         "logit %.1f (%.1f), saturated rows %.0f%% (%.0f%%); %s", T, capped ? ", capped" : o->softcap > 0 ?
-        ", not capped: the kernel does not declare softcap" : "", E, E0, M, M0, 100 * S, 100 * S0, fc);
+        ", not capped: the kernel does not declare softcap, so no run caps it" : "", E, E0, M, M0, 100 * S, 100 * S0, fc);
     (void)mult;
     tg_ctx_free(&ctx);
 }
