@@ -1133,10 +1133,10 @@ def precision_table(paths, ratio_min=PASS_RATIO, gap_min=PASS_GAP):
             if col not in log.index:
                 return "-"
             return log.col(log.rows[-1], col)
-        out.append("| %s | %s | %.4f | %.4f | %.1fx | %.3f | %s | %s/%d | %.1f | %.1f | %s, %s | %s, %s |" % (
+        out.append("| %s | %s | %.4f | %.4f | %.1fx | %.3f | %s | %s | %.1f | %.1f | %s, %s | %s, %s |" % (
             pr, seed, sa["final_loss"], sb["final_loss"], ratio, gap,
             ("reproduced" if ok else j["text"]) + (" (settings differ: %s)" % ", ".join(diff) if diff else ""),
-            sa["low10"], sa["nheads"], run_max(a, "maxlogit_"), run_max(b, "maxlogit_"),
+            heads_text(j["low_a"], runs[(pr, seed, "none")]), run_max(a, "maxlogit_"), run_max(b, "maxlogit_"),
             amp(a, "loss_scale"), amp(b, "loss_scale"), amp(a, "overflow_skips"), amp(b, "overflow_skips")))
     out.append("")
     for pr in sorted(per, key=lambda k: order.get(k, 9)):
