@@ -928,8 +928,9 @@ def text_verdicts(paths, gap_min=TEXT_GAP):
             notes.append("none run %s: %s" % (a.name, why))
         for b in mates:
             v = judge(a, b, text_gap=gap_min)
-            key = (order.get(a.header["precision"], 9), kernel_name(a.header), fnum(a.header.get(SEED_KEY, "0"))
-                   if a.header.get(SEED_KEY, "-") != "-" else 0, a.path, b.path)
+            seed = a.header.get(SEED_KEY, "-")
+            key = (order.get(a.header["precision"], 9), kernel_name(a.header),
+                   float(seed) if re.match(r"^-?[0-9.]+$", seed) else math.inf, seed, a.path, b.path)
             rows.append((key, ([a.header["precision"]] if mixed else []) + ([kernel_name(a.header)] if kernels else []) + [
                 a.header.get(SEED_KEY, "-"), "%.4f" % a.stats["final_loss"], "%.4f" % b.stats["final_loss"],
                 num(a.val, "%.4f"), num(b.val, "%.4f"), "%.3f" % v["gap"] if v["on"] == "validation loss" else
