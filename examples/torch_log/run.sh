@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Your own PyTorch training loop, judged by tapegrad's tools (docs/logs.md#bring-your-own-logs):
-# train.py trains a small byte-level language model on C headers (/usr/include/*.h: Debian's
-# libc6-dev) with and without the 1/sqrt(d_head) scale, d_head 128, logging each run with the
+# train.py trains a small byte-level language model on C headers (libc6-dev's, as attn_scale
+# --task code) with and without the 1/sqrt(d_head) scale, d_head 128, logging each run with the
 # tapegrad_log writer (run_SCALE_sSEED.tsv) and as a plain CSV (run_SCALE_sSEED.csv). The CSVs go
 # through `tapegrad-logs import`; then both sets are summarized (a verdict per seed) and plotted.
 #   ./run.sh [--seeds "1 2 3"] [--steps 600] [--out DIR]
@@ -25,7 +25,9 @@ if ! "$py" -c 'import torch' 2>/dev/null; then
     echo "run.sh: $py cannot import torch (Debian: apt-get install python3-torch)${test:+: skipped}" >&2
     [ -n "$test" ] && exit 77 || exit 2
 fi
-ls /usr/include/*.h >/dev/null 2>&1 || { echo "run.sh: no /usr/include/*.h (Debian: apt-get install libc6-dev)" >&2; exit 2; }
+# the corpus: libc6-dev's C headers, sorted (attn_scale --task code's text: the same on every Debian 12)
+mapfile -t corpus < <(dpkg -L libc6-dev 2>/dev/null | grep '\.h$' | sort | while read -r f; do [ -f "$f" ] && echo "$f"; done)
+[ ${#corpus[@]} -gt 0 ] || { echo "run.sh: no C headers of libc6-dev (Debian: apt-get install libc6-dev)" >&2; exit 2; }
 tree="$here/../../scripts"
 if [ -z "$test" ] && prefix=$(pkg-config --variable=prefix tapegrad 2>/dev/null) && [ -x "$prefix/bin/tapegrad-logs" ]; then
     logs() { "$prefix/bin/tapegrad-logs" "$@"; }
@@ -40,7 +42,7 @@ fi
 mkdir -p "$out/imported"
 for s in $seeds; do   # the two scales of a seed side by side (one thread each)
     for scale in none sqrt; do
-        "$py" "$here/train.py" --scale $scale --seed "$s" --steps "$steps" --out "$out" --corpus /usr/include/*.h &
+        "$py" "$here/train.py" --scale $scale --seed "$s" --steps "$steps" --out "$out" --corpus "${corpus[@]}" &
     done
     wait
 done
