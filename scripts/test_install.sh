@@ -149,9 +149,25 @@ for variant in static shared; do
             /usr/bin/python3 "$tex/attention.py" >"$tex/conf.txt" 2>&1 \
             || { sed 's/^/   /' "$tex/conf.txt" >&2; echo "test_install: torch_attention: exec_conformance failed" >&2; exit 1; }
         tail -1 "$tex/conf.txt" | sed 's/^/   /' >&2
+        # your own PyTorch model's logs (examples/torch_log): written by the installed tapegrad_log, imported
+        # by the installed tapegrad-logs import, summarized and plotted by it (short: one seed, 60 steps)
+        tlg=$work/torch_log
+        cp -r "$top/examples/torch_log" "$tlg"
+        PKG_CONFIG_PATH="$P/lib/pkgconfig" bash "$tlg/run.sh" --steps 60 --seeds 1 --out "$tlg/runs" >"$tlg/out.txt" 2>&1 \
+            || { sed 's/^/   /' "$tlg/out.txt" >&2; echo "test_install: examples/torch_log failed" >&2; exit 1; }
+        grep -q "^none vs sqrt, torch bytes adamw d_head=128 seed=1 kernel=torch: validation loss" "$tlg/runs/summary.txt" &&
+            grep -q "^none vs sqrt, torch bytes" "$tlg/runs/imported/summary.txt" && [ -s "$tlg/runs/torch_log-valloss.png" ] \
+            || { echo "test_install: torch_log: no verdict or figure from the installed tools" >&2; exit 1; }
     elif [ $variant = static ]; then
         echo "-- examples/torch_attention skipped: /usr/bin/python3 cannot import torch (scripts/test_torch.sh installs it)" >&2
     fi
+    # another trainer's CSV through the installed tapegrad-logs import, and the installed writer (no torch)
+    printf 'step,loss,e/0/0\n0,2,1.0\n10,1.5,0.5\n20,1.2,0.2\n' >"$work/own-$variant.csv"
+    "$P/bin/tapegrad-logs" import "$work/own-$variant.csv" "$work/own-$variant.tsv" --col step=step --col loss=loss \
+        --entropy 'e/{l}/{h}' --task text --scale none --seq-len 8 2>/dev/null &&
+        "$P/bin/tapegrad-logs" summarize "$work/own-$variant.tsv" >/dev/null &&
+        PYTHONPATH="$P/share/tapegrad/python" python3 -c 'import tapegrad_log; assert tapegrad_log.uniform_entropy(1) == 0' \
+        || { echo "test_install: $variant: tapegrad-logs import or the tapegrad_log module" >&2; exit 1; }
 
     mkdir "$work/run-$variant"
     (cd "$work/run-$variant" && "$P/bin/attn_scale" --steps 5 --warmup 1 --log-every 1 --log log.tsv >&2)

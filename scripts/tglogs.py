@@ -37,9 +37,13 @@ Definitions (docs/experiment.md#tables-and-plots-of-logs):
               at least 10% of `# steps`
   low10       the heads (nent_* columns) below LOW_HEAD there; "-" when no row reached it
   max_logit   the largest maxlogit_* of the last row
-  verdict     an unscaled run "reproduces the failure" against the scaled run of the same
-              other settings when its final loss is at least PASS_RATIO times and PASS_GAP
-              nats above that run's.
+  verdict     judge(): an unscaled run against the scaled run of the same other settings (runs
+              paired by the scale they applied: effective_scale), in its task's terms: on
+              the counting tasks (TOY_TASKS) its final loss at least PASS_RATIO times and
+              PASS_GAP nats above; on any other task its validation loss (else final loss)
+              at least TEXT_GAP nats above and more heads below LOW_HEAD at 10% of the run.
+              A quantity that is nan is "not measured" and no verdict passes on it
+              (docs/logs.md#the-verdicts).
 """
 import argparse
 import glob
