@@ -490,7 +490,9 @@ def summarize(paths, out=sys.stdout, err=sys.stderr):
             out.write("%s '%s' vs %s, %s %s scale=%s d_head=%s seed=%s%s: %s %.4f vs %.4f, gap %.3f nats; heads "
                       "below 10%% of uniform at 10%% of steps: %s vs %s: %s\n" % (
                           "plugin" if attn.startswith("plugin:") else "exec", kernel_name(k.header).split(":", 1)[1],
-                          b.header["attn"], k.header.get("task", "-"), k.header.get("optim", "-"), k.scale,
+                          b.header["attn"], k.header.get("task", "-"), k.header.get("optim", "-"),
+                          k.scale if k.scale == k.header.get("scale", "-") else "%s (passed %s)" % (
+                              k.scale, k.header.get("scale", "-")),
                           k.header.get("d_head", "-"), k.header.get(SEED_KEY, "-"), "" if feat == "-" else " " + feat,
                           v["on"], v["x"], v["y"], v["gap"], heads_text(v["low_a"], k), heads_text(v["low_b"], b), text))
     return bad
