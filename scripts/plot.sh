@@ -26,7 +26,12 @@ command -v gnuplot >/dev/null || { echo "scripts/plot.sh: gnuplot is not install
 for f in "${runs[@]}"; do
     [ -r "$f" ] || { echo "scripts/plot.sh: cannot read '$f'" >&2; exit 2; }
     head=$(header "$f")
-    case "$head" in step$'\t'loss$'\t'ent_mean*) ;; *) echo "scripts/plot.sh: '$f' is not an attn_scale log (no step/loss/ent_mean header)" >&2; exit 2 ;; esac
+    case "$head" in
+        step$'\t'loss$'\t'ent_mean*) ;;
+        *,*) echo "scripts/plot.sh: '$f' is not a tapegrad log: its column line is comma-separated (a CSV? tapegrad-logs import turns it into one: docs/logs.md#bring-your-own-logs)" >&2; exit 2 ;;
+        *) miss=$(for c in step loss ent_mean; do printf '%s\n' "$head" | tr '\t' '\n' | grep -qx "$c" || echo "$c"; done | head -1)
+           echo "scripts/plot.sh: '$f': ${miss:+no column $miss: }its first columns must be step, loss, ent_mean (docs/logs.md#what-a-log-needs)" >&2; exit 2 ;;
+    esac
     [ "$(grep -v '^#' "$f" | wc -l)" -ge 3 ] || { echo "scripts/plot.sh: '$f' has fewer than 2 logged steps" >&2; exit 2; }
 done
 base="${out%.png}"

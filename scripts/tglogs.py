@@ -96,7 +96,7 @@ class LogError(Exception):
 
 
 def is_setting(key):
-    return key not in NOT_SETTINGS and not key.startswith("ref_") and key != ""
+    return key not in NOT_SETTINGS and not key.startswith(("ref_", "tapegrad ")) and key != ""
 
 
 def setting_differences(a, b, skip=()):

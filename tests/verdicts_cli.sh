@@ -97,6 +97,13 @@ $tg import torch_none.csv torch_none.tsv --col step=global_step --col loss=train
 cmp -s keep.tsv torch_none.tsv || no "a refused import changed the existing log"
 bash "$src/scripts/summarize.sh" torch_none.csv >csv.txt 2>&1 && no "summarize read a CSV"
 grep -q "not a tapegrad log: its column line is comma-separated.*tapegrad-logs import" csv.txt || { no "summarize's CSV message"; cat csv.txt; }
+bash "$src/scripts/plot.sh" torch_none.csv -o c.png >pc.txt 2>&1 && no "plot read a CSV"
+grep -q "not a tapegrad log: its column line is comma-separated" pc.txt || { no "plot's CSV message"; cat pc.txt; }
+printf '# steps=10\nstep\tloss\tentropy\n0\t1\t1\n5\t1\t1\n10\t1\t1\n' >noent.tsv
+bash "$src/scripts/plot.sh" noent.tsv -o n.png >pn.txt 2>&1 && no "plot read a log without ent_mean"
+grep -q "'noent.tsv': no column ent_mean" pn.txt || { no "plot does not name the missing column"; cat pn.txt; }
+bash "$src/scripts/summarize.sh" noent.tsv >sn.txt 2>&1 && no "summarize read a log without ent_mean"
+grep -q "noent.tsv: no column ent_mean" sn.txt || { no "summarize does not name the missing column"; cat sn.txt; }
 bash "$src/scripts/summarize.sh" --help >help.txt 2>&1 && grep -q "Verdicts" help.txt || no "summarize.sh --help"
 # -- the writer, without torch: entropy as tapegrad computes it, refusals
 PYTHONPATH="$src/scripts/python" python3 "$src/tests/tapegrad_log_test.py" || no "tapegrad_log's tests"
