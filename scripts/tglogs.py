@@ -1454,7 +1454,7 @@ def import_log(src, dst, cols, entropy, max_logit, task, scale, steps, seq_len, 
     import csv
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "python"))
     import tapegrad_log as tl
-    with open(src, newline="", encoding="utf-8") as f:
+    with open(src, newline="", encoding="utf-8-sig") as f:   # -sig: a spreadsheet's byte-order mark is not a column's name
         lines = [l for l in f if not l.startswith("#")]
     delim = "\t" if src.endswith(".tsv") or (lines and "\t" in lines[0] and "," not in lines[0]) else ","
     table = list(csv.reader(lines, delimiter=delim))
