@@ -3,6 +3,7 @@ layout as docs/logs.md says, and each refusal naming what is wrong.
     PYTHONPATH=scripts/python python3 tests/tapegrad_log_test.py"""
 import math
 import os
+import shutil
 import sys
 import tempfile
 
@@ -69,5 +70,6 @@ refused("no seq_len", lambda: tl.RunLog(os.path.join(d, "x.tsv"), task="t", scal
 refused("no task", lambda: tl.RunLog(os.path.join(d, "x.tsv"), task="", scale="none", steps=1, layers=1, heads=1,
                                      seq_len=2), "task and scale are required")
 check(not os.path.exists(os.path.join(d, "x.tsv")), "a refused log left a file")
+shutil.rmtree(d)
 print("tapegrad_log: %s" % ("all passed" if not fails else "%d failed" % fails))
 sys.exit(1 if fails else 0)
