@@ -64,14 +64,12 @@ def over_uniform(ent, unif):
     are the same weights, as the logs' nent_ columns say)."""
     return ent / unif if unif > 0 else 1.0
 COMPARE = ("scale", "none", "sqrt")   # the key whose two values are compared
-SUMMARY_KEYS = ["task", "optim", "scale", "d_head", "seed", "steps", "lr", "init", "framework", "attn"]
 SWEEP_FIXED_KEYS = ["task", "optim", "scale", "d_head", "seed", "steps"]
 SEED_KEY = "seed"
 # attn_scale's flags added after logs were recorded (experiments/attn_cfg.c, attn_added_flags):
 # a log names them only when set; without the line, a log has the value every earlier run had.
 ADDED_KEYS = {"kv_heads": "0", "window": "0", "bias": "none", "alibi": "0", "softcap": "0", "sinks": "0",
               "attn_dropout": "0", "precision": "fp32"}
-ADDED_KEY_LIST = sorted(ADDED_KEYS)
 
 
 # Header keys that are not settings of the training: where a run wrote, how it was run or watched,
@@ -461,11 +459,11 @@ def summarize(paths, out=sys.stdout, err=sys.stderr):
         "task", "optim", sw, "scale", "d_head", "seed", "steps", kw, "kernel", fw, "features", "final_loss", "ent/unif",
         "ent@0", "ent@10%", "heads<0.1@10%", "run"))
     for r in runs:
-        v, s, h = r.header, r.stats, r.header
+        h, s = r.header, r.stats
         low = s["low10"] if s["low10"] == NOT_MEASURED else "%s/%d" % (s["low10"], s["nheads"])
         out.write("%-7s %-5s %-*s %6s %5s %6s %-*s %-*s %11.4f %9s %9s %9s %14s  %s\n" % (
-            v.get("task", "-"), v.get("optim", "-"), sw, r.scale, v.get("d_head", "-"), v.get(SEED_KEY, "-"),
-            v.get("steps", "-"), kw, kernel_name(h), fw, features(h), s["final_loss"], num(s["ent_end"], "%.3f"),
+            h.get("task", "-"), h.get("optim", "-"), sw, r.scale, h.get("d_head", "-"), h.get(SEED_KEY, "-"),
+            h.get("steps", "-"), kw, kernel_name(h), fw, features(h), s["final_loss"], num(s["ent_end"], "%.3f"),
             num(s["ent0"], "%.3f"), num(s["ent10"], "%.3f"), low, r.name))
     out.write("\n")
     for r in runs:
@@ -1130,20 +1128,16 @@ def precision_table(paths, ratio_min=PASS_RATIO, gap_min=PASS_GAP):
             out.append("| %s | %s | %s |" % (pr, seed, "no %s run: no verdict" % ("none" if a is None else "sqrt")))
             continue
         diff = setting_differences(a.header, b.header, ("scale",))
-        sa, sb = a.stats, b.stats
         j = judge(a, b, ratio_min, gap_min)
         ratio, gap, ok = j["ratio"], j["gap"], j["ok"]
         per.setdefault(pr, []).append((ok, ratio, gap))
-        a, b = a.log, b.log
 
-        def amp(log, col):
-            if col not in log.index:
-                return "-"
-            return log.col(log.rows[-1], col)
+        def amp(run, col):
+            return run.log.col(run.log.rows[-1], col) if col in run.log.index else "-"
         out.append("| %s | %s | %.4f | %.4f | %.1fx | %.3f | %s | %s | %.1f | %.1f | %s, %s | %s, %s |" % (
-            pr, seed, sa["final_loss"], sb["final_loss"], ratio, gap,
+            pr, seed, j["x"], j["y"], ratio, gap,
             ("reproduced" if ok else j["text"]) + (" (settings differ: %s)" % ", ".join(diff) if diff else ""),
-            heads_text(j["low_a"], runs[(pr, seed, "none")]), run_max(a, "maxlogit_"), run_max(b, "maxlogit_"),
+            heads_text(j["low_a"], a), run_max(a.log, "maxlogit_"), run_max(b.log, "maxlogit_"),
             amp(a, "loss_scale"), amp(b, "loss_scale"), amp(a, "overflow_skips"), amp(b, "overflow_skips")))
     out.append("")
     for pr in sorted(per, key=lambda k: order.get(k, 9)):
@@ -1488,7 +1482,7 @@ def import_log(src, dst, cols, entropy, max_logit, task, scale, steps, seq_len, 
         L = max(l for l, _ in found) + 1
         H = max(h for _, h in found) + 1
         for l in range(L):
-            for h in range(H if per_head or "{h}" in pattern else 1):
+            for h in range(H):
                 if (l, h) not in found:
                     raise LogError("%s: no column '%s' (%s '%s' found others up to layer %d, head %d)" % (
                         src, pattern.replace("{l}", str(l)).replace("{h}", str(h)), flag, pattern, L - 1, H - 1))

@@ -33,7 +33,7 @@ class Block(torch.nn.Module):
             s = s / math.sqrt(self.dh)                     # the line the seed's kernel forgot
         s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
         w = s.softmax(-1)
-        keep.append((w.detach(), s.detach().masked_fill(torch.isinf(s), float("-inf")).amax()))
+        keep.append((w.detach(), s.detach()))   # views, no copies: read only on a logged step
         x = x + self.out((w @ v).transpose(1, 2).reshape(B, T, -1))
         return x + self.mlp(self.ln2(x))
 
@@ -102,7 +102,7 @@ def main():
                     vy = torch.stack([val[i + 1:i + T + 1] for i in vstarts])
                     vl = model(vx, vy)[0].item()
                 weights = [wt for wt, _ in keep]
-                log.row(step, loss.item(), attn=weights, max_logit=[float(m) for _, m in keep], val_loss=vl)
+                log.row(step, loss.item(), attn=weights, max_logit=[float(logits.amax()) for _, logits in keep], val_loss=vl)
                 w.writerow([step, "%.6f" % loss.item(), "%.6f" % vl] +
                            ["%.6f" % e for wt in weights for e in head_entropy(wt)])
                 f.flush()
