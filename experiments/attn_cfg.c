@@ -8,14 +8,14 @@
 #include <unistd.h>
 
 
-const char *const optim_names[] = {"adam", "sgd", NULL};
+const char *const optim_names[] = {"adam", "sgd", "adafactor", NULL};
 const char *const on_nan_names[] = {"stop", "skip", NULL};
 const char *const attn_run_options[] = {"steps", "threads", "log", "log-every", "save", "save-every",
                                         "resume", "stop-at", "attn", "sample", "sample-len", "temperature", "on-nan", "debug-nan", "dump-attn", "dump-attn-file",
                                         "overwrite", "check", "profile", "exec-timeout", NULL};
 
 const char *const attn_added_flags[] = {"kv-heads=0", "window=0", "bias=none", "alibi=0", "softcap=0", "sinks=0",
-                                        "attn-dropout=0", "exec-timeout=60", "precision=fp32", NULL};
+                                        "attn-dropout=0", "exec-timeout=60", "precision=fp32", "qinit=default", NULL};
 
 const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};   /* TG_FP32, TG_BF16, TG_FP16 */
 
@@ -58,8 +58,9 @@ int attn_cfg_options(attn_cfg *c, tg_cli_opt *opts) {
         {"learned-init", TG_CLI_CHOICE, &c->learned_init, 0, 0, tg_learned_init_names, "--scale learned: start at s_h = 1 (as sqrt) or s_h = sqrt(d_head) (as none)"},
         {"learned-param", TG_CLI_CHOICE, &c->learned_param, 0, 0, tg_learned_param_names, "--scale learned: train s_h itself, or theta_h with s_h = exp(theta_h)"},
         {"scale-lr", TG_CLI_FLOAT, &c->scale_lr, 0, 100, NULL, "--scale learned: peak learning rate of the head scales, on the same schedule in proportion (0: --lr)"},
+        {"qinit", TG_CLI_CHOICE, &c->qinit, 0, 0, tg_qinit_names, "W_q's initialisation: the --init's (default), or times 1/sqrt(d_head) (fold: the scale folded into it, T5's way; meant with --scale none, a kernel with no scale). A kernel that declares scale_folded always folds"},
         {"init", TG_CLI_CHOICE, &c->init, 0, 0, tg_init_names, "fanin: N(0,1/fan_in) weights, N(0,1) embeddings (the default, but for --task code); gpt2: all N(0,0.02^2); lm: N(0,1/fan_in) weights, N(0,0.02^2) embeddings (--task code's default)"},
-        {"optim", TG_CLI_CHOICE, &c->optim, 0, 0, optim_names, "AdamW or SGD with momentum"},
+        {"optim", TG_CLI_CHOICE, &c->optim, 0, 0, optim_names, "AdamW, SGD with momentum, or Adafactor (T5's: factored second moments, update clipping, steps relative to each parameter's RMS, no first moment; --lr is its relative step, T5: 0.01)"},
         {"precision", TG_CLI_CHOICE, &c->precision, 0, 0, precision_names, "the products' inputs (matmul, both attention ops, forward and backward), accumulated in fp32; softmax, layernorm, loss, optimizer and weights stay fp32 (autocast's split). Emulated: inputs rounded, fp32 kernels. fp16: with a dynamic loss scale"},
         {"lr", TG_CLI_FLOAT, &c->lr, 1e-9, 100, NULL, "peak learning rate"},
         {"lr-min", TG_CLI_FLOAT, &c->lr_min, 0, 100, NULL, "learning rate at the end of the cosine"},
@@ -103,7 +104,7 @@ tg_model_cfg attn_cfg_model(const attn_cfg *c) {
                        .d_head = c->d_head, .layers = c->layers, .scale_mode = c->scale, .init = c->init,
                        .learned_init = c->learned_init, .learned_param = c->learned_param,
                        .mult = c->scale_mult, .kv_heads = c->kv_heads, .window = c->window, .bias = c->bias,
-                       .alibi = c->alibi, .sinks = c->sinks, .softcap = c->softcap, .attn_dropout = c->attn_dropout,
+                       .alibi = c->alibi, .sinks = c->sinks, .softcap = c->softcap, .attn_dropout = c->attn_dropout, .qinit = c->qinit,
                        /* --scale-lr: lr(step) · scale_lr/lr, the model's schedule in proportion */
                        .scale_lr_mult = c->scale_lr > 0 ? c->scale_lr / c->lr : 0.0f};
 }

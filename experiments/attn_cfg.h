@@ -10,7 +10,7 @@
 #include "tg_model.h"
 #include "tg_tasks.h"
 
-enum { OPT_ADAM, OPT_SGD };
+enum { OPT_ADAM, OPT_SGD, OPT_ADAFACTOR };
 extern const char *const optim_names[];
 extern const char *const precision_names[];   /* --precision's choices, by tg_precision (attn_scale, bench_step) */
 enum { ONNAN_STOP, ONNAN_SKIP };
@@ -24,6 +24,7 @@ typedef struct {
     int kv_heads, window;   /* grouped-query heads (0: --heads), a sliding window of keys (0: none) */
     int bias, alibi, sinks; /* TG_BIAS_*, switches */
     float softcap, attn_dropout;
+    int qinit;              /* TG_QINIT_*: W_q's initialisation as the init's, or folded (times 1/sqrt(dh)) */
     float lr, lr_min, clip, momentum, weight_decay, scale_mult, scale_lr;
     const char *log;
     /* --attn: a kernel as the registry reads it (tg_kernel.h: saved, online, plugin:FILE.so[:SYMBOL],

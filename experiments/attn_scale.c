@@ -53,6 +53,8 @@ typedef struct {
     int eval_ready;
     double val_loss;          /* at the row being logged; NaN when not evaluated there */
     int noted;                /* a failed measurement was reported */
+    double *wq_std0, *wk0;    /* per layer: ‖W_q‖ of the unfolded initialisation, ‖W_k‖ at the start (qk_growth) */
+    double *wq_now, *wk_now;  /* per layer: their norms at the logged step's forward, before its update */
 } run;
 
 static void batch(void *u, tg_rng *rng, int step) {
@@ -62,9 +64,20 @@ static void batch(void *u, tg_rng *rng, int step) {
     tg_task_batch(&r->tc, rng, r->c->batch, r->tokens, r->targets);
 }
 
+static double frobenius(const tg_tensor *t) {
+    double s = 0;
+    for (int64_t i = 0; i < t->numel; i++) s += (double)t->data[i] * t->data[i];
+    return sqrt(s);
+}
+
 static tg_tensor *forward(tg_ctx *ctx, void *u, int logging) {
     run *r = u;
     tg_tensor *loss = tg_model_forward(&r->m, ctx, r->tokens, r->targets, r->c->batch, logging && !r->unmeasured);
+    if (logging)   /* the weights this row's loss and entropy were computed with */
+        for (int l = 0; l < r->m.cfg.layers; l++) {
+            r->wq_now[l] = frobenius(r->m.layer[l].wq);
+            r->wk_now[l] = frobenius(r->m.layer[l].wk);
+        }
     if (logging && r->unmeasured)
         for (int i = 0; i < r->m.cfg.layers * r->m.cfg.heads; i++)
             r->m.ent[i] = r->m.maxlogit[i] = r->m.sat[i] = r->m.logit_scale[i] = NAN;
@@ -90,9 +103,28 @@ static tg_attn_stats stats_of(run *r) {
     return (tg_attn_stats){r->m.cfg.heads, r->m.ent, r->m.maxlogit, r->m.sat};
 }
 
+/* Where training took the fold (0.24): per layer, wq_growth = ‖W_q‖ / ‖W_q of the unfolded
+ * initialisation‖ (1/√dh at the start of a folded run, 1 otherwise), and qk_mult = the multiplier
+ * of q·k the layer applied (its heads' mean, the scale_ columns) × wq_growth × ‖W_k‖/‖W_k at the
+ * start‖: the effective multiplier against an unscaled model at a standard initialisation, 1 for
+ * none at step 0, 1/√dh for sqrt and for none with the fold. nan under qknorm (q and k are
+ * normalised: the weights' size does not reach the logits). */
+static void growth_start(run *r) {
+    const tg_model_cfg *mc = &r->m.cfg;
+    const double unfold = tg_model_qinit_fold(mc) ? sqrt((double)mc->d_head) : 1.0;
+    for (int l = 0; l < mc->layers; l++) {
+        r->wq_std0[l] = frobenius(r->m.layer[l].wq) * unfold;
+        r->wk0[l] = frobenius(r->m.layer[l].wk);
+    }
+}
+
 static void columns(void *u, FILE *f, int part) {
     run *r = u;
     tg_attn_log_columns(f, r->m.cfg.layers, r->m.cfg.heads, part);
+    if (part == 1) {
+        for (int l = 0; l < r->m.cfg.layers; l++) fprintf(f, "\twq_growth_l%d", l);
+        for (int l = 0; l < r->m.cfg.layers; l++) fprintf(f, "\tqk_mult_l%d", l);
+    }
     if (part == 1 && r->c->eval_every) fprintf(f, "\tval_loss");
 }
 
@@ -100,6 +132,18 @@ static void values(void *u, tg_runlog *L, int part) {
     run *r = u;
     tg_attn_stats st = stats_of(r);
     tg_attn_log_values(L, &st, r->m.cfg.layers, r->uniform, r->m.logit_scale, part);
+    if (part == 1) {
+        const int H = r->m.cfg.heads, layers = r->m.cfg.layers;
+        for (int l = 0; l < layers; l++) tg_runlog_add(L, "\t%.6g", r->wq_now[l] / r->wq_std0[l]);
+        for (int l = 0; l < layers; l++) {
+            double mult = 0;
+            for (int h = 0; h < H; h++) mult += r->m.logit_scale[l * H + h];
+            mult /= H;
+            double c = r->m.cfg.scale_mode == TG_SCALE_QKNORM ? NAN : mult * r->wq_now[l] / r->wq_std0[l] *
+                       r->wk_now[l] / r->wk0[l];
+            tg_runlog_add(L, "\t%.6g", c);
+        }
+    }
     if (part == 1 && r->c->eval_every) tg_runlog_add(L, "\t%.6f", r->val_loss);
 }
 
@@ -112,9 +156,11 @@ static double metric(void *u) {
 static void header(void *u, FILE *f) {
     run *r = u;
     fprintf(f, "# attn_scale_value=%.9g\n", tg_model_scale(&r->m.cfg));
-    if (tg_model_qinit_fold(&r->m.cfg))
-        fprintf(f, "# qinit=fold: W_q's initialisation times 1/sqrt(d_head) = %.9g (the kernel declares scale_folded: "
-                "T5's way)\n", 1.0 / sqrt((double)r->m.cfg.d_head));
+    if (tg_model_qinit_fold(&r->m.cfg)) {   /* --qinit fold is in the flags above; a kernel's convention is not */
+        if (r->c->qinit != TG_QINIT_FOLD) fprintf(f, "# qinit=fold\n");
+        fprintf(f, "# qinit_factor=%.9g (W_q's initialisation times 1/sqrt(d_head), T5's way%s)\n",
+                1.0 / sqrt((double)r->m.cfg.d_head), r->c->qinit == TG_QINIT_FOLD ? "" : "; the kernel declares scale_folded");
+    }
     if (r->m.cfg.attn_measure) {
         /* a kernel from outside: the scale above is what it was passed; the scale_* columns what it applied */
         tg_kernel_header(r->kernel, f);
@@ -311,6 +357,10 @@ static void run_free(run *r, tg_corpus *corpus, tg_kernel *K) {
     tg_corpus_free(corpus);
     free(r->tokens);
     free(r->targets);
+    free(r->wq_std0);
+    free(r->wk0);
+    free(r->wq_now);
+    free(r->wk_now);
     tg_model_free(&r->m);
     tg_kernel_close(K);
 }
@@ -350,7 +400,7 @@ static void train_cfg(tg_train_cfg *tc, const attn_cfg *c, const tg_cli_opt *opt
     tg_train_defaults(tc, "attn_scale");
     tc->steps = c->steps, tc->warmup = c->warmup, tc->log_every = c->log_every, tc->save_every = c->save_every;
     tc->stop_at = c->stop_at, tc->lr = c->lr, tc->lr_min = c->lr_min, tc->clip = c->clip;
-    tc->optim = c->optim == OPT_ADAM ? TG_OPTIM_ADAM : TG_OPTIM_SGD;
+    tc->optim = c->optim == OPT_ADAM ? TG_OPTIM_ADAM : c->optim == OPT_ADAFACTOR ? TG_OPTIM_ADAFACTOR : TG_OPTIM_SGD;
     tc->precision = c->precision;
     tc->momentum = c->momentum, tc->weight_decay = c->weight_decay, tc->data_seed = (uint64_t)c->seed;
     tc->on_nan = c->on_nan == ONNAN_STOP ? TG_ONNAN_STOP : TG_ONNAN_SKIP, tc->debug_nan = c->debug_nan;
@@ -447,6 +497,15 @@ int main(int argc, char **argv) {
     run r = {.c = &c, .opts = opts, .n_opts = nopt, .kernel = &K,
              .corpus = c.task == TG_TASK_CODE ? &corpus : NULL, .val_loss = NAN};
     tg_model_init(&r.m, &mc, (uint64_t)c.seed);
+    r.wq_std0 = calloc((size_t)mc.layers, sizeof(double));
+    r.wk0 = calloc((size_t)mc.layers, sizeof(double));
+    r.wq_now = calloc((size_t)mc.layers, sizeof(double));
+    r.wk_now = calloc((size_t)mc.layers, sizeof(double));
+    if (!r.wq_std0 || !r.wk0 || !r.wq_now || !r.wk_now) {
+        fprintf(stderr, "attn_scale: out of memory\n");
+        return 1;
+    }
+    growth_start(&r);   /* before a resume loads its weights: the start is the seed's */
     r.tc = attn_cfg_task(&c);
     r.refs = tg_task_reference(&r.tc);
     r.uniform = tg_model_uniform_entropy(&mc);

@@ -122,14 +122,14 @@ static tg_train_cfg step_cfg(void) {
 }
 
 /* One training step; prof (or NULL) gets its phases. Returns the loss. */
-static float train_step(tg_model *m, const tg_train_cfg *c, tg_adamw *opt, tg_ctx *ctx, const int *tokens,
+static float train_step(tg_model *m, const tg_train_cfg *c, tg_train_optim *opt, tg_ctx *ctx, const int *tokens,
                         const int *targets, int B, tg_profile *prof) {
     tg_ctx_reset(ctx);
     if (prof) tg_profile_step_begin(prof);
     tg_tensor *l = tg_model_forward(m, ctx, tokens, targets, B, 0);
     if (prof) tg_profile_phase(prof, "forward (not in ops)");
     float gnorm, lr;
-    tg_train_update(c, &m->P, opt, NULL, ctx, l, 0, prof, &gnorm, &lr);
+    tg_train_update(c, &m->P, opt, ctx, l, 0, prof, &gnorm, &lr);
     if (prof) tg_profile_step_end(prof, ctx);
     return l->data[0];
 }
@@ -147,7 +147,7 @@ static void random_tokens(int *tokens, int *targets, int n, int vocab) {
 /* warmup untimed steps (the first the planning pass, its new shapes timed
  * after it), then steps timed into ms and cpu; the heap allocations of the
  * timed steps, and the last loss in *loss. */
-static size_t timed_steps(tg_model *m, const tg_train_cfg *c, tg_adamw *opt, tg_ctx *ctx, const int *tokens, const int *targets, int B,
+static size_t timed_steps(tg_model *m, const tg_train_cfg *c, tg_train_optim *opt, tg_ctx *ctx, const int *tokens, const int *targets, int B,
                           int warmup, int steps, double *ms, double *cpu, float *loss) {
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup) malloc_count_start();
@@ -170,7 +170,7 @@ static void print_sgemm(const tg_model_cfg *mc, int B, int threads, double gflop
 }
 
 /* steps more steps under the per-op profile, printed after head. */
-static void profile_steps(tg_model *m, const tg_train_cfg *c, tg_adamw *opt, tg_ctx *ctx, const int *tokens, const int *targets, int B,
+static void profile_steps(tg_model *m, const tg_train_cfg *c, tg_train_optim *opt, tg_ctx *ctx, const int *tokens, const int *targets, int B,
                           int steps, double fma, const char *head) {
     tg_profile prof;
     tg_profile_init(&prof, 0);
@@ -247,8 +247,8 @@ int main(int argc, char **argv) {
 
     tg_model m;
     tg_model_init(&m, &mc, 1);
-    tg_adamw opt;
-    tg_adamw_init(&opt, &m.P, 0.9f, 0.95f, 1e-8f, 0.0f);
+    tg_train_optim opt;   /* step_cfg's: AdamW 0.9, 0.95, eps 1e-8, no decay */
+    tg_train_optim_init(&tc, &m.P, &opt);
     int *tokens = malloc(sizeof(int) * (size_t)B * T), *targets = malloc(sizeof(int) * (size_t)B * T);
     random_tokens(tokens, targets, B * T, mc.vocab);
     tg_ctx ctx;
@@ -285,7 +285,7 @@ int main(int argc, char **argv) {
     free(tokens);
     free(targets);
     tg_ctx_free(&ctx);
-    tg_adamw_free(&opt);
+    tg_train_optim_free(&tc, &opt);
     tg_model_free(&m);
     tg_kernel_close(&K);
     return 0;

@@ -1,4 +1,4 @@
-/* tapegrad optimizers: SGD with momentum, AdamW, global grad-norm clipping and
+/* tapegrad optimizers: SGD with momentum, AdamW, Adafactor, global grad-norm clipping and
  * a warm-up + cosine learning-rate schedule.
  *
  * Every parameter lives in the flat buffers P->data and P->grad (P->numel
@@ -57,6 +57,43 @@ void tg_adamw_init(tg_adamw *o, const tg_params *P, float beta1, float beta2, fl
                    float weight_decay);
 void tg_adamw_step(tg_adamw *o, tg_params *P, float lr);
 void tg_adamw_free(tg_adamw *o);
+
+/* ---- Adafactor (Shazeer & Stern 2018; T5's optimizer, since 0.24) -----------
+ * Per parameter W (gradient G, n elements), at step t = 1, 2, ...:
+ *   ρ   = lr·lr_mult            (a relative step: T5 trains at ρ = 0.01, 1/√t past 10⁴ steps)
+ *   β2t = 1 − t^(−decay)        (decay 0.8: β2t = 0 at t = 1, so V starts as G²)
+ *   a matrix (ndim >= 2), factored over its last two dimensions [r, c], per index of the
+ *   dimensions before them:
+ *     R_i = β2t·R_i + (1 − β2t)·mean_j(G_ij² + eps1)
+ *     C_j = β2t·C_j + (1 − β2t)·mean_i(G_ij² + eps1)
+ *     V_ij = R_i·C_j / mean_i(R_i)
+ *   anything else: V = β2t·V + (1 − β2t)·(G² + eps1)
+ *   U   = G / sqrt(V);  U /= max(1, RMS(U)/clip_threshold)     (update clipping, d = 1)
+ *   M   = β1·M + (1 − β1)·U, used instead of U         (only when β1 > 0; T5: β1 = 0, no M kept)
+ *   α   = ρ·max(eps2, RMS(W)) with scale_parameter, else ρ   (steps relative to W's size)
+ *   W  *= 1 − ρ·wd              (decoupled decay, decayed parameters only)
+ *   W  -= α·U (or α·M)
+ * RMS(x) = sqrt(mean(x²)); sums and means in double. State: R and C (r + c floats a matrix, not
+ * r·c: the point of the method), V for the rest, M when β1 > 0. tg_adafactor_init sets T5's
+ * constants (decay 0.8, eps1 1e-30, eps2 1e-3, clip_threshold 1, scale_parameter 1); a caller may
+ * change them before a step, which checks them. */
+typedef struct tg_adafactor {
+    float beta1, weight_decay;
+    float decay, eps1, eps2, clip_threshold;
+    int scale_parameter;
+    float *v;          /* second moments, flat: per parameter its R then C, or its V (n_v floats) */
+    float *m;          /* the update's running mean (n floats), NULL when beta1 = 0 */
+    size_t n, n_v;     /* parameter floats; second-moment floats */
+    size_t *v_off;     /* n_params + 1 offsets into v */
+    float *u;          /* scratch: one parameter's update */
+    int n_params;
+    int64_t t;         /* steps taken */
+} tg_adafactor;
+void tg_adafactor_init(tg_adafactor *o, const tg_params *P, float beta1, float weight_decay);
+void tg_adafactor_step(tg_adafactor *o, tg_params *P, float lr);
+void tg_adafactor_free(tg_adafactor *o);
+/* The second-moment floats of one parameter: its rows plus columns per matrix, else its numel. */
+size_t tg_adafactor_state_size(const tg_tensor *t);
 
 /* ---- gradient norm and clipping ------------------------------------------- */
 /* Global L2 norm of every parameter gradient, accumulated in double. */

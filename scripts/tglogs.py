@@ -69,7 +69,8 @@ SEED_KEY = "seed"
 # attn_scale's flags added after logs were recorded (experiments/attn_cfg.c, attn_added_flags):
 # a log names them only when set; without the line, a log has the value every earlier run had.
 ADDED_KEYS = {"kv_heads": "0", "window": "0", "bias": "none", "alibi": "0", "softcap": "0", "sinks": "0",
-              "attn_dropout": "0", "precision": "fp32"}
+              "attn_dropout": "0", "precision": "fp32", "qinit": "default"}
+FOLD = "+fold"   # a run whose W_q's initialisation was folded (qinit=fold, 0.24) is labelled by its scale + FOLD
 
 
 # Header keys that are not settings of the training: where a run wrote, how it was run or watched,
@@ -82,7 +83,7 @@ NOT_SETTINGS = {"tapegrad attn_scale", "tapegrad import", "tapegrad tapegrad_log
                 "n_params", "blas", "gemm_plan", "gemm_plan_mode", "attn_plugin_file", "attn_plugin_abi",
                 "attn_scale_columns", "attn_measured", "attn_measure_note", "attn_exec_protocol",
                 "attn_multiplier_meaning", "attn_max_logit_meaning", "corpus_source", "corpus_files",
-                "corpus_bytes", "corpus_train_bytes", "corpus_non_text_bytes"}
+                "corpus_bytes", "corpus_train_bytes", "corpus_non_text_bytes", "qinit_factor"}
 # the attention features a run may set, with their defaults (ADDED_KEYS) in this order in a table
 FEATURE_KEYS = ["kv_heads", "window", "bias", "alibi", "softcap", "sinks", "attn_dropout"]
 INTERPRETERS = {"python", "python3", "sh", "bash", "env", "exec", "nice", "taskset", "stdbuf", "timeout", "uv",
@@ -101,6 +102,11 @@ def setting_differences(a, b, skip=()):
     """The settings two headers (dicts) give different values, sorted: keys both have (a key
     only one log has is from another version of the program, or describes one kernel)."""
     return sorted(k for k in a if k in b and is_setting(k) and k not in skip and a[k] != b[k])
+
+
+# what a verdict compares: the scale applied and W_q's initialisation (a folded run is an arm of its own,
+# none+fold, judged against sqrt like none: docs/logs.md#which-runs-are-compared)
+ARM_KEYS = ("scale", "qinit")
 
 
 # the built-in ops as --attn names them: 0.20's words and 0.19's (a run's identity keeps 0.19's)
@@ -337,6 +343,8 @@ class Run:
         self.header = self.log.header
         self.stats = log_stats(self.log)
         self.scale, self.scale_note = effective_scale(self.log)
+        if self.header.get("qinit") == "fold":
+            self.scale += FOLD
         self.rule = task_rule(self.header)
         self.val = last_value(self.log, "val_loss") if "val_loss" in self.log.index else math.nan
 
@@ -391,17 +399,18 @@ def judge(a, b, ratio_min=PASS_RATIO, gap_min=PASS_GAP, text_gap=TEXT_GAP):
 
 
 def pairs(runs, low=COMPARE[1], high=COMPARE[2]):
-    """Per run that applied `low` (its effective scale): (run, [the runs that applied `high` with
-    every other setting the same], why none did or ""). The same for any order of the runs."""
+    """Per run that applied `low` (its effective scale), W_q's initialisation folded or not: (run, [the
+    runs that applied `high` with every other setting the same], why none did or ""). The same for any
+    order of the runs."""
     out = []
     for a in runs:
-        if a.scale != low:
+        if a.scale not in (low, low + FOLD):
             continue
         mates, closest = [], None
         for b in runs:
             if b.scale != high:
                 continue
-            diff = setting_differences(a.header, b.header, ("scale",))
+            diff = setting_differences(a.header, b.header, ARM_KEYS)
             if not diff:
                 mates.append(b)
             elif closest is None or len(diff) < len(closest[1]):
@@ -472,7 +481,7 @@ def summarize(paths, out=sys.stdout, err=sys.stderr):
     low, high = COMPARE[1], COMPARE[2]
     for a, mates, why in pairs(runs, low, high):
         if why:
-            out.write("%s run %s: %s\n" % (low, a.name, why))
+            out.write("%s run %s: %s\n" % (a.scale, a.name, why))
         for b in mates:
             out.write(verdict_line(a, b, low, high) + "\n")
     # a kernel from outside (plugin or exec) against the built-in op of the same settings and seed
@@ -511,7 +520,7 @@ def verdict_line(a, b, low=COMPARE[1], high=COMPARE[2]):
             "gap %.3f nats (text: at least %g and more heads collapsed)" % (v["gap"], TEXT_GAP))
     return ("%s vs %s, %s%s %s d_head=%s seed=%s kernel=%s%s: %s %.4f vs %.4f, %s: %s; unscaled heads below 10%% of "
             "uniform at 10%% of steps: %s, scaled: %s" % (
-                low, high, fwk, h.get("task", "-"), h.get("optim", "-"), h.get("d_head", "-"), h.get(SEED_KEY, "-"),
+                a.scale if a.scale == low + FOLD else low, high, fwk, h.get("task", "-"), h.get("optim", "-"), h.get("d_head", "-"), h.get(SEED_KEY, "-"),
                 kernel_name(h), "" if feat == "-" else " " + feat, v["on"], v["x"], v["y"], rule, v["text"],
                 heads_text(v["low_a"], a), heads_text(v["low_b"], b)))
 
@@ -922,20 +931,22 @@ def text_verdicts(paths, gap_min=TEXT_GAP):
     mixed = any(r.header["precision"] != "fp32" for r in runs)
     kernels = len({kernel_name(r.header) for r in runs}) > 1
     many = any(len(m) > 1 for _, m, _ in found)   # a run with two partners (the same run twice): say which pair
+    folded = any(a.scale.endswith(FOLD) for a, _, _ in found)   # none and none+fold: say which
     order = {"fp32": 0, "bf16": 1, "fp16": 2}
-    head = (["precision"] if mixed else []) + (["kernel"] if kernels else []) + [
+    head = (["precision"] if mixed else []) + (["kernel"] if kernels else []) + (["none run"] if folded else []) + [
         "seed", "train none", "train sqrt", "val none", "val sqrt", "val gap", "heads<0.1@10% none",
         "heads<0.1@10% sqrt", "verdict"] + (["logs"] if many else [])
     rows, notes = [], []
     for a, mates, why in found:
         if why:
-            notes.append("none run %s: %s" % (a.name, why))
+            notes.append("%s run %s: %s" % (a.scale, a.name, why))
         for b in mates:
             v = judge(a, b, text_gap=gap_min)
             seed = a.header.get(SEED_KEY, "-")
-            key = (order.get(a.header["precision"], 9), kernel_name(a.header),
+            key = (order.get(a.header["precision"], 9), kernel_name(a.header), a.scale,
                    float(seed) if re.match(r"^-?[0-9.]+$", seed) else math.inf, seed, a.path, b.path)
-            rows.append((key, ([a.header["precision"]] if mixed else []) + ([kernel_name(a.header)] if kernels else []) + [
+            rows.append((key, ([a.header["precision"]] if mixed else []) + ([kernel_name(a.header)] if kernels else []) +
+                        ([a.scale] if folded else []) + [
                 a.header.get(SEED_KEY, "-"), "%.4f" % a.stats["final_loss"], "%.4f" % b.stats["final_loss"],
                 num(a.val, "%.4f"), num(b.val, "%.4f"), "%.3f" % v["gap"] if v["on"] == "validation loss" else
                 "%.3f (train)" % v["gap"], heads_text(v["low_a"], a), heads_text(v["low_b"], b), v["text"]] + (
@@ -945,6 +956,131 @@ def text_verdicts(paths, gap_min=TEXT_GAP):
         if r.scale_note:
             notes.append("%s: scale %s (%s)" % (r.name, r.scale, r.scale_note))
     return text + "".join(n + "\n" for n in notes)
+
+
+# ---- a scale folded into the initialisation (science_fold.sh, 0.24) ------------------------------
+FOLD_ARMS = ("sqrt", "none", "none" + FOLD)
+FOLD_OPTIMS = ("adam", "sgd", "adafactor")
+
+
+def qk_mult(log, row):
+    """The mean over layers of a row's qk_mult_l* columns (attn_scale 0.24: the effective multiplier of
+    q.k against an unscaled model at a standard initialisation), nan when none is finite."""
+    v = [fnum(log.col(row, c)) for c in log.names("qk_mult_l")]
+    v = [x for x in v if math.isfinite(x)]
+    return sum(v) / len(v) if v else math.nan
+
+
+def row_at(log, frac):
+    """The first row at or past frac of the run's steps (the last row for 1)."""
+    target = fnum(log.header.get("steps", "0")) * frac
+    for r in log.rows:
+        if fnum(log.col(r, "step")) >= target:
+            return r
+    return log.rows[-1]
+
+
+def fold_runs(paths):
+    """{(task, optim, arm): [Run, ...]} and the verdict pairs of every none and none+fold run."""
+    runs, _ = load_runs(paths)
+    for r in runs:
+        if not r.log.names("qk_mult_l"):
+            raise LogError("%s: no qk_mult_l columns (a log of attn_scale 0.24 or later)" % r.path)
+    cells = {}
+    for r in runs:
+        cells.setdefault((r.header.get("task", "-"), r.header.get("optim", "-"), r.scale), []).append(r)
+    return cells, {a.path: mates for a, mates, _ in pairs(runs)}
+
+
+def halfway_step(run):
+    """The first logged step at which the effective multiplier reached d_head^(-1/4), halfway (on a log
+    scale) from the fold's 1/sqrt(d_head) to the unscaled 1, as a string; "never" when it did not."""
+    d = fnum(run.header.get("d_head", "nan"))
+    for row in run.log.rows:
+        c = qk_mult(run.log, row)
+        if math.isfinite(c) and c >= d ** -0.25:
+            return "%g" % fnum(run.log.col(row, "step"))
+    return "never"
+
+
+def spread(xs, spec="%.4f"):
+    """mean (min..max) of the finite values, or "-"."""
+    xs = [x for x in xs if math.isfinite(x)]
+    if not xs:
+        return "-"
+    return (spec + " (" + spec + ".." + spec + ")") % (sum(xs) / len(xs), min(xs), max(xs))
+
+
+def fold_table(paths):
+    """Per task, optimizer and arm (sqrt, none, none+fold): the final loss (validation on text: the
+    verdicts' measure), the gap to sqrt of the same seed, the heads below 10% of uniform at 10% of the
+    run, the effective multiplier at the start, 10%, 50% and the end of the run (mean over seeds), and
+    the step per seed at which it reached d_head^(-1/4) (halfway_step: how long a fold held), and per
+    seed whether the run failed as the forgotten scale does (judge), trained like sqrt (within the
+    task's tolerance, no more heads collapsed) or in between."""
+    cells, mates = fold_runs(paths)
+    head = ["task", "optim", "run", "seeds", "loss on", "final loss mean (min..max)", "gap to sqrt (min..max)",
+            "heads<0.1@10%", "c@0", "c@10%", "c@50%", "c@end", "c>=d^-1/4 at step", "verdict"]
+    rows = [head]
+    tasks = sorted({k[0] for k in cells}, key=lambda t: (t not in TOY_TASKS, t))
+    for task in tasks:
+        for optim in FOLD_OPTIMS + tuple(sorted({k[1] for k in cells if k[1] not in FOLD_OPTIMS})):
+            for arm in FOLD_ARMS:
+                rs = sorted(cells.get((task, optim, arm), []), key=lambda r: r.path)
+                if not rs:
+                    continue
+                on = "validation" if rs[0].rule == "text" and all(math.isfinite(r.val) for r in rs) else "train"
+                loss = [r.val if on == "validation" else r.stats["final_loss"] for r in rs]
+                gaps, lows, verdicts = [], [], {"fails": 0, "like sqrt": 0, "between": 0}
+                for r in rs:
+                    lows.append(str(heads_low(r)) if heads_low(r) is not None else "nm")
+                    for b in mates.get(r.path, []):
+                        v = judge(r, b)
+                        gaps.append(v["gap"])
+                        tol = PASS_GAP if r.rule == "count" else TEXT_GAP
+                        if v["ok"]:
+                            verdicts["fails"] += 1
+                        elif v["ok"] is False and v["gap"] < tol and v["low_a"] is not None and v["low_a"] <= v["low_b"]:
+                            verdicts["like sqrt"] += 1
+                        else:
+                            verdicts["between"] += 1
+                mult = ["%.3g" % (sum(x) / len(x)) if x else "-" for x in (
+                    [m for m in (qk_mult(r.log, row_at(r.log, f)) for r in rs) if math.isfinite(m)]
+                    for f in (0.0, 0.1, 0.5, 1.0))]
+                n = sum(verdicts.values())
+                rows.append([task, optim, arm, str(len(rs)), on, spread(loss), spread(gaps, "%.3f") if gaps else "-",
+                             "%s/%d" % (",".join(lows), rs[0].stats["nheads"])] + mult + [
+                             ",".join(halfway_step(r) for r in rs)] + [
+                    ", ".join("%s %d/%d" % (k, c, n) for k, c in verdicts.items() if c) if n else "-"])
+    return align(rows)
+
+
+def fold_curves(paths, outdir):
+    """Per task, optimizer and arm, OUTDIR/TASK-OPTIM-ARM.dat: step, the effective multiplier (mean
+    over layers) mean, min and max over seeds, and the loss (validation on text, where logged; else
+    training) mean, min and max: the figure's lines."""
+    cells, _ = fold_runs(paths)
+    os.makedirs(outdir, exist_ok=True)
+    for (task, optim, arm), rs in sorted(cells.items()):
+        col = "val_loss" if all("val_loss" in r.log.index for r in rs) else "loss"
+        steps = sorted({fnum(r.log.col(row, "step")) for r in rs for row in r.log.rows})
+        lines = ["# step\tc_mean\tc_min\tc_max\t%s_mean\t%s_min\t%s_max" % (col, col, col)]
+        for st in steps:
+            c, l = [], []
+            for r in rs:
+                for row in r.log.rows:
+                    if fnum(r.log.col(row, "step")) == st:
+                        c.append(qk_mult(r.log, row))
+                        l.append(fnum(r.log.col(row, col)))
+            c = [x for x in c if math.isfinite(x)]
+            l = [x for x in l if math.isfinite(x)]
+            if len(c) < len(rs):   # a step not every seed logged (or a val_loss not evaluated there)
+                continue
+            lines.append("%g\t%.6g\t%.6g\t%.6g\t%s" % (st, sum(c) / len(c), min(c), max(c),
+                         "%.6g\t%.6g\t%.6g" % (sum(l) / len(l), min(l), max(l)) if len(l) == len(rs) else "nan\tnan\tnan"))
+        with open(os.path.join(outdir, "%s-%s-%s.dat" % (task, optim, arm)), "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+    return 0
 
 
 # ---- the logit features on real code, today's recipe (science.sh capcode) ----------------------
@@ -1251,9 +1387,11 @@ def collect(dir_, fixed=SWEEP_FIXED_KEYS, compare=COMPARE, ratio_min=PASS_RATIO,
         # the kernel and features columns; a plugin by the name the sweep gave it
         attn = by_id[rid].get("attn")
         vals += [attn if attn in named else kernel_name(log.header), features(log.header)]
-        if key == "scale" and run.scale_note and run.scale != vals[keys.index(key)]:
-            vals[keys.index(key)] = run.scale   # a kernel measured to apply another scale than it was passed
-        cell = "|".join(v for k, v in zip(keys + ["kernel", "features"], vals) if k != key)
+        if key == "scale" and (run.scale_note or run.scale.endswith(FOLD)) and run.scale != vals[keys.index(key)]:
+            vals[keys.index(key)] = run.scale   # a kernel measured to apply another scale than it was passed, or none+fold
+        # a folded run pairs with sqrt as none does: W_q's initialisation is part of the compared arm (ARM_KEYS)
+        cell = "|".join(v for k, v in zip(keys + ["kernel", "features"], vals)
+                        if k != key and not (key == "scale" and k in ARM_KEYS))
         m = len(rows)
         if vals[keys.index(key)] == high:
             ref[cell] = m
@@ -1264,7 +1402,7 @@ def collect(dir_, fixed=SWEEP_FIXED_KEYS, compare=COMPARE, ratio_min=PASS_RATIO,
     lines = ["\t".join(head)]
     for m, (rid, vals, run) in enumerate(rows):
         v, s = "-\t-\t-", run.stats
-        if vals[keys.index(key)] == low and cells[m] in ref:
+        if vals[keys.index(key)] in (low, low + FOLD) and cells[m] in ref:
             j = judge(run, rows[ref[cells[m]]][2], ratio_min, gap_min)
             v = "%.2f\t%.4f\t%s" % (j["ratio"], j["gap"], "yes" if j["ok"] else NOT_MEASURED if j["ok"] is None else "no")
         lines.append("\t".join([rid] + vals + [
@@ -1737,6 +1875,10 @@ def verbs():
          (("--seed",), dict(help="the run's seed")), (("--d-head",), dict(dest="d_head", help="the head dimension")),
          (("--set",), dict(action="append", default=[], metavar="KEY=VALUE", help="a setting (optim, lr, ...)")),
          (("--overwrite",), dict(action="store_true", help="replace DST")))
+    verb("fold-table", "science_fold.sh's table: sqrt, none and none+fold per task and optimizer",
+         lambda a: out(fold_table(a.log)), logs)
+    verb("fold-curves", "science_fold.sh's figure data: the effective multiplier and loss over steps",
+         lambda a: fold_curves(a.log, a.outdir), flag("outdir", "where the .dat files go", "."), logs)
     verb("rejudge-aggregate", "an aggregate made before 0.23 with its text cells judged by their task's rule",
          lambda a: out(rejudge_aggregate(a.aggregate)), pos("aggregate", "AGGREGATE.tsv"))
     verb("precision", "the main result per precision and seed, none against sqrt (markdown)",

@@ -122,7 +122,14 @@ small=(--d-head 16 --heads 2 --d-model 32 --seq-len 16 --batch 8 --steps 5 --log
 "$scale" "${small[@]}" --attn "exec:$(port t5.py)" --log t5sqrt.tsv >/dev/null 2>t5sqrt.err; rc=$?
 [ $rc = 2 ] && grep -q "scale_folded.*runs with --scale none" t5sqrt.err && [ ! -e t5sqrt.tsv ] || { no "t5 under --scale sqrt: exit $rc"; cat t5sqrt.err; }
 "$scale" "${small[@]}" --scale none --attn "exec:$(port t5.py) --precision bf16" --log t5.tsv >/dev/null 2>t5.err || { no "t5 --scale none"; cat t5.err; }
-grep -q "^# qinit=fold: W_q's initialisation times 1/sqrt(d_head) = 0.25 " t5.tsv || no "t5: the fold not in the log's header"
+grep -q "^# qinit=fold$" t5.tsv && grep -q "^# qinit_factor=0.25 (.*the kernel declares scale_folded)" t5.tsv ||
+    no "t5: the fold not in the log's header"
+# the qk_mult columns start at the fold's 1/sqrt(16) = 0.25, as --scale none --qinit fold's with the built-in op
+python3 - t5.tsv <<'PY' || no "t5: the effective multiplier does not start at 0.25"
+import csv, sys
+rows = [r for r in csv.DictReader((l for l in open(sys.argv[1]) if not l.startswith("#")), delimiter="\t")]
+sys.exit(0 if abs(float(rows[0]["wq_growth_l0"]) - 0.25) < 1e-6 else 1)
+PY
 grep -q "^# attn_precision=bf16" t5.tsv || no "t5 bf16: the precision not in the log's header"
 "$scale" "${small[@]}" --kv-heads 1 --attn "exec:$(port starcoder.py) --precision bf16" --log sc.tsv >/dev/null 2>sc.err || { no "starcoder bf16 training"; cat sc.err; }
 python3 - sc.tsv <<'PY' || no "starcoder bf16: its heads' entropy not in the log"

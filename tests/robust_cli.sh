@@ -48,6 +48,19 @@ run 0 flat_b $F --steps 120 --resume flat.st --log flat.tsv
 [ "$(rows flat_straight.tsv)" = "$(rows flat.tsv)" ] || no "--steps 60 --save + --steps 120 --resume: rows differ"
 [ "$(summary flat_straight.out)" = "$(summary flat_b.out)" ] || no "--steps 60/120 resume: summary differs"
 grep -q 'changed: --steps 60 -> 120' flat_b.err || no "resume does not say --steps changed"
+# Adafactor (its factored moments and step count in the checkpoint) and the folded W_q (whose
+# start the qk_mult columns divide by: the seed's, not the checkpoint's), --stop-at then --resume
+A="$T --optim adafactor --lr 0.01 --scale none --qinit fold"
+run 0 af_straight $A --steps 120 --log af_straight.tsv
+run 0 af_stop $A --steps 120 --stop-at 55 --save af.st --log af.tsv
+run 0 af_resume $A --steps 120 --resume af.st --save af.st --log af.tsv
+[ "$(rows af_straight.tsv)" = "$(rows af.tsv)" ] || no "adafactor + qinit fold: stop-at 55 + resume: rows differ"
+[ "$(summary af_straight.out)" = "$(summary af_resume.out)" ] || no "adafactor + qinit fold: summary differs"
+grep -q '^# optim=adafactor$' af.tsv && grep -q '^# qinit=fold$' af.tsv || no "adafactor + fold: not in the log's header"
+run 2 af_other $T --optim adam --lr 0.01 --scale none --qinit fold --steps 120 --resume af.st
+grep -q "optim" af_other.err || no "an adafactor checkpoint resumed under adam: $(cat af_other.err)"
+run 2 af_nofold $T --optim adafactor --lr 0.01 --scale none --steps 120 --resume af.st
+grep -q "qinit" af_nofold.err || no "a folded run resumed without the fold: $(cat af_nofold.err)"
 # resuming a finished run's checkpoint again just re-evaluates the last step
 run 0 again $T --steps 120 --resume ck.st
 [ "$(summary straight.out)" = "$(summary again.out)" ] || no "resuming at the last step: summary differs"

@@ -323,6 +323,7 @@ typedef struct {
     tg_model m;
     tg_adamw adam;
     tg_sgd sgd;
+    tg_adafactor af;
     tg_rng rng;
     tg_train_state st;
 } run;
@@ -344,6 +345,9 @@ static void run_init(run *r, int n_extra, char **extra) {
     if (r->c.optim == OPT_ADAM) {
         tg_adamw_init(&r->adam, &r->m.P, 0.9f, 0.95f, 1e-8f, r->c.weight_decay);
         r->st.adam = &r->adam;
+    } else if (r->c.optim == OPT_ADAFACTOR) {
+        tg_adafactor_init(&r->af, &r->m.P, 0.0f, r->c.weight_decay);
+        r->st.adafactor = &r->af;
     } else {
         tg_sgd_init(&r->sgd, &r->m.P, r->c.momentum, r->c.weight_decay);
         r->st.sgd = &r->sgd;
@@ -352,6 +356,7 @@ static void run_init(run *r, int n_extra, char **extra) {
 
 static void run_free(run *r) {
     if (r->st.adam) tg_adamw_free(&r->adam);
+    else if (r->st.adafactor) tg_adafactor_free(&r->af);
     else tg_sgd_free(&r->sgd);
     tg_train_state_free_logged(&r->st);
     tg_model_free(&r->m);
@@ -370,6 +375,7 @@ static void run_steps(run *r, int k) {
         tg_params_zero_grad(&r->m.P);
         tg_backward(&ctx, loss);
         if (r->st.adam) tg_adamw_step(&r->adam, &r->m.P, 1e-2f);
+        else if (r->st.adafactor) tg_adafactor_step(&r->af, &r->m.P, 1e-2f);
         else tg_sgd_step(&r->sgd, &r->m.P, 1e-2f);
         assert_int_equal(tg_train_state_reserve(&r->st, r->st.n_logged + 1), 0);
         r->st.logged[2 * r->st.n_logged] = loss->data[0];
@@ -380,13 +386,13 @@ static void run_steps(run *r, int k) {
     tg_ctx_free(&ctx);
 }
 
-/* Both optimizers, and each with the learned scale in its log form (its own
+/* The three optimizers, and each with the learned scale in its log form (its own
  * rate through --scale-lr). */
 static void test_ckpt_roundtrip(void **s) {
     (void)s;
-    for (int k = 0; k < 4; k++) {
-        int opt = k % 2, n_extra = k < 2 ? 2 : 10;
-        char *extra[] = {"--optim", opt ? "sgd" : "adam", "--scale", "learned", "--learned-param", "log",
+    for (int k = 0; k < 6; k++) {
+        int opt = k % 3, n_extra = k < 3 ? 2 : 10;
+        char *extra[] = {"--optim", opt == 2 ? "adafactor" : opt ? "sgd" : "adam", "--scale", "learned", "--learned-param", "log",
                          "--learned-init", "none", "--scale-lr", "0.03"};
         run a, b;
         run_init(&a, n_extra, extra);
@@ -398,13 +404,18 @@ static void test_ckpt_roundtrip(void **s) {
         assert_int_equal(tg_ckpt_load(p, &b.st, b.opts, b.nopt, attn_run_options, changed, sizeof changed, err,
                                    sizeof err), 0);
         assert_string_equal(changed, "");
-        if (k >= 2) assert_true(b.m.layer[0].hscale->data[0] != logf(2.0f));   /* θ moved, and came back */
+        if (k >= 3) assert_true(b.m.layer[0].hscale->data[0] != logf(2.0f));   /* θ moved, and came back */
         assert_int_equal(b.st.step, 4);
         assert_memory_equal(a.m.P.data, b.m.P.data, a.m.P.numel * sizeof(float));
         if (opt == 0) {
             assert_memory_equal(a.adam.m, b.adam.m, a.m.P.numel * sizeof(float));
             assert_memory_equal(a.adam.v, b.adam.v, a.m.P.numel * sizeof(float));
             assert_int_equal(a.adam.t, b.adam.t);
+        } else if (opt == 2) {
+            assert_true(a.af.n_v < a.m.P.numel);   /* factored: rows + columns per matrix */
+            assert_memory_equal(a.af.v, b.af.v, a.af.n_v * sizeof(float));
+            assert_int_equal(a.af.t, b.af.t);
+            assert_int_equal(b.af.t, 4);
         } else assert_memory_equal(a.sgd.buf, b.sgd.buf, a.m.P.numel * sizeof(float));
         assert_true(a.rng.state == b.rng.state && a.rng.inc == b.rng.inc);
         assert_int_equal(b.st.n_logged, 4);

@@ -461,6 +461,175 @@ static void test_loss_scale(void **s) {
     tg_params_free(&P);
 }
 
+/* ---- Adafactor -------------------------------------------------------------
+ * The reference: the paper's Algorithms 4 and 5 (Shazeer & Stern 2018) written again in double,
+ * with its sums R = (G² + eps1)·1_c and C = 1_rᵀ·(G² + eps1) and V = R·C / (1_rᵀ·R), where
+ * tg_adafactor keeps means (the factors of r and c cancel in V). One parameter of shape
+ * [nb, r, c] (nb = 1, r = 1 for a vector); state R [nb, r], C [nb, c] or V [n]. */
+typedef struct { int nb, r, c, factored, decayed; double *w, *R, *C, *V, *M; } af_ref;
+
+static void af_ref_step(af_ref *p, const float *g, int t, double rho, double beta1, double wd, double eps1,
+                        double eps2, double d) {
+    const int n = p->nb * p->r * p->c;
+    const double b2 = 1.0 - pow(t, -0.8);
+    double U[64], ss = 0, ww = 0;
+    assert_true(n <= 64);
+    for (int b = 0; b < p->nb; b++) {
+        const float *G = g + b * p->r * p->c;
+        if (p->factored) {
+            double *R = p->R + b * p->r, *C = p->C + b * p->c, sumR = 0;
+            for (int i = 0; i < p->r; i++) {
+                double row = 0;
+                for (int j = 0; j < p->c; j++) row += (double)G[i * p->c + j] * G[i * p->c + j] + eps1;
+                R[i] = b2 * R[i] + (1 - b2) * row;
+                sumR += R[i];
+            }
+            for (int j = 0; j < p->c; j++) {
+                double col = 0;
+                for (int i = 0; i < p->r; i++) col += (double)G[i * p->c + j] * G[i * p->c + j] + eps1;
+                C[j] = b2 * C[j] + (1 - b2) * col;
+            }
+            for (int i = 0; i < p->r; i++)
+                for (int j = 0; j < p->c; j++) U[b * p->r * p->c + i * p->c + j] = G[i * p->c + j] / sqrt(R[i] * C[j] / sumR);
+        } else {
+            for (int i = 0; i < n; i++) {
+                p->V[i] = b2 * p->V[i] + (1 - b2) * ((double)G[i] * G[i] + eps1);
+                U[i] = G[i] / sqrt(p->V[i]);
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) ss += U[i] * U[i], ww += p->w[i] * p->w[i];
+    const double clip = fmax(1.0, sqrt(ss / n) / d), alpha = rho * fmax(eps2, sqrt(ww / n));
+    for (int i = 0; i < n; i++) {
+        double u = U[i] / clip;
+        if (beta1 > 0) u = p->M[i] = beta1 * p->M[i] + (1 - beta1) * u;
+        p->w[i] = p->w[i] * (p->decayed ? 1 - rho * wd : 1) - alpha * u;
+    }
+}
+
+/* tg_adafactor against the double reference over 8 steps: a decayed [3, 4] matrix, a [2, 3, 2]
+ * tensor (two factored [3, 2] slices), a [5] vector and a [1, 1] matrix (factored with r = c = 1),
+ * gradients of mixed sizes (some steps clip, some do not), a changing ρ, with and without β1 and
+ * decay. float32 state agrees with double to a few ulps of the weights. */
+static void adafactor_vs_reference(float beta1, float wd) {
+    tg_params P;
+    tg_params_init(&P);
+    tg_param_decayed(&P, "m", 2, (int[]){3, 4});
+    tg_param(&P, "t3", 3, (int[]){2, 3, 2});
+    tg_param(&P, "v", 1, (int[]){5});
+    tg_param_decayed(&P, "s", 2, (int[]){1, 1});
+    tg_params_alloc(&P);
+    tg_rng rng;
+    tg_rng_seed(&rng, 7, 1);
+    tg_fill_normal(&rng, P.data, P.numel, 0.0f, 0.5f);
+    af_ref ref[4];
+    double store[4][6][64];
+    memset(store, 0, sizeof store);
+    for (int p = 0; p < 4; p++) {
+        const tg_tensor *t = P.list[p];
+        af_ref *a = &ref[p];
+        *a = (af_ref){.nb = t->ndim == 3 ? t->shape[0] : 1, .r = t->ndim >= 2 ? t->shape[t->ndim - 2] : 1,
+                      .c = t->shape[t->ndim - 1], .factored = t->ndim >= 2, .decayed = t->decay,
+                      .w = store[p][0], .R = store[p][1], .C = store[p][2], .V = store[p][3], .M = store[p][4]};
+        for (int i = 0; i < t->numel; i++) a->w[i] = t->data[i];
+    }
+    tg_adafactor o;
+    tg_adafactor_init(&o, &P, beta1, wd);
+    assert_int_equal(o.n_v, (3 + 4) + 2 * (3 + 2) + 5 + (1 + 1));   /* rows + columns, not rows x columns */
+    assert_true((o.m != NULL) == (beta1 > 0));
+    for (int t = 1; t <= 8; t++) {
+        float gscale = t == 3 ? 40.0f : t == 5 ? 1e-3f : 1.0f;   /* a burst and a lull: clipping, then none */
+        tg_fill_normal(&rng, P.grad, P.numel, 0.0f, gscale);
+        const double rho = 0.01 * (1.0 + 0.1 * t);
+        for (int p = 0; p < 4; p++)
+            af_ref_step(&ref[p], P.grad + (P.list[p]->data - P.data), t, (float)rho, beta1, wd, 1e-30, 1e-3, 1.0);
+        tg_adafactor_step(&o, &P, (float)rho);
+        for (int p = 0; p < 4; p++)
+            for (int i = 0; i < P.list[p]->numel; i++) {
+                double want = ref[p].w[i], got = P.list[p]->data[i];
+                if (fabs(got - want) > 4e-7 * fmax(1.0, fabs(want)))
+                    fail_msg("step %d, %s[%d]: %.9g, the double reference %.9g", t, P.list[p]->name, i, got, want);
+            }
+    }
+    assert_int_equal(o.t, 8);
+    tg_adafactor_free(&o);
+    assert_null(o.v);
+    tg_params_free(&P);
+}
+static void test_adafactor_reference(void **s) {
+    (void)s;
+    adafactor_vs_reference(0.0f, 0.0f);     /* T5's: no first moment, no decay */
+    adafactor_vs_reference(0.9f, 0.1f);
+}
+
+/* Worked by hand. A rank-1 gradient G = a·bᵀ is fitted exactly by the factors (V = G² + eps1),
+ * so at t = 1 U = sign(G), RMS(U) = 1, no clipping, and each weight moves by α = ρ·RMS(W) against
+ * its gradient's sign: W = [[3, 4], [0, 0]] (RMS 2.5), ρ = 0.1: every element moves by 0.25.
+ * A vector w = [0.0005, -0.001] (RMS 7.9e-4, below eps2 = 1e-3, so α = ρ·eps2) with g = [1, 1]
+ * then [10, 10]: t = 1: U = [1, 1], w -= 0.1·1e-3 = [0.0004, -0.0011] (RMS 8.3e-4, still below);
+ * t = 2: β2t = 1 − 2^−0.8 = 0.425650, V = 0.425650 + 0.574350·100 = 57.8607, U = 10/7.60662 =
+ * 1.31465 > 1: clipped to RMS 1, U = [1, 1] again: w = [0.0003, -0.0012]. */
+static void test_adafactor_by_hand(void **s) {
+    (void)s;
+    tg_params P;
+    tg_params_init(&P);
+    tg_param(&P, "W", 2, (int[]){2, 2});
+    tg_param(&P, "w", 1, (int[]){2});
+    tg_params_alloc(&P);
+    const float w0[6] = {3, 4, 0, 0, 0.0005f, -0.001f};
+    memcpy(P.data, w0, sizeof w0);
+    const float g1[6] = {2 * 1, 2 * -3, 0.5f * 1, 0.5f * -3, 1, 1};   /* [2, 0.5]ᵀ [1, −3] */
+    memcpy(P.grad, g1, sizeof g1);
+    tg_adafactor o;
+    tg_adafactor_init(&o, &P, 0.0f, 0.0f);
+    tg_adafactor_step(&o, &P, 0.1f);
+    const float want1[6] = {3 - 0.25f, 4 + 0.25f, -0.25f, 0.25f, 0.0004f, -0.0011f};
+    for (int i = 0; i < 6; i++) assert_float_equal(P.data[i], want1[i], 2e-7f);
+    const float g2[6] = {0, 0, 0, 0, 10, 10};
+    memcpy(P.grad, g2, sizeof g2);
+    tg_adafactor_step(&o, &P, 0.1f);
+    assert_float_equal(P.data[4], 0.0003f, 1e-10f);
+    assert_float_equal(P.data[5], -0.0012f, 1e-10f);
+    for (int i = 0; i < 4; i++) assert_float_equal(P.data[i], want1[i], 2e-7f);   /* G = 0: U = 0, no move */
+    assert_float_equal(o.v[2 + 2 + 0], 0.425650 + 0.574350 * 100.0, 1e-3);   /* W's R, C come first */
+    tg_adafactor_free(&o);
+    tg_params_free(&P);
+}
+
+static void test_adafactor_misuse(void **s) {
+    (void)s;
+    tg_test_catch c;
+    tg_params P;
+    tg_params_init(&P);
+    catch_params(&P, &c);
+    tg_param(&P, "w", 2, (int[]){2, 2});
+    tg_adafactor o;
+    EXPECT_TG_ERROR(&c, tg_adafactor_init(&o, &P, 0.0f, 0.0f), "tg_adafactor_init: parameters not allocated");
+    tg_params_alloc(&P);
+    EXPECT_TG_ERROR(&c, tg_adafactor_init(&o, &P, 1.0f, 0.0f), "tg_adafactor_init: beta1 1 outside [0, 1)");
+    EXPECT_TG_ERROR(&c, tg_adafactor_init(&o, &P, 0.0f, NAN), "tg_adafactor_init: weight_decay nan");
+    tg_adafactor_init(&o, &P, 0.0f, 0.0f);
+    EXPECT_TG_ERROR(&c, tg_adafactor_step(&o, &P, -0.1f), "tg_adafactor_step: lr -0.1");
+    o.decay = 0.0f;
+    EXPECT_TG_ERROR(&c, tg_adafactor_step(&o, &P, 0.1f), "tg_adafactor_step: decay 0 outside (0, 1]");
+    o.decay = 0.8f, o.clip_threshold = 0.0f;
+    EXPECT_TG_ERROR(&c, tg_adafactor_step(&o, &P, 0.1f), "tg_adafactor_step: clip_threshold 0");
+    o.clip_threshold = 1.0f;
+    P.list[0]->lr_mult = -1.0f;
+    EXPECT_TG_ERROR(&c, tg_adafactor_step(&o, &P, 0.1f), "tg_adafactor_step: parameter 'w' has lr_mult -1");
+    P.list[0]->lr_mult = 1.0f;
+    assert_int_equal(o.t, 0);   /* a refused step changed nothing */
+    tg_params Q;
+    make_wb(&Q, 0, 0, 0);
+    catch_params(&Q, &c);
+    EXPECT_TG_ERROR(&c, tg_adafactor_step(&o, &Q, 0.1f), "tg_adafactor_step: optimizer made for 1 parameters of 4 floats, there are 2 of 3");
+    tg_adafactor_free(&o);
+    EXPECT_TG_ERROR(&c, tg_adafactor_step(&o, &P, 0.1f), "tg_adafactor_step: optimizer has no state");
+    tg_adafactor_free(&o);
+    tg_params_free(&Q);
+    tg_params_free(&P);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgd_momentum_three_steps),
@@ -477,6 +646,9 @@ int main(void) {
         cmocka_unit_test(test_schedule_misuse),
         cmocka_unit_test(test_optim_misuse),
         cmocka_unit_test(test_loss_scale),
+        cmocka_unit_test(test_adafactor_reference),
+        cmocka_unit_test(test_adafactor_by_hand),
+        cmocka_unit_test(test_adafactor_misuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

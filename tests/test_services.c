@@ -26,7 +26,7 @@
 
 typedef struct {
     tg_params P;
-    tg_adamw adam;
+    tg_train_optim o;
     tg_rng data;
     tg_train_state st;
     tg_train_model m;
@@ -48,9 +48,10 @@ static void hand_init(hand *h, const char *dir, int on_nan) {
     h->c.on_nan = on_nan, h->c.debug_nan = 7;   /* step 7's gradient poisoned */
     snprintf(h->path, sizeof h->path, "%s/ck.st", dir);
     h->c.save = h->path;
-    tg_train_optim_init(&h->c, &h->P, &h->adam, NULL);
+    tg_train_optim_init(&h->c, &h->P, &h->o);
     tg_rng_seed(&h->data, 1, 2);
-    h->st = (tg_train_state){.P = &h->P, .adam = &h->adam, .data_rng = &h->data};
+    h->st = (tg_train_state){.P = &h->P, .data_rng = &h->data};
+    tg_train_optim_attach(&h->c, &h->o, &h->st);
     h->m = (tg_train_model){.P = &h->P};
     h->L = (tg_runlog){.fd = -1};
     tg_ctx_init(&h->ctx, 0);
@@ -58,7 +59,7 @@ static void hand_init(hand *h, const char *dir, int on_nan) {
 
 static void hand_free(hand *h) {
     tg_ctx_free(&h->ctx);
-    tg_adamw_free(&h->adam);
+    tg_train_optim_free(&h->c, &h->o);
     tg_params_free(&h->P);
     free(h->st.logged);
 }
@@ -83,7 +84,7 @@ static int hand_loop(hand *h, int *seen) {
         tg_tensor *w = tg_params_find(&h->P, "w"), *loss = tg_sum(&h->ctx, tg_mul(&h->ctx, w, w));
         run.loss = loss->data[0];
         if (step < h->c.steps)
-            run.update_failed = tg_train_update(&h->c, &h->P, &h->adam, NULL, &h->ctx, loss, step, NULL, &run.gnorm,
+            run.update_failed = tg_train_update(&h->c, &h->P, &h->o, &h->ctx, loss, step, NULL, &run.gnorm,
                                                 &run.lr);
         status = tg_services_after(svc, n, &run);
     }

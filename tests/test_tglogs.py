@@ -192,6 +192,104 @@ class Pairing(unittest.TestCase):
         self.assertIn("kernel", tglogs.brief(agg).splitlines()[0].split())
 
 
+class Fold(unittest.TestCase):
+    """0.24: a run whose W_q's initialisation was folded (qinit=fold) is labelled none+fold and judged
+    against sqrt like none; a none run is not paired with a none+fold run; old logs read qinit=default;
+    a sweep pairs it too; fold-table and fold-curves read the qk_mult columns."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def write(self, name, scale, base, qinit=None, mult=(1.0, 1.0), optim="adam"):
+        p = os.path.join(self.dir, name)
+        cols = ["step", "loss", "ent_mean", "nent_l0_h0", "nent_l0_h1", "maxlogit_l0", "qk_mult_l0", "qk_mult_l1"]
+        with open(p, "w") as f:
+            f.write((HEADER % (scale, 40)).replace("# optim=adam", "# optim=" + optim))
+            if qinit:
+                f.write("# qinit=%s\n# qinit_factor=0.353553391 (W_q's initialisation times 1/sqrt(d_head))\n" % qinit)
+            f.write("\t".join(cols) + "\n")
+            for s in range(0, 41, 5):
+                c = mult[0] + (mult[1] - mult[0]) * s / 40
+                f.write("%d\t%g\t0.5\t%g\t0.5\t3\t%g\t%g\n" % (s, base + 1.0 / (s + 1), 0.05 if base > 0.5 else 0.5,
+                                                               c, 3 * c))
+        return p
+
+    def test_fold_is_an_arm_judged_against_sqrt(self):
+        none = self.write("none.tsv", "none", 1.0)
+        fold = self.write("fold.tsv", "none", 0.1, "fold", (0.35, 0.5))
+        sqrt = self.write("sqrt.tsv", "sqrt", 0.1)
+        self.assertEqual(tglogs.Run(fold).scale, "none+fold")
+        self.assertEqual(tglogs.Run(none).header["qinit"], "default")   # a log without the key (before 0.24)
+        out = io.StringIO()
+        tglogs.summarize([fold, none, sqrt], out=out)
+        lines = out.getvalue().splitlines()
+        v = sorted(l for l in lines if " vs sqrt," in l)
+        self.assertEqual(len(v), 2, lines)
+        self.assertTrue(v[0].startswith("none vs sqrt") and ": failure reproduced;" in v[0], v[0])
+        self.assertTrue(v[1].startswith("none+fold vs sqrt") and "NOT reproduced" in v[1], v[1])
+        self.assertIn("none+fold", [l.split()[2] for l in lines[1:4]])
+        # the fold does not pair with a plain none run, nor does a folded sqrt run count as sqrt
+        sf = self.write("sqrtfold.tsv", "sqrt", 0.1, "fold")
+        out = io.StringIO()
+        tglogs.summarize([fold, sf], out=out)
+        self.assertIn("none+fold run fold: no sqrt run among the logs, no verdict", out.getvalue())
+        # textverdict says which none run a row is
+        t = tglogs.text_verdicts([fold, none, sqrt]).splitlines()
+        self.assertEqual(t[0].split()[:3], ["none", "run", "seed"])
+        self.assertEqual(sorted(l.split()[0] for l in t[1:3]), ["none", "none+fold"])
+
+    def test_sweep_pairs_the_fold(self):
+        d = os.path.join(self.dir, "sweep")
+        os.makedirs(os.path.join(d, "runs"))
+        with open(os.path.join(d, "manifest.tsv"), "w") as f:
+            f.write("a\t--scale none --seed 1\nb\t--scale sqrt --seed 1\nc\t--qinit fold --scale none --seed 1\n")
+        for rid, scale, base, q in (("a", "none", 1.0, None), ("b", "sqrt", 0.1, None), ("c", "none", 0.12, "fold")):
+            self.write(os.path.join("sweep", "runs", rid + ".tsv"), scale, base, q)
+            with open(os.path.join(d, "runs", rid + ".done"), "w") as f:
+                f.write("done\n")
+        path, _, _ = tglogs.collect(d)
+        head, rows = tglogs.read_tsv(path)
+        c = {n: i for i, n in enumerate(head)}
+        got = {r[c["id"]]: (r[c["scale"]], r[c["reproduced"]]) for r in rows}
+        self.assertEqual(got, {"a": ("none", "yes"), "b": ("sqrt", "-"), "c": ("none+fold", "no")})
+
+    def test_fold_table_and_curves(self):
+        paths = [self.write("none_s%d.tsv" % k, "none", 1.0, None, (1.0, 2.0)) for k in (1,)]
+        paths += [self.write("fold_s1.tsv", "none", 0.1, "fold", (0.35, 0.7)),
+                  self.write("sqrt_s1.tsv", "sqrt", 0.1, None, (0.35, 0.5)),
+                  self.write("fold_sgd.tsv", "none", 0.1, "fold", (0.1, 0.25), optim="sgd"),
+                  self.write("fold_af.tsv", "none", 0.1, "fold", (0.1, 0.4), optim="adafactor")]
+        rows = [l.split("  ") for l in tglogs.fold_table(paths).splitlines()]
+        rows = [[x.strip() for x in r if x.strip()] for r in rows]
+        head = rows[0]
+        byarm = {(r[1], r[2]): dict(zip(head, r)) for r in rows[1:]}
+        self.assertEqual(byarm[("adam", "none")]["verdict"], "fails 1/1")
+        self.assertEqual(byarm[("adam", "none+fold")]["verdict"], "like sqrt 1/1")
+        self.assertEqual(byarm[("adam", "sqrt")]["verdict"], "-")
+        self.assertEqual(byarm[("sgd", "none+fold")]["verdict"], "-")   # no sqrt run under SGD: no verdict
+        # c: the mean over layers (qk_mult_l1 is 3x l0), at the start, 10%, 50% and the end
+        self.assertEqual([byarm[("adam", "none+fold")][k] for k in ("c@0", "c@50%", "c@end")], ["0.7", "1.05", "1.4"])
+        self.assertEqual(byarm[("adam", "none")]["c@0"], "2")
+        # halfway from 1/sqrt(8) to 1 is 8^(-1/4) = 0.595: c = 0.7 + 0.7 s/40 is past it from step 0,
+        # c = 0.2 + 0.6 s/40 from step 30 (26.3 rounded up to a logged step), c = 0.2 + 0.3 s/40 never
+        self.assertEqual(byarm[("adam", "none+fold")]["c>=d^-1/4 at step"], "0")
+        self.assertEqual(byarm[("adafactor", "none+fold")]["c>=d^-1/4 at step"], "30")
+        self.assertEqual(byarm[("sgd", "none+fold")]["c>=d^-1/4 at step"], "never")
+        out = os.path.join(self.dir, "curves")
+        tglogs.fold_curves(paths, out)
+        with open(os.path.join(out, "hist-adam-none+fold.dat")) as f:
+            lines = f.read().splitlines()
+        self.assertEqual(lines[1].split("\t")[:2], ["0", "0.7"])
+        self.assertEqual(len(lines), 1 + 9)
+        old = os.path.join(self.dir, "old.tsv")
+        write_log(old, "none", [(0, 1, 0.5, 0.5, 0.5, 3), (40, 1, 0.5, 0.5, 0.5, 3)])
+        with self.assertRaises(tglogs.LogError) as e:
+            tglogs.fold_table([old])
+        self.assertIn("no qk_mult_l columns", str(e.exception))
+
 class Maps(unittest.TestCase):
     def test_top_key(self):
         # T = 4: rows 1..3; rows 1 and 2 look hardest at key 0 (BOS), row 3 at key 2

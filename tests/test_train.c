@@ -288,9 +288,8 @@ static void test_update_is_the_loop(void **s) {
     assert_int_equal(tg_train(&c, &tm, &res), 0);
     assert_int_equal(a.n, c.steps + 2);   /* the planning pass, the steps, the evaluation after the last */
     own_init(&b);
-    tg_adamw adam;
-    tg_sgd sgd;
-    tg_train_optim_init(&c, &b.m.P, &adam, &sgd);
+    tg_train_optim o;
+    tg_train_optim_init(&c, &b.m.P, &o);
     tg_rng rng;
     tg_rng_seed(&rng, c.data_seed, 0xda7a);   /* tg_train's data RNG (tg_train.h) */
     tg_ctx ctx;
@@ -300,14 +299,14 @@ static void test_update_is_the_loop(void **s) {
         own_batch(&b, &rng, step);
         tg_tensor *loss = tg_model_forward(&b.m, &ctx, b.x, b.y, b.B, 0);
         float gnorm, lr;
-        assert_int_equal(tg_train_update(&c, &b.m.P, &adam, &sgd, &ctx, loss, step, NULL, &gnorm, &lr), 0);
+        assert_int_equal(tg_train_update(&c, &b.m.P, &o, &ctx, loss, step, NULL, &gnorm, &lr), 0);
         if (loss->data[0] != a.loss[1 + step])
             fail_msg("step %d: own loop %.9g, tg_train %.9g", step, loss->data[0], a.loss[1 + step]);
     }
     for (size_t i = 0; i < b.m.P.numel; i++)
         if (a.m.P.data[i] != b.m.P.data[i]) fail_msg("parameter %zu differs after %d steps", i, c.steps);
     tg_ctx_free(&ctx);
-    tg_train_optim_free(&c, &adam, &sgd);
+    tg_train_optim_free(&c, &o);
     own_free(&a);
     own_free(&b);
 }

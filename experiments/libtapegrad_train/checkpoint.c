@@ -47,6 +47,11 @@ static char *dupf(const char *fmt, ...) {
     return p;
 }
 
+/* The optimizer of a state as a checkpoint's "optim" names it. */
+static const char *optim_name(const tg_train_state *s) {
+    return s->adam ? "adam" : s->adafactor ? "adafactor" : "sgd";
+}
+
 int tg_ckpt_save(const char *path, const tg_train_state *s, const tg_cli_opt *opts, int n_opts, char *err, size_t errlen) {
     const tg_params *P = s->P;
     int nt = 0, nm = 0;
@@ -69,6 +74,12 @@ int tg_ckpt_save(const char *path, const tg_train_state *s, const tg_cli_opt *op
     if (s->adam) {
         t[nt++] = (tg_st_tensor){.name = "optim.adam.m", .dtype = TG_ST_F32, .ndim = 1, .shape = {flat}, .data = s->adam->m};
         t[nt++] = (tg_st_tensor){.name = "optim.adam.v", .dtype = TG_ST_F32, .ndim = 1, .shape = {flat}, .data = s->adam->v};
+    } else if (s->adafactor) {
+        t[nt++] = (tg_st_tensor){.name = "optim.adafactor.v", .dtype = TG_ST_F32, .ndim = 1,
+                                 .shape = {(int64_t)s->adafactor->n_v}, .data = s->adafactor->v};
+        if (s->adafactor->m)
+            t[nt++] = (tg_st_tensor){.name = "optim.adafactor.m", .dtype = TG_ST_F32, .ndim = 1, .shape = {flat},
+                                     .data = s->adafactor->m};
     } else if (s->sgd && s->sgd->buf)
         t[nt++] = (tg_st_tensor){.name = "optim.sgd.buf", .dtype = TG_ST_F32, .ndim = 1, .shape = {flat}, .data = s->sgd->buf};
     t[nt++] = (tg_st_tensor){.name = "run.logged", .dtype = TG_ST_F64, .ndim = 2, .shape = {s->n_logged, 2},
@@ -85,8 +96,9 @@ int tg_ckpt_save(const char *path, const tg_train_state *s, const tg_cli_opt *op
     META("step", "%d", s->step);
     META("rng.data.state", "%" PRIu64, s->data_rng->state);
     META("rng.data.inc", "%" PRIu64, s->data_rng->inc);
-    META("optim", "%s", s->adam ? "adam" : "sgd");
+    META("optim", "%s", optim_name(s));
     if (s->adam) META("optim.adam.t", "%" PRId64, s->adam->t);
+    if (s->adafactor) META("optim.adafactor.t", "%" PRId64, s->adafactor->t);
     if (s->scaler) {   /* a power of two: its exponent, exactly */
         META("amp.loss_scale_log2", "%d", ilogbf(s->scaler->scale));
         META("amp.good", "%d", s->scaler->good);
@@ -252,7 +264,7 @@ static int check_settings(const tg_st_file *f, const tg_train_state *s, const tg
 }
 
 /* The checkpoint's numbers: its step, the data RNG, the optimizer's. */
-typedef struct { uint64_t step, state, inc, adam_t, ls_log2, ls_good, ls_skipped; } ckpt_scalars;
+typedef struct { uint64_t step, state, inc, adam_t, ls_log2, ls_good, ls_skipped; } ckpt_scalars;   /* adam_t: Adafactor's t too */
 
 static int read_scalars(const tg_st_file *f, const tg_train_state *s, ckpt_scalars *c, char *err, size_t errlen) {
     const tg_params *P = s->P;
@@ -265,11 +277,13 @@ static int read_scalars(const tg_st_file *f, const tg_train_state *s, ckpt_scala
         return tg_errf(err, errlen, "metadata 'n_params' is %.30s, the model has %zu", tg_st_meta(f, "n_params") ?
                     tg_st_meta(f, "n_params") : "(none)", P->numel);
     const char *optim = tg_st_meta(f, "optim");
-    if (!optim || strcmp(optim, s->adam ? "adam" : "sgd") != 0)
+    if (!optim || strcmp(optim, optim_name(s)) != 0)
         return tg_errf(err, errlen, "metadata 'optim' is '%.20s', this run uses %s", optim ? optim : "(none)",
-                    s->adam ? "adam" : "sgd");
+                    optim_name(s));
     if (s->adam && (parse_u64(tg_st_meta(f, "optim.adam.t"), &adam_t) || adam_t > step))
         return tg_errf(err, errlen, "metadata 'optim.adam.t' is missing or above the step %" PRIu64, step);
+    if (s->adafactor && (parse_u64(tg_st_meta(f, "optim.adafactor.t"), &adam_t) || adam_t > step))
+        return tg_errf(err, errlen, "metadata 'optim.adafactor.t' is missing or above the step %" PRIu64, step);
     uint64_t ls_log2 = 0, ls_good = 0, ls_skipped = 0;
     if (s->scaler && (parse_u64(tg_st_meta(f, "amp.loss_scale_log2"), &ls_log2) || ls_log2 > 100 ||
                       parse_u64(tg_st_meta(f, "amp.good"), &ls_good) || ls_good >= (uint64_t)s->scaler->interval ||
@@ -282,7 +296,7 @@ static int read_scalars(const tg_st_file *f, const tg_train_state *s, ckpt_scala
 }
 
 /* The tensors: every one the state needs, with its dtype and shape, and no other. */
-typedef struct { const tg_st_entry *m, *v, *buf, *lg; } ckpt_tensors;
+typedef struct { const tg_st_entry *m, *v, *buf, *lg, *af_v, *af_m; } ckpt_tensors;
 
 static int check_tensors(const tg_st_file *f, tg_train_state *s, uint64_t step, ckpt_tensors *t, char *err,
                          size_t errlen) {
@@ -297,11 +311,22 @@ static int check_tensors(const tg_st_file *f, tg_train_state *s, uint64_t step, 
         used++;
     }
     int64_t flat = (int64_t)P->numel;
-    const tg_st_entry *m = NULL, *v = NULL, *buf = NULL;
+    const tg_st_entry *m = NULL, *v = NULL, *buf = NULL, *af_v = NULL, *af_m = NULL;
     if (s->adam) {
         if (!(m = need(f, "optim.adam.m", TG_ST_F32, 1, &flat, err, errlen)) || check_values(m, 0, err, errlen)) return -1;
         if (!(v = need(f, "optim.adam.v", TG_ST_F32, 1, &flat, err, errlen)) || check_values(v, 1, err, errlen)) return -1;
         used += 2;
+    } else if (s->adafactor) {
+        int64_t nv = (int64_t)s->adafactor->n_v;
+        if (!(af_v = need(f, "optim.adafactor.v", TG_ST_F32, 1, &nv, err, errlen)) || check_values(af_v, 1, err, errlen))
+            return -1;
+        used++;
+        if (s->adafactor->m) {
+            if (!(af_m = need(f, "optim.adafactor.m", TG_ST_F32, 1, &flat, err, errlen)) ||
+                check_values(af_m, 0, err, errlen))
+                return -1;
+            used++;
+        }
     } else if (s->sgd->buf) {
         if (!(buf = need(f, "optim.sgd.buf", TG_ST_F32, 1, &flat, err, errlen)) || check_values(buf, 0, err, errlen))
             return -1;
@@ -317,12 +342,13 @@ static int check_tensors(const tg_st_file *f, tg_train_state *s, uint64_t step, 
             const char *name = f->t[i].name;
             int known = tg_params_find(P, name) || strcmp(name, "run.logged") == 0 ||
                         (m && (strcmp(name, "optim.adam.m") == 0 || strcmp(name, "optim.adam.v") == 0)) ||
-                        (buf && strcmp(name, "optim.sgd.buf") == 0);
+                        (buf && strcmp(name, "optim.sgd.buf") == 0) ||
+                        (af_v && strcmp(name, "optim.adafactor.v") == 0) || (af_m && strcmp(name, "optim.adafactor.m") == 0);
             if (!known) return tg_errf(err, errlen, "tensor '%s' is not part of this run's state", name);
         }
     if (tg_train_state_reserve(s, (int)lg->shape[0])) return tg_errf(err, errlen, "out of memory");
 
-    *t = (ckpt_tensors){m, v, buf, lg};
+    *t = (ckpt_tensors){m, v, buf, lg, af_v, af_m};
     return 0;
 }
 
@@ -356,6 +382,11 @@ static int load_parsed(const tg_st_file *f, tg_train_state *s, const tg_cli_opt 
         s->adam->t = (int64_t)adam_t;
     }
     if (buf) tg_st_get_f32(buf, s->sgd->buf);
+    if (t.af_v) {
+        tg_st_get_f32(t.af_v, s->adafactor->v);
+        if (t.af_m) tg_st_get_f32(t.af_m, s->adafactor->m);
+        s->adafactor->t = (int64_t)adam_t;
+    }
     tg_st_get_f64(lg, s->logged);
     s->n_logged = (int)lg->shape[0];
     s->data_rng->state = state;

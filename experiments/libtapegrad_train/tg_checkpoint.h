@@ -4,7 +4,8 @@
  * What a checkpoint at step s holds: the parameters after s updates (one
  * tensor per parameter, by name), the optimizer state (AdamW: "optim.adam.m",
  * "optim.adam.v" flat in parameter order, the step counter in metadata; SGD:
- * "optim.sgd.buf" when momentum > 0), the data RNG ready to draw batch s, the
+ * "optim.sgd.buf" when momentum > 0; Adafactor: "optim.adafactor.v", its factored second
+ * moments, and "optim.adafactor.m" when β1 > 0), the data RNG ready to draw batch s, the
  * (loss, mean entropy) of every logged row before s ("run.logged", F64 [n, 2],
  * for the run's summary), and in "__metadata__" the step, the RNG state, and
  * every flag's value as "config.<flag>" (paths left out) and every setting's
@@ -36,7 +37,7 @@ typedef struct tg_setting {
 
 typedef struct {
     tg_params *P;             /* the parameters (the toy model's: &model.P) */
-    tg_adamw *adam;           /* exactly one of adam and sgd is set */
+    tg_adamw *adam;           /* exactly one of adam, sgd and adafactor is set */
     tg_sgd *sgd;
     tg_rng *data_rng;
     int step;                 /* updates done: the next step to run */
@@ -46,6 +47,7 @@ typedef struct {
     int n_settings;
     const char *const *added;     /* flags added after runs were recorded (tg_cli_added_value; may be NULL) */
     tg_loss_scale *scaler;        /* since 0.22: an fp16 run's loss scale (saved as amp.*), else NULL */
+    tg_adafactor *adafactor;      /* since 0.24: "optim.adafactor.v" (and ".m" when β1 > 0), the step in metadata */
 } tg_train_state;
 
 /* Room for `rows` logged rows; returns 0, or -1 when out of memory. */

@@ -16,8 +16,8 @@
  * runs one forward and backward on a batch drawn from a copy of the RNG, so
  * that every matrix product is planned before the header names the plan); m.forward builds the loss on a context the loop resets; then, but
  * for the last step (an evaluation after the last update), backward, global
- * grad-norm clipping, the warm-up + cosine learning rate and an AdamW or SGD
- * update. Step s is logged when s % log_every == 0 and at the last step; a
+ * grad-norm clipping, the warm-up + cosine learning rate and an AdamW, SGD or
+ * Adafactor update. Step s is logged when s % log_every == 0 and at the last step; a
  * checkpoint at step s holds the state after s updates (tg_checkpoint.h).
  *
  * The log (docs/logs.md): '#' lines "tapegrad PROG", every flag of opts
@@ -74,7 +74,7 @@ enum {
     TG_EXIT_SIGNAL = 128     /* + n: stopped by signal n (SIGINT, SIGTERM, SIGHUP), checkpoint written */
 };
 
-enum { TG_OPTIM_ADAM, TG_OPTIM_SGD };
+enum { TG_OPTIM_ADAM, TG_OPTIM_SGD, TG_OPTIM_ADAFACTOR };   /* ADAFACTOR since 0.24 */
 enum { TG_ONNAN_STOP, TG_ONNAN_SKIP };
 
 typedef struct tg_train_model {
@@ -113,7 +113,7 @@ typedef struct tg_train_cfg {
     const char *prog;          /* messages start with "PROG: "; the header names it */
     int steps, warmup, log_every, save_every, stop_at;
     float lr, lr_min, clip;    /* peak and final learning rate; clip 0: none */
-    int optim;                 /* TG_OPTIM_ADAM or TG_OPTIM_SGD */
+    int optim;                 /* TG_OPTIM_ADAM, TG_OPTIM_SGD or TG_OPTIM_ADAFACTOR (its rate: lr as ρ) */
     float beta1, beta2, eps;   /* AdamW's (defaults 0.9, 0.95, 1e-8) */
     float momentum, weight_decay;
     uint64_t data_seed;        /* the data RNG: PCG32 (data_seed, 0xda7a) */
@@ -154,6 +154,9 @@ typedef struct tg_train_cfg {
      * run's context): TG_FP32 (0, the default), TG_BF16, or TG_FP16 with a dynamic loss scale
      * (tg_loss_scale: checkpointed; the log's loss_scale and overflow_skips columns). */
     int precision;
+    /* Since 0.24: Adafactor's β1 (0, T5's and the default: no first moment kept); its other constants
+     * are T5's (tg_optim.h) */
+    float adafactor_beta1;
 } tg_train_cfg;
 #define TG_TRAIN_MAX_SERVICES 16
 
@@ -181,29 +184,39 @@ void tg_train_defaults(tg_train_cfg *c, const char *prog);
 int tg_train_cfg_check(const tg_train_cfg *c, char *err, size_t errlen);
 /* The step, for a loop of your own (KANN's kann_train_fnn1, llm.c's inline loop): tg_train is
  * this function with the checkpoints, log, locks, signals and NaN guard around it.
- *   tg_adamw adam; tg_sgd sgd;
- *   tg_train_optim_init(&c, &P, &adam, &sgd);                  (the optimizer c names)
+ *   tg_train_optim o;
+ *   tg_train_optim_init(&c, &P, &o);                           (the optimizer c names)
  *   for (int step = 0; step < c.steps; step++) {
  *       tg_ctx_reset(&ctx);
  *       tg_tensor *loss = my_forward(&ctx, ...);
  *       float gnorm, lr;
- *       if (tg_train_update(&c, &P, &adam, &sgd, &ctx, loss, step, NULL, &gnorm, &lr)) ...   (non-finite)
+ *       if (tg_train_update(&c, &P, &o, &ctx, loss, step, NULL, &gnorm, &lr)) ...   (non-finite)
  *   }
- *   tg_train_optim_free(&c, &adam, &sgd);
+ *   tg_train_optim_free(&c, &o);
  * tg_train_update: zero the grads, backward, global grad-norm clipping (c->clip), the rate of step
- * (warm-up + cosine of c), and the update of the optimizer c names (adam or sgd; the other may be
- * NULL). *gnorm and *lr say what was used. Returns 0, or 1 when the gradient norm is not finite:
- * nothing updated, *lr = 0. prof: NULL, or a profile to mark the phases in.
+ * (warm-up + cosine of c), and the update of the optimizer c names. *gnorm and *lr say what was
+ * used. Returns 0, or 1 when the gradient norm is not finite: nothing updated, *lr = 0. prof:
+ * NULL, or a profile to mark the phases in.
  * tg_train_update_scaled (since 0.22), for fp16: the backward seeded with ls->scale, the grads
  * unscaled (tg_loss_scale_unscale) before clipping; returns 2 when they overflowed: nothing
  * updated, *lr = 0, the scale halved (a step fp16 training skips by design, not a failure). ls
- * NULL: tg_train_update. */
-void tg_train_optim_init(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd);
-void tg_train_optim_free(const tg_train_cfg *c, tg_adamw *adam, tg_sgd *sgd);
-int tg_train_update(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd, tg_ctx *ctx, tg_tensor *loss,
-                    int step, tg_profile *prof, float *gnorm, float *lr);
-int tg_train_update_scaled(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd, tg_loss_scale *ls,
-                           tg_ctx *ctx, tg_tensor *loss, int step, tg_profile *prof, float *gnorm, float *lr);
+ * NULL: tg_train_update.
+ * tg_train_optim_attach: points st's adam, sgd or adafactor at o's (the one c names; the others
+ * NULL), for a checkpoint (tg_checkpoint.h).
+ * Since 0.24 the optimizer is one tg_train_optim; until 0.23 a tg_adamw and a tg_sgd were passed
+ * apart (tg_train_optim_init(&c, &P, &adam, &sgd)): o.adam and o.sgd are those. */
+typedef struct tg_train_optim {
+    tg_adamw adam;
+    tg_sgd sgd;
+    tg_adafactor adafactor;
+} tg_train_optim;
+void tg_train_optim_init(const tg_train_cfg *c, tg_params *P, tg_train_optim *o);
+void tg_train_optim_free(const tg_train_cfg *c, tg_train_optim *o);
+void tg_train_optim_attach(const tg_train_cfg *c, tg_train_optim *o, tg_train_state *st);
+int tg_train_update(const tg_train_cfg *c, tg_params *P, tg_train_optim *o, tg_ctx *ctx, tg_tensor *loss, int step,
+                    tg_profile *prof, float *gnorm, float *lr);
+int tg_train_update_scaled(const tg_train_cfg *c, tg_params *P, tg_train_optim *o, tg_loss_scale *ls, tg_ctx *ctx,
+                           tg_tensor *loss, int step, tg_profile *prof, float *gnorm, float *lr);
 
 /* The parameters of the checkpoint c->resume into P (declared and allocated as
  * for training), checked against c's settings as a resume is; the optimizer

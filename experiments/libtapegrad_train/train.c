@@ -40,7 +40,10 @@ int tg_train_cfg_check(const tg_train_cfg *c, char *err, size_t errlen) {
     if (!(c->lr > 0 && isfinite(c->lr))) BAD("tg_train_cfg: lr %g must be finite and > 0", c->lr);
     if (!(c->lr_min >= 0 && c->lr_min <= c->lr)) BAD("tg_train_cfg: lr_min %g is outside 0..lr (%g)", c->lr_min, c->lr);
     if (!(c->clip >= 0 && isfinite(c->clip))) BAD("tg_train_cfg: clip %g must be finite and >= 0 (0: none)", c->clip);
-    if (c->optim != TG_OPTIM_ADAM && c->optim != TG_OPTIM_SGD) BAD("tg_train_cfg: optim %d is not TG_OPTIM_ADAM or TG_OPTIM_SGD", c->optim);
+    if (c->optim != TG_OPTIM_ADAM && c->optim != TG_OPTIM_SGD && c->optim != TG_OPTIM_ADAFACTOR)
+        BAD("tg_train_cfg: optim %d is not TG_OPTIM_ADAM, TG_OPTIM_SGD or TG_OPTIM_ADAFACTOR", c->optim);
+    if (!(c->adafactor_beta1 >= 0 && c->adafactor_beta1 < 1))
+        BAD("tg_train_cfg: Adafactor's beta1 %g must be in [0, 1)", c->adafactor_beta1);
     if (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1))
         BAD("tg_train_cfg: AdamW's betas %g, %g must be in [0, 1)", c->beta1, c->beta2);
     if (!(c->eps > 0 && isfinite(c->eps))) BAD("tg_train_cfg: AdamW's eps %g must be finite and > 0", c->eps);
@@ -181,23 +184,21 @@ typedef struct {
     float lv, gnorm, lr;
 } step_job;
 
+static int update(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd, tg_adafactor *af, tg_loss_scale *ls,
+                  tg_ctx *ctx, tg_tensor *loss, int step, tg_profile *prof, float *gnorm, float *lr);
+
 static void step_pass(tg_ctx *ctx, void *u) {
     step_job *j = u;
     tg_tensor *loss = j->m->forward(ctx, j->m->user, j->logging);
     if (j->prof) tg_profile_phase(j->prof, "forward (not in ops)");
     j->lv = loss->data[0];
     if (isfinite(j->lv) && j->step < j->c->steps)   /* the last row is an evaluation after the last update */
-        j->update_failed = tg_train_update_scaled(j->c, j->m->P, j->st->adam, j->st->sgd, j->st->scaler, ctx, loss,
-                                                  j->step, j->prof, &j->gnorm, &j->lr) == 1;   /* 2: the scaler's skip */
+        j->update_failed = update(j->c, j->m->P, j->st->adam, j->st->sgd, j->st->adafactor, j->st->scaler, ctx, loss,
+                                  j->step, j->prof, &j->gnorm, &j->lr) == 1;   /* 2: the scaler's skip */
 }
 
-int tg_train_update(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd, tg_ctx *ctx, tg_tensor *loss,
-                    int step, tg_profile *prof, float *gnorm, float *lr) {
-    return tg_train_update_scaled(c, P, adam, sgd, NULL, ctx, loss, step, prof, gnorm, lr);
-}
-
-int tg_train_update_scaled(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd, tg_loss_scale *ls,
-                           tg_ctx *ctx, tg_tensor *loss, int step, tg_profile *prof, float *gnorm, float *lr) {
+static int update(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd, tg_adafactor *af, tg_loss_scale *ls,
+                  tg_ctx *ctx, tg_tensor *loss, int step, tg_profile *prof, float *gnorm, float *lr) {
     tg_params_zero_grad(P);
     if (prof) tg_profile_phase(prof, "zero_grad");
     if (ls) {
@@ -220,9 +221,20 @@ int tg_train_update_scaled(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, 
         return 1;
     }
     if (c->optim == TG_OPTIM_ADAM) tg_adamw_step(adam, P, *lr);
+    else if (c->optim == TG_OPTIM_ADAFACTOR) tg_adafactor_step(af, P, *lr);
     else tg_sgd_step(sgd, P, *lr);
     if (prof) tg_profile_phase(prof, "optimizer");
     return 0;
+}
+
+int tg_train_update(const tg_train_cfg *c, tg_params *P, tg_train_optim *o, tg_ctx *ctx, tg_tensor *loss, int step,
+                    tg_profile *prof, float *gnorm, float *lr) {
+    return update(c, P, &o->adam, &o->sgd, &o->adafactor, NULL, ctx, loss, step, prof, gnorm, lr);
+}
+
+int tg_train_update_scaled(const tg_train_cfg *c, tg_params *P, tg_train_optim *o, tg_loss_scale *ls, tg_ctx *ctx,
+                           tg_tensor *loss, int step, tg_profile *prof, float *gnorm, float *lr) {
+    return update(c, P, &o->adam, &o->sgd, &o->adafactor, ls, ctx, loss, step, prof, gnorm, lr);
 }
 
 /* The step itself, after the services' before hooks: the batch, the forward,
@@ -296,34 +308,41 @@ static int loop(tg_ctx *ctx, const tg_train_cfg *c, tg_train_model *m, tg_train_
     return status;
 }
 
-void tg_train_optim_init(const tg_train_cfg *c, tg_params *P, tg_adamw *adam, tg_sgd *sgd) {
-    if (c->optim == TG_OPTIM_ADAM) tg_adamw_init(adam, P, c->beta1, c->beta2, c->eps, c->weight_decay);
-    else tg_sgd_init(sgd, P, c->momentum, c->weight_decay);
+void tg_train_optim_init(const tg_train_cfg *c, tg_params *P, tg_train_optim *o) {
+    memset(o, 0, sizeof *o);
+    if (c->optim == TG_OPTIM_ADAM) tg_adamw_init(&o->adam, P, c->beta1, c->beta2, c->eps, c->weight_decay);
+    else if (c->optim == TG_OPTIM_ADAFACTOR) tg_adafactor_init(&o->adafactor, P, c->adafactor_beta1, c->weight_decay);
+    else tg_sgd_init(&o->sgd, P, c->momentum, c->weight_decay);
 }
 
-void tg_train_optim_free(const tg_train_cfg *c, tg_adamw *adam, tg_sgd *sgd) {
-    if (c->optim == TG_OPTIM_ADAM) tg_adamw_free(adam);
-    else tg_sgd_free(sgd);
+void tg_train_optim_free(const tg_train_cfg *c, tg_train_optim *o) {
+    if (c->optim == TG_OPTIM_ADAM) tg_adamw_free(&o->adam);
+    else if (c->optim == TG_OPTIM_ADAFACTOR) tg_adafactor_free(&o->adafactor);
+    else tg_sgd_free(&o->sgd);
+}
+
+void tg_train_optim_attach(const tg_train_cfg *c, tg_train_optim *o, tg_train_state *st) {
+    st->adam = c->optim == TG_OPTIM_ADAM ? &o->adam : NULL;
+    st->sgd = c->optim == TG_OPTIM_SGD ? &o->sgd : NULL;
+    st->adafactor = c->optim == TG_OPTIM_ADAFACTOR ? &o->adafactor : NULL;
 }
 
 
 
 
 int tg_train_load_params(const tg_train_cfg *c, tg_params *P, char *err, size_t errlen) {
-    tg_adamw adam;
-    tg_sgd sgd;
-    tg_train_optim_init(c, P, &adam, &sgd);
+    tg_train_optim o;
+    tg_train_optim_init(c, P, &o);
     tg_rng data;
     tg_loss_scale ls;
     tg_loss_scale_init(&ls);
-    tg_train_state st = {.P = P, .adam = c->optim == TG_OPTIM_ADAM ? &adam : NULL,
-                         .sgd = c->optim == TG_OPTIM_SGD ? &sgd : NULL, .data_rng = &data,
-                         .settings = c->settings, .n_settings = c->n_settings, .added = c->added,
-                         .scaler = c->precision == TG_FP16 ? &ls : NULL};
+    tg_train_state st = {.P = P, .data_rng = &data, .settings = c->settings, .n_settings = c->n_settings,
+                         .added = c->added, .scaler = c->precision == TG_FP16 ? &ls : NULL};
+    tg_train_optim_attach(c, &o, &st);
     char changed[512];
     int rc = tg_ckpt_load(c->resume, &st, c->opts, c->n_opts, c->may_differ, changed, sizeof changed, err, errlen);
     tg_train_state_free_logged(&st);
-    tg_train_optim_free(c, &adam, &sgd);
+    tg_train_optim_free(c, &o);
     return rc;
 }
 
@@ -455,12 +474,11 @@ int tg_train(const tg_train_cfg *c, tg_train_model *m, tg_train_result *r) {
     }
     tg_rng data_rng;
     tg_rng_seed(&data_rng, c->data_seed, 0xda7a);
-    tg_adamw adam;
-    tg_sgd sgd;
-    tg_train_optim_init(c, m->P, &adam, &sgd);
-    tg_train_state st = {.P = m->P, .adam = c->optim == TG_OPTIM_ADAM ? &adam : NULL,
-                         .sgd = c->optim == TG_OPTIM_SGD ? &sgd : NULL, .data_rng = &data_rng,
-                         .settings = c->settings, .n_settings = c->n_settings, .added = c->added};
+    tg_train_optim o;
+    tg_train_optim_init(c, m->P, &o);
+    tg_train_state st = {.P = m->P, .data_rng = &data_rng, .settings = c->settings, .n_settings = c->n_settings,
+                         .added = c->added};
+    tg_train_optim_attach(c, &o, &st);
     tg_loss_scale ls;
     tg_loss_scale_init(&ls);
     if (c->precision == TG_FP16) st.scaler = &ls;
@@ -509,7 +527,7 @@ done:
     tg_guard_restore();
     free(hdr);
     tg_train_state_free_logged(&st);
-    tg_train_optim_free(c, &adam, &sgd);
+    tg_train_optim_free(c, &o);
     return status;
 }
 

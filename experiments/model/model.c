@@ -17,6 +17,7 @@ const char *const tg_learned_init_names[] = {"sqrt", "none", NULL};
 const char *const tg_learned_param_names[] = {"linear", "log", NULL};
 const char *const tg_init_names[] = {"fanin", "gpt2", "lm", NULL};
 const char *const tg_bias_names[] = {"none", "table", NULL};
+const char *const tg_qinit_names[] = {"default", "fold", NULL};
 
 /* A parameter of layer l (or of the model, l < 0); weight decay applies when
  * `decayed` (the matrices and embeddings). */
@@ -159,7 +160,8 @@ void tg_model_free(tg_model *m) {
 }
 
 int tg_model_qinit_fold(const tg_model_cfg *c) {
-    return c->attn_kernel && (tg_attn_kernel_conventions(c->attn_kernel) & TG_ATTN_C_SCALE_FOLDED);
+    return c->qinit == TG_QINIT_FOLD ||
+           (c->attn_kernel && (tg_attn_kernel_conventions(c->attn_kernel) & TG_ATTN_C_SCALE_FOLDED));
 }
 
 tg_attn_args tg_model_attn_args(tg_model *m, int l, tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_tensor *hs) {

@@ -48,6 +48,9 @@ extern const char *const tg_scale_names[];
 enum { TG_INIT_FANIN, TG_INIT_GPT2, TG_INIT_LM };   /* tg_init_names: fanin, gpt2, lm (model.c) */
 extern const char *const tg_init_names[];
 enum { TG_BIAS_NONE, TG_BIAS_TABLE };
+/* W_q's initialisation: the init's own, or times 1/√dh (the scale folded into it, T5's way) */
+enum { TG_QINIT_DEFAULT, TG_QINIT_FOLD };
+extern const char *const tg_qinit_names[];
 extern const char *const tg_bias_names[];
 /* where a learned scale starts: s_h = 1 (the 1/√dh of sqrt) or s_h = √dh (the unscaled kernel) */
 enum { TG_LEARNED_FROM_SQRT, TG_LEARNED_FROM_NONE };
@@ -75,10 +78,12 @@ typedef struct {
     int bias, alibi, sinks;      /* TG_BIAS_*, 0/1, 0/1 */
     float softcap;               /* 0: none */
     float attn_dropout;          /* in [0, 1) */
+    int qinit;                   /* TG_QINIT_DEFAULT, or TG_QINIT_FOLD: W_q's initialisation times 1/√dh (0.24) */
 } tg_model_cfg;
 
-/* 1 when W_q's initialisation is multiplied by 1/√dh, the scale folded into it as T5 does: the
- * model's kernel declares scale_folded (0.21), derived from the config, never set apart from it. */
+/* 1 when W_q's initialisation is multiplied by 1/√dh, the scale folded into it as T5 does: asked
+ * for (qinit = TG_QINIT_FOLD, 0.24), or the model's kernel declares scale_folded (0.21). Once, not
+ * twice, when both. Derived from the config, never set apart from it. */
 int tg_model_qinit_fold(const tg_model_cfg *c);
 
 typedef struct {

@@ -28,10 +28,11 @@ typedef struct {
     tg_model m;
     tg_adamw adam;
     tg_sgd sgd;
+    tg_adafactor af;
     tg_rng rng;
     tg_train_state st;
 } tiny_run;
-static tiny_run runs[2];   /* adam, sgd */
+static tiny_run runs[3];   /* adam, sgd, adafactor */
 
 static void setup(tiny_run *r, const char *optim) {
     char err[256], *argv[sizeof tiny_args / sizeof *tiny_args + 2];
@@ -49,6 +50,9 @@ static void setup(tiny_run *r, const char *optim) {
     if (r->cfg.optim == OPT_ADAM) {
         tg_adamw_init(&r->adam, &r->m.P, 0.9f, 0.95f, 1e-8f, 0);
         r->st.adam = &r->adam;
+    } else if (r->cfg.optim == OPT_ADAFACTOR) {
+        tg_adafactor_init(&r->af, &r->m.P, 0.0f, 0);
+        r->st.adafactor = &r->af;
     } else {
         tg_sgd_init(&r->sgd, &r->m.P, r->cfg.momentum, 0);
         r->st.sgd = &r->sgd;
@@ -96,7 +100,7 @@ static void one(const uint8_t *data, size_t size) {
         tg_st_meta(&f, "format");
         tg_st_free(&f);
     }
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         tg_ckpt_load_bytes(data, size, &runs[i].st, runs[i].opts, runs[i].nopt, attn_run_options, changed, sizeof changed,
                         err, sizeof err);
 }
@@ -106,6 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!runs[0].nopt) {
         setup(&runs[0], "adam");
         setup(&runs[1], "sgd");
+        setup(&runs[2], "adafactor");
     }
     one(data, size);
     uint8_t *fixed = with_checksum(data, size);
