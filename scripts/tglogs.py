@@ -982,7 +982,9 @@ def row_at(log, frac):
 
 def fold_runs(paths):
     """{(task, optim, arm): [Run, ...]} and the verdict pairs of every none and none+fold run."""
-    runs, _ = load_runs(paths)
+    runs, bad = load_runs(paths)
+    if bad:   # each named on stderr: a table of the readable rest would hide them
+        raise LogError("fold: %d log(s) could not be read (above)" % (len(paths) - len(runs)))
     for r in runs:
         if not r.log.names("qk_mult_l"):
             raise LogError("%s: no qk_mult_l columns (a log of attn_scale 0.24 or later)" % r.path)

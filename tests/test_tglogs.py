@@ -289,6 +289,12 @@ class Fold(unittest.TestCase):
         with self.assertRaises(tglogs.LogError) as e:
             tglogs.fold_table([old])
         self.assertIn("no qk_mult_l columns", str(e.exception))
+        bad = os.path.join(self.dir, "bad.tsv")
+        with open(bad, "w") as f:
+            f.write("# task=hist\nstep\tloss\n0\tx\n")
+        with self.assertRaises(tglogs.LogError) as e:
+            tglogs.fold_table(paths + [bad])
+        self.assertIn("1 log(s) could not be read", str(e.exception))
 
 class Maps(unittest.TestCase):
     def test_top_key(self):
