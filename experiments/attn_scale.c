@@ -53,8 +53,9 @@ typedef struct {
     int eval_ready;
     double val_loss;          /* at the row being logged; NaN when not evaluated there */
     int noted;                /* a failed measurement was reported */
-    double *wq_std0, *wk0;    /* per layer: ‖W_q‖ of the unfolded initialisation, ‖W_k‖ at the start (qk_growth) */
-    double *wq_now, *wk_now;  /* per layer: their norms at the logged step's forward, before its update */
+    /* per layer, slices of one allocation (wq_std0 owns it): ‖W_q‖ of the unfolded initialisation and ‖W_k‖ at the
+     * start (growth_start), their norms at the logged step's forward, before its update */
+    double *wq_std0, *wk0, *wq_now, *wk_now;
 } run;
 
 static void batch(void *u, tg_rng *rng, int step) {
@@ -358,9 +359,6 @@ static void run_free(run *r, tg_corpus *corpus, tg_kernel *K) {
     free(r->tokens);
     free(r->targets);
     free(r->wq_std0);
-    free(r->wk0);
-    free(r->wq_now);
-    free(r->wk_now);
     tg_model_free(&r->m);
     tg_kernel_close(K);
 }
@@ -497,14 +495,11 @@ int main(int argc, char **argv) {
     run r = {.c = &c, .opts = opts, .n_opts = nopt, .kernel = &K,
              .corpus = c.task == TG_TASK_CODE ? &corpus : NULL, .val_loss = NAN};
     tg_model_init(&r.m, &mc, (uint64_t)c.seed);
-    r.wq_std0 = calloc((size_t)mc.layers, sizeof(double));
-    r.wk0 = calloc((size_t)mc.layers, sizeof(double));
-    r.wq_now = calloc((size_t)mc.layers, sizeof(double));
-    r.wk_now = calloc((size_t)mc.layers, sizeof(double));
-    if (!r.wq_std0 || !r.wk0 || !r.wq_now || !r.wk_now) {
+    if (!(r.wq_std0 = calloc(4 * (size_t)mc.layers, sizeof(double)))) {
         fprintf(stderr, "attn_scale: out of memory\n");
         return 1;
     }
+    r.wk0 = r.wq_std0 + mc.layers, r.wq_now = r.wk0 + mc.layers, r.wk_now = r.wq_now + mc.layers;
     growth_start(&r);   /* before a resume loads its weights: the start is the seed's */
     r.tc = attn_cfg_task(&c);
     r.refs = tg_task_reference(&r.tc);

@@ -264,11 +264,11 @@ static int check_settings(const tg_st_file *f, const tg_train_state *s, const tg
 }
 
 /* The checkpoint's numbers: its step, the data RNG, the optimizer's. */
-typedef struct { uint64_t step, state, inc, adam_t, ls_log2, ls_good, ls_skipped; } ckpt_scalars;   /* adam_t: Adafactor's t too */
+typedef struct { uint64_t step, state, inc, optim_t, ls_log2, ls_good, ls_skipped; } ckpt_scalars;   /* optim_t: AdamW's or Adafactor's step count */
 
 static int read_scalars(const tg_st_file *f, const tg_train_state *s, ckpt_scalars *c, char *err, size_t errlen) {
     const tg_params *P = s->P;
-    uint64_t step, state, inc, n_params, adam_t = 0;
+    uint64_t step, state, inc, n_params, optim_t = 0;
     if (parse_u64(tg_st_meta(f, "step"), &step) || step > 2147483647u)
         return tg_errf(err, errlen, "metadata 'step' is missing or not a step number");
     if (parse_u64(tg_st_meta(f, "rng.data.state"), &state) || parse_u64(tg_st_meta(f, "rng.data.inc"), &inc) || !(inc & 1))
@@ -280,9 +280,9 @@ static int read_scalars(const tg_st_file *f, const tg_train_state *s, ckpt_scala
     if (!optim || strcmp(optim, optim_name(s)) != 0)
         return tg_errf(err, errlen, "metadata 'optim' is '%.20s', this run uses %s", optim ? optim : "(none)",
                     optim_name(s));
-    if (s->adam && (parse_u64(tg_st_meta(f, "optim.adam.t"), &adam_t) || adam_t > step))
+    if (s->adam && (parse_u64(tg_st_meta(f, "optim.adam.t"), &optim_t) || optim_t > step))
         return tg_errf(err, errlen, "metadata 'optim.adam.t' is missing or above the step %" PRIu64, step);
-    if (s->adafactor && (parse_u64(tg_st_meta(f, "optim.adafactor.t"), &adam_t) || adam_t > step))
+    if (s->adafactor && (parse_u64(tg_st_meta(f, "optim.adafactor.t"), &optim_t) || optim_t > step))
         return tg_errf(err, errlen, "metadata 'optim.adafactor.t' is missing or above the step %" PRIu64, step);
     uint64_t ls_log2 = 0, ls_good = 0, ls_skipped = 0;
     if (s->scaler && (parse_u64(tg_st_meta(f, "amp.loss_scale_log2"), &ls_log2) || ls_log2 > 100 ||
@@ -291,7 +291,7 @@ static int read_scalars(const tg_st_file *f, const tg_train_state *s, ckpt_scala
         return tg_errf(err, errlen, "metadata 'amp.loss_scale_log2'/'amp.good'/'amp.skipped' missing or out of range "
                        "(an fp16 run's loss scale: exponent 0..100, good steps below %d, skips at most the step)",
                        s->scaler->interval);
-    *c = (ckpt_scalars){step, state, inc, adam_t, ls_log2, ls_good, ls_skipped};
+    *c = (ckpt_scalars){step, state, inc, optim_t, ls_log2, ls_good, ls_skipped};
     return 0;
 }
 
@@ -368,7 +368,7 @@ static int load_parsed(const tg_st_file *f, tg_train_state *s, const tg_cli_opt 
         check_tensors(f, s, c.step, &t, err, errlen))
         return -1;
     const tg_st_entry *m = t.m, *v = t.v, *buf = t.buf, *lg = t.lg;
-    const uint64_t step = c.step, state = c.state, inc = c.inc, adam_t = c.adam_t;
+    const uint64_t step = c.step, state = c.state, inc = c.inc, optim_t = c.optim_t;
     /* all checked: now change the state */
     if (s->scaler) {
         s->scaler->scale = ldexpf(1.0f, (int)c.ls_log2);
@@ -379,13 +379,13 @@ static int load_parsed(const tg_st_file *f, tg_train_state *s, const tg_cli_opt 
     if (m) {
         tg_st_get_f32(m, s->adam->m);
         tg_st_get_f32(v, s->adam->v);
-        s->adam->t = (int64_t)adam_t;
+        s->adam->t = (int64_t)optim_t;
     }
     if (buf) tg_st_get_f32(buf, s->sgd->buf);
     if (t.af_v) {
         tg_st_get_f32(t.af_v, s->adafactor->v);
         if (t.af_m) tg_st_get_f32(t.af_m, s->adafactor->m);
-        s->adafactor->t = (int64_t)adam_t;
+        s->adafactor->t = (int64_t)optim_t;
     }
     tg_st_get_f64(lg, s->logged);
     s->n_logged = (int)lg->shape[0];
